@@ -1,0 +1,190 @@
+//! Service backends: Service port resolution and EndpointSlice endpoints.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use wharf_model::{AppProtocol, Cluster, Endpoint, ObjectRef};
+
+use super::{Diagnostic, World};
+
+/// A Service port, by number or by name, as an Ingress backend names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ServicePortRef {
+    /// `port.number`
+    Number(i32),
+    /// `port.name`
+    Name(String),
+}
+
+impl fmt::Display for ServicePortRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServicePortRef::Number(n) => write!(f, "{n}"),
+            ServicePortRef::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+impl std::str::FromStr for ServicePortRef {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.parse::<i32>() {
+            Ok(n) => ServicePortRef::Number(n),
+            Err(_) => ServicePortRef::Name(s.to_owned()),
+        })
+    }
+}
+
+/// The id of the cluster for a Service port: `namespace/name:port`.
+pub fn cluster_id(ns: &str, name: &str, port: &ServicePortRef) -> String {
+    format!("{ns}/{name}:{port}")
+}
+
+const H2C: &str = "kubernetes.io/h2c";
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Lookup tables over the Services and EndpointSlices of a [`World`].
+pub(super) struct Backends<'a> {
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> Backends<'a> {
+    pub(super) fn new(world: &'a World) -> Self {
+        let mut services = HashMap::new();
+        for svc in &world.services {
+            if let (Some(ns), Some(name)) = (
+                svc.metadata.namespace.as_deref(),
+                svc.metadata.name.as_deref(),
+            ) {
+                services.insert((ns, name), svc);
+            }
+        }
+        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        for slice in &world.endpoint_slices {
+            let ns = slice.metadata.namespace.as_deref();
+            let svc = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let (Some(ns), Some(svc)) = (ns, svc) {
+                slices.entry((ns, svc.as_str())).or_default().push(slice);
+            }
+        }
+        Backends { services, slices }
+    }
+
+    /// Resolves `ns/name:port` into a cluster (added to `clusters` once) and returns its id.
+    /// `None`, with a diagnostic on `src`, when the Service or its port does not exist.
+    pub(super) fn cluster(
+        &self,
+        ns: &str,
+        name: &str,
+        port: &ServicePortRef,
+        src: &ObjectRef,
+        diags: &mut Vec<Diagnostic>,
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Option<String> {
+        let Some(svc) = self.services.get(&(ns, name)) else {
+            diags.push(Diagnostic {
+                object: src.clone(),
+                reason: "ServiceNotFound",
+                message: format!("backend Service {ns}/{name} does not exist; requests for it get 503 until it does"),
+            });
+            return None;
+        };
+        let spec = svc.spec.as_ref();
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let Some(sp) = ports.iter().find(|p| match port {
+            ServicePortRef::Number(n) => p.port == *n,
+            ServicePortRef::Name(n) => p.name.as_deref() == Some(n.as_str()),
+        }) else {
+            let have: Vec<String> = ports.iter().map(describe_port).collect();
+            diags.push(Diagnostic {
+                object: src.clone(),
+                reason: "ServicePortNotFound",
+                message: format!(
+                    "Service {ns}/{name} has no port {port} (it has: {}); requests for it get 503",
+                    have.join(", ")
+                ),
+            });
+            return None;
+        };
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            diags.push(Diagnostic {
+                object: src.clone(),
+                reason: "UnsupportedBackend",
+                message: format!(
+                    "Service {ns}/{name} is of type ExternalName, which is not supported yet"
+                ),
+            });
+            return None;
+        }
+        let id = cluster_id(ns, name, &ServicePortRef::Number(sp.port));
+        if !clusters.contains_key(&id) {
+            let cluster = Cluster {
+                protocol: if sp.app_protocol.as_deref() == Some(H2C) {
+                    AppProtocol::H2c
+                } else {
+                    AppProtocol::Http1
+                },
+                endpoints: self.endpoints(ns, name, sp),
+            };
+            clusters.insert(id.clone(), cluster);
+        }
+        Some(id)
+    }
+
+    /// Ready endpoints of the Service port; if none are ready, those still serving while
+    /// terminating (so a rollout's last pods keep answering).
+    fn endpoints(&self, ns: &str, name: &str, sp: &ServicePort) -> Vec<Endpoint> {
+        let mut ready = BTreeSet::new();
+        let mut terminating = BTreeSet::new();
+        let want_name = sp.name.as_deref().unwrap_or("");
+        for slice in self.slices.get(&(ns, name)).into_iter().flatten() {
+            if slice.address_type == "FQDN" {
+                continue;
+            }
+            let Some(port) = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref().unwrap_or("") == want_name)
+                .and_then(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok())
+            else {
+                continue;
+            };
+            for ep in &slice.endpoints {
+                let cond = ep.conditions.as_ref();
+                let is_ready = cond.and_then(|c| c.ready).unwrap_or(true);
+                let serving = cond.and_then(|c| c.serving).unwrap_or(is_ready);
+                let is_terminating = cond.and_then(|c| c.terminating).unwrap_or(false);
+                for addr in &ep.addresses {
+                    let Ok(ip) = addr.parse::<IpAddr>() else {
+                        continue;
+                    };
+                    let sa = SocketAddr::new(ip, port);
+                    if is_ready {
+                        ready.insert(sa);
+                    } else if serving && is_terminating {
+                        terminating.insert(sa);
+                    }
+                }
+            }
+        }
+        let chosen = if ready.is_empty() { terminating } else { ready };
+        chosen.into_iter().map(|addr| Endpoint { addr }).collect()
+    }
+}
+
+fn describe_port(p: &ServicePort) -> String {
+    match &p.name {
+        Some(n) => format!("{} ({n})", p.port),
+        None => p.port.to_string(),
+    }
+}

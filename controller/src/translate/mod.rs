@@ -1,0 +1,525 @@
+//! networking.k8s.io/v1 Ingress semantics, as a pure function.
+
+mod backend;
+mod class;
+mod tls;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+use wharf_model::{
+    Host, ObjectRef, PassthroughRoute, PathMatch, Route, Snapshot, TcpRoute, VirtualHost,
+};
+
+use backend::Backends;
+pub use backend::ServicePortRef;
+
+/// The Kubernetes objects a snapshot is built from.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    /// IngressClasses (cluster-scoped).
+    pub ingress_classes: Vec<IngressClass>,
+    /// Ingresses of every class; those of other controllers are ignored.
+    pub ingresses: Vec<Ingress>,
+    /// Secrets holding `tls.crt` and `tls.key`.
+    pub secrets: Vec<Secret>,
+    /// Services referenced by backends.
+    pub services: Vec<Service>,
+    /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
+    pub endpoint_slices: Vec<EndpointSlice>,
+}
+
+/// A Service whose traffic a plain TCP port forwards to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpService {
+    /// Gateway port, e.g. 31400.
+    pub listen_port: u16,
+    /// Namespace of the Service.
+    pub namespace: String,
+    /// Service name.
+    pub service: String,
+    /// Service port (number or name).
+    pub port: ServicePortRef,
+}
+
+/// Settings that shape translation.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `spec.controller` of IngressClasses that are ours.
+    pub controller_name: String,
+    /// Value of the legacy `kubernetes.io/ingress.class` annotation that selects us.
+    pub ingress_class: String,
+    /// `namespace/name` of the Secret served when no TLS host matches.
+    pub default_certificate: Option<(String, String)>,
+    /// Plain TCP ports and their Services.
+    pub tcp_services: Vec<TcpService>,
+    /// Serve Istio AUTO_PASSTHROUGH SNI names (`outbound_.<port>_.<subset>_.<fqdn>`) for
+    /// every Service on the passthrough port.
+    pub auto_passthrough: bool,
+    /// Cluster DNS domain for Service FQDNs.
+    pub cluster_domain: String,
+    /// The current time, Unix seconds (for certificate expiry).
+    pub now: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            controller_name: "wharf.dev/ingress-controller".into(),
+            ingress_class: "wharf".into(),
+            default_certificate: None,
+            tcp_services: Vec::new(),
+            auto_passthrough: false,
+            cluster_domain: "cluster.local".into(),
+            now: 0,
+        }
+    }
+}
+
+/// Something a user should be told about an object: becomes an Event and a log line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Diagnostic {
+    /// The object at fault (or affected).
+    pub object: ObjectRef,
+    /// Short stable CamelCase reason (Event reason, metric label).
+    pub reason: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// The result of [`translate`].
+#[derive(Debug, Clone, Default)]
+pub struct Translation {
+    /// The snapshot to serve.
+    pub snapshot: Snapshot,
+    /// Problems found, in a stable order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The Ingresses of our class (their status is ours to write).
+    pub ingresses: Vec<ObjectRef>,
+}
+
+const PASSTHROUGH_ANNOTATIONS: [&str; 2] = [
+    "wharf.dev/ssl-passthrough",
+    "nginx.ingress.kubernetes.io/ssl-passthrough",
+];
+const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = [
+    "wharf.dev/ssl-redirect",
+    "nginx.ingress.kubernetes.io/ssl-redirect",
+];
+const FORCE_SSL_REDIRECT_ANNOTATIONS: [&str; 2] = [
+    "wharf.dev/force-ssl-redirect",
+    "nginx.ingress.kubernetes.io/force-ssl-redirect",
+];
+
+/// Builds a snapshot from the objects in `world`.
+///
+/// `previous` is the snapshot currently served: when a Secret turns bad, the certificate
+/// it held there keeps serving.
+pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> Translation {
+    let mut t = Translator {
+        opts,
+        diags: Vec::new(),
+        snapshot: Snapshot::default(),
+        backends: Backends::new(world),
+    };
+    let classes = class::Classes::new(&world.ingress_classes, opts);
+    let mut ours: Vec<&Ingress> = world
+        .ingresses
+        .iter()
+        .filter(|ing| classes.is_ours(ing))
+        .collect();
+    ours.sort_by(|a, b| age_key(a).cmp(&age_key(b)));
+
+    let secrets = tls::Secrets::new(&world.secrets, previous, opts.now);
+    let mut tls_hosts = tls::TlsHosts::default();
+    if let Some((ns, name)) = &opts.default_certificate {
+        let source = ObjectRef::new("Secret", ns, name);
+        if let Some(id) = secrets.certificate(ns, name, &source, &mut t.diags, &mut t.snapshot) {
+            t.snapshot.default_certificate = Some(id);
+        }
+    }
+
+    let mut routes = RouteTable::default();
+    for ing in &ours {
+        t.ingress(ing, &secrets, &mut tls_hosts, &mut routes);
+    }
+    t.snapshot.tls_hosts = tls_hosts.into_hosts();
+    t.snapshot.virtual_hosts = routes.into_virtual_hosts(&t.snapshot.tls_hosts);
+    t.snapshot.default_backend = routes.default_backend;
+    t.snapshot.passthrough = routes.passthrough.into_values().collect();
+
+    for tcp in &opts.tcp_services {
+        let source = ObjectRef::new("Service", &tcp.namespace, &tcp.service);
+        if let Some(cluster) = t.backends.cluster(
+            &tcp.namespace,
+            &tcp.service,
+            &tcp.port,
+            &source,
+            &mut t.diags,
+            &mut t.snapshot.clusters,
+        ) {
+            t.snapshot.tcp_routes.push(TcpRoute {
+                port: tcp.listen_port,
+                cluster,
+            });
+        }
+    }
+    if opts.auto_passthrough {
+        t.auto_passthrough(world);
+    }
+
+    t.diags.sort();
+    t.diags.dedup();
+    Translation {
+        snapshot: t.snapshot,
+        diagnostics: t.diags,
+        ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
+    }
+}
+
+/// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
+fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) {
+    let m = &ing.metadata;
+    (
+        m.creation_timestamp.as_ref().map(|t| t.0),
+        m.namespace.as_deref().unwrap_or(""),
+        m.name.as_deref().unwrap_or(""),
+    )
+}
+
+fn ingress_ref(ing: &Ingress) -> ObjectRef {
+    ObjectRef::new(
+        "Ingress",
+        ing.metadata.namespace.as_deref().unwrap_or("default"),
+        ing.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// The value of the first present annotation among `keys`.
+fn annotation<'a>(ing: &'a Ingress, keys: &[&str]) -> Option<(&'a str, &'a str)> {
+    let ann = ing.metadata.annotations.as_ref()?;
+    keys.iter()
+        .find_map(|k| ann.get_key_value(*k).map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+#[derive(Default)]
+struct RouteTable {
+    /// (host, path) -> route; the first claim (oldest Ingress) wins.
+    by_host: BTreeMap<Host, Vec<Route>>,
+    claimed: HashMap<(Host, PathMatch), ObjectRef>,
+    default_backend: Option<Route>,
+    passthrough: BTreeMap<Host, PassthroughRoute>,
+}
+
+impl RouteTable {
+    fn into_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
+        let by_host = std::mem::take(&mut self.by_host);
+        by_host
+            .into_iter()
+            .map(|(host, mut routes)| {
+                routes.sort_by(|a, b| a.path.precedence_key().cmp(&b.path.precedence_key()));
+                let has_tls = tls_covered(&host, tls_hosts);
+                for r in &mut routes {
+                    // `https_redirect` holds "the Ingress allows it" until here.
+                    r.https_redirect &= has_tls;
+                }
+                VirtualHost { host, routes }
+            })
+            .collect()
+    }
+}
+
+fn tls_covered(host: &Host, tls_hosts: &[wharf_model::TlsHost]) -> bool {
+    tls_hosts.iter().any(|t| match host {
+        Host::Exact(name) => t.host.matches(name),
+        Host::Wildcard(_) => &t.host == host,
+        Host::Any => false,
+    })
+}
+
+struct Translator<'a> {
+    opts: &'a Options,
+    diags: Vec<Diagnostic>,
+    snapshot: Snapshot,
+    backends: Backends<'a>,
+}
+
+impl<'a> Translator<'a> {
+    fn diag(&mut self, object: &ObjectRef, reason: &'static str, message: String) {
+        self.diags.push(Diagnostic {
+            object: object.clone(),
+            reason,
+            message,
+        });
+    }
+
+    /// Reads a boolean annotation; an invalid value is reported and treated as absent.
+    fn bool_annotation(&mut self, ing: &Ingress, src: &ObjectRef, keys: &[&str]) -> Option<bool> {
+        let (key, value) = annotation(ing, keys)?;
+        match value.trim() {
+            "true" => Some(true),
+            "false" => Some(false),
+            other => {
+                self.diag(
+                    src,
+                    "InvalidAnnotation",
+                    format!(
+                        "annotation {key}: {other:?} is not \"true\" or \"false\"; it is ignored"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn ingress(
+        &mut self,
+        ing: &Ingress,
+        secrets: &tls::Secrets,
+        tls_hosts: &mut tls::TlsHosts,
+        routes: &mut RouteTable,
+    ) {
+        let src = ingress_ref(ing);
+        let Some(spec) = &ing.spec else { return };
+        let passthrough = self.bool_annotation(ing, &src, &PASSTHROUGH_ANNOTATIONS) == Some(true);
+        let ssl_redirect =
+            self.bool_annotation(ing, &src, &SSL_REDIRECT_ANNOTATIONS) != Some(false);
+        let force_redirect =
+            self.bool_annotation(ing, &src, &FORCE_SSL_REDIRECT_ANNOTATIONS) == Some(true);
+
+        if passthrough {
+            self.passthrough(ing, &src, routes);
+            return;
+        }
+        for entry in spec.tls.iter().flatten() {
+            let hosts: Vec<&str> = match &entry.hosts {
+                Some(h) if !h.is_empty() => h.iter().map(String::as_str).collect(),
+                // No hosts: the entry covers every host of the Ingress's rules.
+                _ => spec
+                    .rules
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| r.host.as_deref())
+                    .collect(),
+            };
+            tls_hosts.add(self, &src, secrets, entry.secret_name.as_deref(), &hosts);
+        }
+
+        if let Some(backend) = &spec.default_backend {
+            if let Some(cluster) = self.backend(&src, backend) {
+                let route = Route {
+                    path: PathMatch::Prefix("/".into()),
+                    cluster,
+                    source: src.clone(),
+                    https_redirect: false,
+                };
+                match &routes.default_backend {
+                    None => routes.default_backend = Some(route),
+                    Some(winner) => {
+                        let msg = format!("spec.defaultBackend is ignored: {} is older and sets the default backend", winner.source);
+                        self.diag(&src, "DefaultBackendConflict", msg);
+                    }
+                }
+            }
+        }
+
+        for rule in spec.rules.iter().flatten() {
+            let host = match rule.host.as_deref() {
+                None | Some("") => Host::Any,
+                Some(h) => match Host::parse(h) {
+                    Ok(host) => host,
+                    Err(e) => {
+                        self.diag(&src, "InvalidHost", format!("rule skipped: {e}"));
+                        continue;
+                    }
+                },
+            };
+            for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                let raw = p.path.as_deref().unwrap_or("/");
+                let matched = match p.path_type.as_str() {
+                    "Exact" => PathMatch::exact(raw),
+                    "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw),
+                    other => {
+                        self.diag(&src, "InvalidPathType", format!("path {raw:?} skipped: pathType {other:?} is not Exact, Prefix or ImplementationSpecific"));
+                        continue;
+                    }
+                };
+                let path = match matched {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.diag(&src, "InvalidPath", format!("path skipped: {e}"));
+                        continue;
+                    }
+                };
+                let Some(cluster) = self.backend(&src, &p.backend) else {
+                    continue;
+                };
+                let key = (host.clone(), path.clone());
+                if let Some(winner) = routes.claimed.get(&key) {
+                    let msg = if winner == &src {
+                        format!(
+                            "host {host} path {} appears twice; the first rule wins",
+                            path.path()
+                        )
+                    } else {
+                        format!("host {host} path {} is already served by {winner}, which is older; this rule is ignored", path.path())
+                    };
+                    self.diag(&src, "HostPathConflict", msg);
+                    continue;
+                }
+                routes.claimed.insert(key, src.clone());
+                let route = Route {
+                    path,
+                    cluster,
+                    source: src.clone(),
+                    https_redirect: ssl_redirect,
+                };
+                let route = Route {
+                    https_redirect: route.https_redirect || force_redirect,
+                    ..route
+                };
+                routes.by_host.entry(host.clone()).or_default().push(route);
+            }
+        }
+    }
+
+    /// Resolves a backend to a cluster id. Missing Services still yield a cluster id, so the
+    /// route answers 503 instead of falling through to another rule.
+    fn backend(&mut self, src: &ObjectRef, backend: &IngressBackend) -> Option<String> {
+        let Some(svc) = &backend.service else {
+            self.diag(
+                src,
+                "UnsupportedBackend",
+                "resource backends are not supported; use a Service backend".into(),
+            );
+            return None;
+        };
+        let ns = src.namespace.clone();
+        let port = match &svc.port {
+            Some(p) => match (p.number, &p.name) {
+                (Some(n), _) => ServicePortRef::Number(n),
+                (None, Some(name)) => ServicePortRef::Name(name.clone()),
+                (None, None) => {
+                    self.diag(
+                        src,
+                        "ServicePortNotFound",
+                        format!(
+                            "backend Service {} has no port; set port.number or port.name",
+                            svc.name
+                        ),
+                    );
+                    return None;
+                }
+            },
+            None => {
+                self.diag(
+                    src,
+                    "ServicePortNotFound",
+                    format!(
+                        "backend Service {} has no port; set port.number or port.name",
+                        svc.name
+                    ),
+                );
+                return None;
+            }
+        };
+        let id = self.backends.cluster(
+            &ns,
+            &svc.name,
+            &port,
+            src,
+            &mut self.diags,
+            &mut self.snapshot.clusters,
+        );
+        Some(id.unwrap_or_else(|| backend::cluster_id(&ns, &svc.name, &port)))
+    }
+
+    fn passthrough(&mut self, ing: &Ingress, src: &ObjectRef, routes: &mut RouteTable) {
+        let Some(spec) = &ing.spec else { return };
+        for rule in spec.rules.iter().flatten() {
+            let host = match rule.host.as_deref().map(Host::parse) {
+                Some(Ok(h)) => h,
+                Some(Err(e)) => {
+                    self.diag(src, "InvalidHost", format!("passthrough rule skipped: {e}"));
+                    continue;
+                }
+                None => {
+                    self.diag(
+                        src,
+                        "InvalidHost",
+                        "passthrough rules need a host: the SNI is the only thing to route on"
+                            .into(),
+                    );
+                    continue;
+                }
+            };
+            let Some(path) = rule.http.as_ref().and_then(|h| h.paths.first()) else {
+                self.diag(
+                    src,
+                    "UnsupportedBackend",
+                    format!("passthrough host {host} has no path with a backend"),
+                );
+                continue;
+            };
+            let Some(cluster) = self.backend(src, &path.backend) else {
+                continue;
+            };
+            if let Some(winner) = routes.passthrough.get(&host) {
+                let msg = format!("passthrough host {host} is already served by {}, which is older; this rule is ignored", winner.source);
+                self.diag(src, "HostPathConflict", msg);
+                continue;
+            }
+            routes.passthrough.insert(
+                host.clone(),
+                PassthroughRoute {
+                    host,
+                    cluster,
+                    source: src.clone(),
+                },
+            );
+        }
+    }
+
+    fn auto_passthrough(&mut self, world: &World) {
+        let mut seen = HashSet::new();
+        for svc in &world.services {
+            let (Some(ns), Some(name)) = (
+                svc.metadata.namespace.as_deref(),
+                svc.metadata.name.as_deref(),
+            ) else {
+                continue;
+            };
+            let src = ObjectRef::new("Service", ns, name);
+            for port in svc.spec.iter().flat_map(|s| s.ports.iter().flatten()) {
+                let pref = ServicePortRef::Number(port.port);
+                let mut ignored = Vec::new();
+                let Some(cluster) = self.backends.cluster(
+                    ns,
+                    name,
+                    &pref,
+                    &src,
+                    &mut ignored,
+                    &mut self.snapshot.clusters,
+                ) else {
+                    continue;
+                };
+                let sni = format!(
+                    "outbound_.{}_._.{name}.{ns}.svc.{}",
+                    port.port, self.opts.cluster_domain
+                );
+                if seen.insert(sni.clone()) {
+                    self.snapshot.passthrough.push(PassthroughRoute {
+                        host: Host::Exact(sni),
+                        cluster,
+                        source: src.clone(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,579 @@
+use serde_json::{json, Value};
+
+use super::*;
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+fn class(name: &str, controller: &str, default: bool) -> IngressClass {
+    let ann = if default {
+        json!({"ingressclass.kubernetes.io/is-default-class": "true"})
+    } else {
+        json!({})
+    };
+    obj(json!({"metadata": {"name": name, "annotations": ann}, "spec": {"controller": controller}}))
+}
+
+/// An Ingress created at minute `age` with the given spec and annotations.
+fn ingress(name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
+    obj(json!({
+        "metadata": {"name": name, "namespace": "web", "annotations": annotations,
+                      "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+        "spec": spec,
+    }))
+}
+
+fn rule(host: Option<&str>, paths: Value) -> Value {
+    match host {
+        Some(h) => json!({"host": h, "http": {"paths": paths}}),
+        None => json!({"http": {"paths": paths}}),
+    }
+}
+
+fn path(p: &str, ty: &str, svc: &str, port: Value) -> Value {
+    json!({"path": p, "pathType": ty, "backend": {"service": {"name": svc, "port": port}}})
+}
+
+fn service(name: &str, ports: Value) -> Service {
+    obj(json!({"metadata": {"name": name, "namespace": "web"}, "spec": {"ports": ports}}))
+}
+
+fn slice(svc: &str, port_name: &str, port: u16, endpoints: Value) -> EndpointSlice {
+    obj(json!({
+        "metadata": {"name": format!("{svc}-x"), "namespace": "web", "labels": {"kubernetes.io/service-name": svc}},
+        "addressType": "IPv4",
+        "ports": [{"name": port_name, "port": port}],
+        "endpoints": endpoints,
+    }))
+}
+
+fn tls_secret(name: &str, hosts: &[&str]) -> Secret {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let params =
+        rcgen::CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    secret(name, &cert.pem(), &key.serialize_pem())
+}
+
+fn secret(name: &str, crt: &str, key: &str) -> Secret {
+    obj(json!({
+        "metadata": {"name": name, "namespace": "web"}, "type": "kubernetes.io/tls",
+        "data": {"tls.crt": b64(crt), "tls.key": b64(key)},
+    }))
+}
+
+fn b64(s: &str) -> String {
+    // The JSON form of k8s ByteString is base64; round-trip through it.
+    serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec()))
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn opts() -> Options {
+    Options {
+        now: 1_800_000_000,
+        ..Options::default()
+    }
+}
+
+/// A world with our class, one Service `app` (port 80 "http" -> 8080, two ready endpoints).
+fn world(ingresses: Vec<Ingress>) -> World {
+    World {
+        ingress_classes: vec![
+            class("wharf", "wharf.dev/ingress-controller", false),
+            class("nginx", "k8s.io/ingress-nginx", true),
+        ],
+        ingresses,
+        secrets: vec![],
+        services: vec![
+            service("app", json!([{"name": "http", "port": 80}])),
+            service(
+                "h2",
+                json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}]),
+            ),
+        ],
+        endpoint_slices: vec![slice(
+            "app",
+            "http",
+            8080,
+            json!([
+                {"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
+                {"addresses": ["10.0.0.2"]},
+            ]),
+        )],
+    }
+}
+
+fn simple(name: &str, age: u32, host: &str, p: &str) -> Ingress {
+    ingress(
+        name,
+        age,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path(p, "Prefix", "app", json!({"number": 80}))]))]}),
+    )
+}
+
+fn reasons(t: &Translation) -> Vec<(&str, &str)> {
+    t.diagnostics
+        .iter()
+        .map(|d| (d.object.name.as_str(), d.reason))
+        .collect()
+}
+
+#[test]
+fn class_selection() {
+    let none = json!({"rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let with_class = |c: &str| {
+        let mut s = none.clone();
+        s["ingressClassName"] = json!(c);
+        s
+    };
+    let cases = [
+        (ingress("by-name", 0, json!({}), with_class("wharf")), true),
+        (
+            ingress("other-class", 0, json!({}), with_class("nginx")),
+            false,
+        ),
+        (
+            ingress("unknown-class", 0, json!({}), with_class("missing")),
+            false,
+        ),
+        (
+            ingress(
+                "legacy",
+                0,
+                json!({"kubernetes.io/ingress.class": "wharf"}),
+                none.clone(),
+            ),
+            true,
+        ),
+        (
+            ingress(
+                "legacy-other",
+                0,
+                json!({"kubernetes.io/ingress.class": "nginx"}),
+                none.clone(),
+            ),
+            false,
+        ),
+        // The default class here belongs to ingress-nginx, not us.
+        (ingress("no-class", 0, json!({}), none.clone()), false),
+    ];
+    for (ing, want) in cases {
+        let name = ing.metadata.name.clone().unwrap();
+        let t = translate(&world(vec![ing]), &opts(), None);
+        assert_eq!(t.ingresses.len() == 1, want, "{name}");
+    }
+    // Our class marked default adopts Ingresses without a class.
+    let mut w = world(vec![ingress("no-class", 0, json!({}), none)]);
+    w.ingress_classes = vec![class("wharf", "wharf.dev/ingress-controller", true)];
+    assert_eq!(translate(&w, &opts(), None).ingresses.len(), 1);
+}
+
+#[test]
+fn hosts_exact_wildcard_any_and_invalid() {
+    let ing = ingress(
+        "i",
+        0,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [
+            rule(Some("A.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+            rule(Some("*.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+            rule(None, json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+            rule(Some("bad_host"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+        ]}),
+    );
+    let t = translate(&world(vec![ing]), &opts(), None);
+    let hosts: Vec<String> = t
+        .snapshot
+        .virtual_hosts
+        .iter()
+        .map(|v| v.host.to_string())
+        .collect();
+    assert_eq!(hosts, ["a.example.com", "*.example.com", "*"]);
+    assert_eq!(reasons(&t), [("i", "InvalidHost")]);
+}
+
+#[test]
+fn paths_ordered_by_kubernetes_precedence() {
+    let ing = ingress(
+        "i",
+        0,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+            path("/", "Prefix", "app", json!({"number": 80})),
+            path("/foo", "Prefix", "app", json!({"number": 80})),
+            path("/foo", "Exact", "app", json!({"number": 80})),
+            path("/foo/bar/", "ImplementationSpecific", "app", json!({"number": 80})),
+            path("nope", "Prefix", "app", json!({"number": 80})),
+            path("/x", "Regex", "app", json!({"number": 80})),
+        ]))]}),
+    );
+    let t = translate(&world(vec![ing]), &opts(), None);
+    let got: Vec<String> = t.snapshot.virtual_hosts[0]
+        .routes
+        .iter()
+        .map(|r| format!("{:?}", r.path))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            r#"Prefix("/foo/bar")"#,
+            r#"Exact("/foo")"#,
+            r#"Prefix("/foo")"#,
+            r#"Prefix("/")"#
+        ]
+    );
+    assert_eq!(
+        reasons(&t),
+        [("i", "InvalidPath"), ("i", "InvalidPathType")]
+    );
+}
+
+#[test]
+fn conflicts_oldest_wins_loser_told() {
+    // Listed newest first: order of input must not matter.
+    let t = translate(
+        &world(vec![
+            simple("newer", 5, "a.com", "/"),
+            simple("older", 1, "a.com", "/"),
+            simple("other-path", 9, "a.com", "/x"),
+        ]),
+        &opts(),
+        None,
+    );
+    let routes = &t.snapshot.virtual_hosts[0].routes;
+    assert_eq!(
+        routes
+            .iter()
+            .map(|r| r.source.name.as_str())
+            .collect::<Vec<_>>(),
+        ["other-path", "older"]
+    );
+    assert_eq!(reasons(&t), [("newer", "HostPathConflict")]);
+    assert!(
+        t.diagnostics[0].message.contains("Ingress web/older"),
+        "{}",
+        t.diagnostics[0].message
+    );
+}
+
+#[test]
+fn service_ports_by_number_and_name_and_endpoints() {
+    let ing = ingress(
+        "i",
+        0,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+            path("/num", "Prefix", "app", json!({"number": 80})),
+            path("/name", "Prefix", "app", json!({"name": "http"})),
+            path("/badport", "Prefix", "app", json!({"number": 99})),
+            path("/nosvc", "Prefix", "ghost", json!({"number": 80})),
+            path("/h2", "Prefix", "h2", json!({"number": 81})),
+        ]))]}),
+    );
+    let t = translate(&world(vec![ing]), &opts(), None);
+    let routes = &t.snapshot.virtual_hosts[0].routes;
+    let cluster_of = |p: &str| {
+        routes
+            .iter()
+            .find(|r| r.path.path() == p)
+            .map(|r| r.cluster.as_str())
+    };
+    assert_eq!(cluster_of("/num"), Some("web/app:80"));
+    assert_eq!(cluster_of("/name"), Some("web/app:80"));
+    assert_eq!(
+        cluster_of("/nosvc"),
+        Some("web/ghost:80"),
+        "kept, to answer 503"
+    );
+    assert_eq!(cluster_of("/badport"), Some("web/app:99"));
+    let app = &t.snapshot.clusters["web/app:80"];
+    let addrs: Vec<String> = app.endpoints.iter().map(|e| e.addr.to_string()).collect();
+    assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080"]);
+    assert_eq!(
+        t.snapshot.clusters["web/h2:81"].protocol,
+        wharf_model::AppProtocol::H2c
+    );
+    assert!(!t.snapshot.clusters.contains_key("web/ghost:80"));
+    assert_eq!(
+        reasons(&t),
+        [("i", "ServiceNotFound"), ("i", "ServicePortNotFound")]
+    );
+}
+
+#[test]
+fn not_ready_endpoints_skipped_terminating_as_fallback() {
+    let mut w = world(vec![simple("i", 0, "a.com", "/")]);
+    w.endpoint_slices = vec![slice(
+        "app",
+        "http",
+        8080,
+        json!([
+            {"addresses": ["10.0.0.1"], "conditions": {"ready": false}},
+            {"addresses": ["10.0.0.2"], "conditions": {"ready": false, "serving": true, "terminating": true}},
+        ]),
+    )];
+    let t = translate(&w, &opts(), None);
+    assert_eq!(t.snapshot.clusters["web/app:80"].endpoints.len(), 1);
+    assert_eq!(
+        t.snapshot.clusters["web/app:80"].endpoints[0]
+            .addr
+            .to_string(),
+        "10.0.0.2:8080"
+    );
+    w.endpoint_slices[0].endpoints[0]
+        .conditions
+        .as_mut()
+        .unwrap()
+        .ready = Some(true);
+    let t = translate(&w, &opts(), None);
+    assert_eq!(
+        t.snapshot.clusters["web/app:80"].endpoints[0]
+            .addr
+            .to_string(),
+        "10.0.0.1:8080"
+    );
+}
+
+#[test]
+fn default_backend_oldest_wins() {
+    let spec = json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}}});
+    let t = translate(
+        &world(vec![
+            ingress("b", 2, json!({}), spec.clone()),
+            ingress("a", 1, json!({}), spec),
+        ]),
+        &opts(),
+        None,
+    );
+    assert_eq!(
+        t.snapshot
+            .default_backend
+            .as_ref()
+            .map(|r| r.source.name.as_str()),
+        Some("a")
+    );
+    assert_eq!(reasons(&t), [("b", "DefaultBackendConflict")]);
+}
+
+#[test]
+fn tls_hosts_certificates_and_redirects() {
+    let spec = |secret: &str| {
+        json!({"ingressClassName": "wharf",
+        "tls": [{"hosts": ["a.com", "*.w.com"], "secretName": secret}],
+        "rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+                  rule(Some("x.w.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+                  rule(Some("plain.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
+    };
+    let mut w = world(vec![ingress("i", 0, json!({}), spec("cert"))]);
+    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com"])];
+    let t = translate(&w, &opts(), None);
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    let tls: Vec<(String, &str)> = t
+        .snapshot
+        .tls_hosts
+        .iter()
+        .map(|h| (h.host.to_string(), h.certificate.as_str()))
+        .collect();
+    assert_eq!(
+        tls,
+        [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]
+    );
+    let redirect: Vec<(String, bool)> = t
+        .snapshot
+        .virtual_hosts
+        .iter()
+        .map(|v| (v.host.to_string(), v.routes[0].https_redirect))
+        .collect();
+    assert_eq!(
+        redirect,
+        [
+            ("a.com".into(), true),
+            ("plain.com".into(), false),
+            ("x.w.com".into(), true)
+        ]
+    );
+
+    // Opting out of the redirect.
+    let mut w2 = w.clone();
+    w2.ingresses = vec![ingress(
+        "i",
+        0,
+        json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"}),
+        spec("cert"),
+    )];
+    let t2 = translate(&w2, &opts(), None);
+    assert!(t2
+        .snapshot
+        .virtual_hosts
+        .iter()
+        .all(|v| !v.routes[0].https_redirect));
+
+    // The Secret turns bad: the last good certificate keeps serving, and the user is told.
+    let mut bad = w.clone();
+    bad.secrets = vec![secret("cert", "not a cert", "nor a key")];
+    let t3 = translate(&bad, &opts(), Some(&t.snapshot));
+    assert_eq!(
+        t3.snapshot.certificates["web/cert"],
+        t.snapshot.certificates["web/cert"]
+    );
+    assert_eq!(reasons(&t3), [("i", "BadCertificatePEM")]);
+    assert!(
+        t3.diagnostics[0].message.contains("last good certificate"),
+        "{}",
+        t3.diagnostics[0].message
+    );
+    // Without a previous snapshot the hosts fall back to the default certificate.
+    let t4 = translate(&bad, &opts(), None);
+    assert!(t4.snapshot.tls_hosts.is_empty());
+
+    // Key from another certificate.
+    let other = tls_secret("other", &["a.com"]);
+    let mut mismatch = w.clone();
+    let (crt, key) = (
+        w.secrets[0].data.as_ref().unwrap()["tls.crt"].clone(),
+        other.data.as_ref().unwrap()["tls.key"].clone(),
+    );
+    mismatch.secrets[0].data =
+        Some([("tls.crt".to_string(), crt), ("tls.key".to_string(), key)].into());
+    assert_eq!(
+        reasons(&translate(&mismatch, &opts(), None)),
+        [("i", "KeyMismatch")]
+    );
+}
+
+#[test]
+fn tls_secret_errors_missing_cross_namespace_and_mismatch() {
+    let spec = |secret: &str, host: &str| json!({"ingressClassName": "wharf", "tls": [{"hosts": [host], "secretName": secret}]});
+    let mut w = world(vec![
+        ingress("missing", 0, json!({}), spec("nope", "a.com")),
+        ingress("cross", 1, json!({}), spec("other-ns/cert", "b.com")),
+        ingress("uncovered", 2, json!({}), spec("cert", "c.com")),
+        ingress("conflict", 3, json!({}), spec("cert2", "d.com")),
+        ingress("owner", 0, json!({}), spec("cert", "d.com")),
+    ]);
+    w.secrets = vec![
+        tls_secret("cert", &["d.com"]),
+        tls_secret("cert2", &["d.com"]),
+    ];
+    let t = translate(&w, &opts(), None);
+    assert_eq!(
+        reasons(&t),
+        [
+            ("conflict", "TLSHostConflict"),
+            ("cross", "SecretInOtherNamespace"),
+            ("missing", "SecretNotFound"),
+            ("uncovered", "CertificateHostMismatch")
+        ]
+    );
+    let hosts: Vec<(String, &str)> = t
+        .snapshot
+        .tls_hosts
+        .iter()
+        .map(|h| (h.host.to_string(), h.certificate.as_str()))
+        .collect();
+    assert_eq!(
+        hosts,
+        [("c.com".into(), "web/cert"), ("d.com".into(), "web/cert")]
+    );
+}
+
+#[test]
+fn expired_certificate_is_refused() {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["a.com".to_string()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let cert = params.self_signed(&key).unwrap();
+    let mut w = world(vec![ingress(
+        "i",
+        0,
+        json!({}),
+        json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "old"}]}),
+    )]);
+    w.secrets = vec![secret("old", &cert.pem(), &key.serialize_pem())];
+    let t = translate(&w, &opts(), None);
+    assert_eq!(reasons(&t), [("i", "CertificateExpired")]);
+    assert!(t.snapshot.certificates.is_empty());
+}
+
+#[test]
+fn passthrough_annotation_and_auto_passthrough() {
+    let ing = ingress(
+        "pt",
+        0,
+        json!({"wharf.dev/ssl-passthrough": "true"}),
+        json!({"ingressClassName": "wharf", "rules": [
+            rule(Some("db.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+        ]}),
+    );
+    let bad = ingress(
+        "bad-ann",
+        1,
+        json!({"nginx.ingress.kubernetes.io/ssl-passthrough": "yes"}),
+        json!({"ingressClassName": "wharf"}),
+    );
+    let t = translate(
+        &world(vec![ing, bad]),
+        &Options {
+            auto_passthrough: true,
+            ..opts()
+        },
+        None,
+    );
+    let pt: Vec<(String, &str)> = t
+        .snapshot
+        .passthrough
+        .iter()
+        .map(|p| (p.host.to_string(), p.cluster.as_str()))
+        .collect();
+    assert!(
+        pt.contains(&("db.example.com".into(), "web/app:80")),
+        "{pt:?}"
+    );
+    assert!(
+        pt.contains(&(
+            "outbound_.80_._.app.web.svc.cluster.local".into(),
+            "web/app:80"
+        )),
+        "{pt:?}"
+    );
+    assert!(
+        t.snapshot.virtual_hosts.is_empty(),
+        "passthrough hosts get no HTTP routes"
+    );
+    assert_eq!(reasons(&t), [("bad-ann", "InvalidAnnotation")]);
+}
+
+#[test]
+fn tcp_services_and_default_certificate() {
+    let mut w = world(vec![]);
+    w.secrets = vec![tls_secret("fallback", &["fallback.local"])];
+    let o = Options {
+        tcp_services: vec![TcpService {
+            listen_port: 31400,
+            namespace: "web".into(),
+            service: "app".into(),
+            port: ServicePortRef::Name("http".into()),
+        }],
+        default_certificate: Some(("web".into(), "fallback".into())),
+        ..opts()
+    };
+    let t = translate(&w, &o, None);
+    assert_eq!(
+        t.snapshot.tcp_routes,
+        [TcpRoute {
+            port: 31400,
+            cluster: "web/app:80".into()
+        }]
+    );
+    assert_eq!(
+        t.snapshot.default_certificate.as_deref(),
+        Some("web/fallback")
+    );
+}

@@ -1,0 +1,185 @@
+//! TLS sections: Secrets to validated certificates, hosts to certificates.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use wharf_model::tls::{self, CertError};
+use wharf_model::{Certificate, Host, ObjectRef, Snapshot, TlsHost};
+
+use super::{Diagnostic, Translator};
+
+/// The Secrets of a [`super::World`], validated on first use.
+pub(super) struct Secrets<'a> {
+    by_name: HashMap<(&'a str, &'a str), &'a Secret>,
+    previous: Option<&'a Snapshot>,
+    now: i64,
+    checked: std::cell::RefCell<HashMap<String, Result<Certificate, CertError>>>,
+}
+
+impl<'a> Secrets<'a> {
+    pub(super) fn new(secrets: &'a [Secret], previous: Option<&'a Snapshot>, now: i64) -> Self {
+        let by_name = secrets
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    (
+                        s.metadata.namespace.as_deref()?,
+                        s.metadata.name.as_deref()?,
+                    ),
+                    s,
+                ))
+            })
+            .collect();
+        Secrets {
+            by_name,
+            previous,
+            now,
+            checked: Default::default(),
+        }
+    }
+
+    /// Adds the certificate of Secret `ns/name` to the snapshot and returns its id. When the
+    /// Secret is bad, reports why on `src` and falls back to the certificate the previous
+    /// snapshot served from it, if any.
+    pub(super) fn certificate(
+        &self,
+        ns: &str,
+        name: &str,
+        src: &ObjectRef,
+        diags: &mut Vec<Diagnostic>,
+        snapshot: &mut Snapshot,
+    ) -> Option<String> {
+        let id = format!("{ns}/{name}");
+        let Some(secret) = self.by_name.get(&(ns, name)) else {
+            diags.push(Diagnostic {
+                object: src.clone(),
+                reason: "SecretNotFound",
+                message: format!("TLS Secret {id} does not exist; its hosts get the default certificate until it does"),
+            });
+            return None;
+        };
+        let result = self
+            .checked
+            .borrow_mut()
+            .entry(id.clone())
+            .or_insert_with(|| self.validate(&id, secret))
+            .clone();
+        match result {
+            Ok(cert) => {
+                snapshot.certificates.insert(id.clone(), cert);
+                Some(id)
+            }
+            Err(err) => {
+                let last_good = self.previous.and_then(|p| p.certificates.get(&id));
+                let fallback = match last_good {
+                    Some(_) => "the last good certificate from this Secret keeps serving",
+                    None => "its hosts get the default certificate",
+                };
+                diags.push(Diagnostic {
+                    object: src.clone(),
+                    reason: err.reason(),
+                    message: format!("TLS Secret {id}: {err}; {fallback}"),
+                });
+                let cert = last_good?.clone();
+                snapshot.certificates.insert(id.clone(), cert);
+                Some(id)
+            }
+        }
+    }
+
+    fn validate(&self, id: &str, secret: &Secret) -> Result<Certificate, CertError> {
+        let data = secret.data.as_ref();
+        let get = |k: &str| {
+            data.and_then(|d| d.get(k))
+                .map(|b| b.0.as_slice())
+                .unwrap_or_default()
+        };
+        let (crt, key) = (get("tls.crt"), get("tls.key"));
+        if let Some(prev) = self.previous.and_then(|p| p.certificates.get(id)) {
+            // Unchanged Secret: reuse the earlier validation, only the clock moved.
+            if prev.chain_pem.as_bytes() == crt && prev.key_pem.as_bytes() == key {
+                if prev.not_after < self.now {
+                    return Err(CertError::Expired {
+                        not_after: prev.not_after,
+                    });
+                }
+                return Ok(prev.clone());
+            }
+        }
+        let loaded = tls::load(crt, key, self.now)?;
+        Ok(Certificate {
+            chain_pem: Arc::from(String::from_utf8_lossy(crt).as_ref()),
+            key_pem: Arc::from(String::from_utf8_lossy(key).as_ref()),
+            dns_names: loaded.info.dns_names,
+            not_after: loaded.info.not_after,
+        })
+    }
+}
+
+/// TLS hosts claimed so far; the oldest Ingress wins a host.
+#[derive(Default)]
+pub(super) struct TlsHosts {
+    hosts: BTreeMap<Host, (String, ObjectRef)>,
+}
+
+impl TlsHosts {
+    pub(super) fn add(
+        &mut self,
+        t: &mut Translator<'_>,
+        src: &ObjectRef,
+        secrets: &Secrets<'_>,
+        secret_name: Option<&str>,
+        hosts: &[&str],
+    ) {
+        let Some(secret_name) = secret_name.filter(|s| !s.is_empty()) else {
+            t.diag(src, "SecretNotFound", format!("spec.tls entry for {} has no secretName; those hosts get the default certificate", hosts.join(", ")));
+            return;
+        };
+        if secret_name.contains('/') {
+            t.diag(src, "SecretInOtherNamespace", format!("spec.tls secretName {secret_name:?} points into another namespace; an Ingress may only use Secrets of its own namespace ({}); copy the Secret there", src.namespace));
+            return;
+        }
+        let Some(id) = secrets.certificate(
+            &src.namespace,
+            secret_name,
+            src,
+            &mut t.diags,
+            &mut t.snapshot,
+        ) else {
+            return;
+        };
+        let dns_names = t
+            .snapshot
+            .certificates
+            .get(&id)
+            .map(|c| c.dns_names.clone())
+            .unwrap_or_default();
+        for raw in hosts {
+            let host = match Host::parse(raw) {
+                Ok(h) => h,
+                Err(e) => {
+                    t.diag(src, "InvalidHost", format!("spec.tls host skipped: {e}"));
+                    continue;
+                }
+            };
+            if let Some((winner_cert, winner)) = self.hosts.get(&host) {
+                if winner_cert != &id {
+                    t.diag(src, "TLSHostConflict", format!("TLS host {host} is already served with Secret {winner_cert} by {winner}, which is older; Secret {id} is not used for it"));
+                }
+                continue;
+            }
+            if !tls::covers(&dns_names, &host.to_string()) {
+                t.diag(src, "CertificateHostMismatch", format!("the certificate in Secret {id} does not cover host {host} (it covers: {}); clients will reject it", dns_names.join(", ")));
+            }
+            self.hosts.insert(host, (id.clone(), src.clone()));
+        }
+    }
+
+    pub(super) fn into_hosts(self) -> Vec<TlsHost> {
+        self.hosts
+            .into_iter()
+            .map(|(host, (certificate, _))| TlsHost { host, certificate })
+            .collect()
+    }
+}

@@ -1,0 +1,174 @@
+//! Host names as Ingress rules and TLS sections spell them: exact, `*.` wildcard
+//! (one label), or any host.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// A host a rule or certificate applies to. Names are stored lower-case.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Host {
+    /// Exactly this name, e.g. `foo.example.com`.
+    Exact(String),
+    /// Any name with exactly one more label in front of this suffix. The stored string is
+    /// the suffix with its leading dot, e.g. `.example.com` for `*.example.com`.
+    Wildcard(String),
+    /// Every host (a rule without `host`).
+    Any,
+}
+
+/// Why a host name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The name is empty.
+    #[error("host name is empty")]
+    Empty,
+    /// The name is an IP address; Ingress hosts must be DNS names.
+    #[error("host {0:?} is an IP address; Ingress hosts must be DNS names")]
+    IpAddress(String),
+    /// The name is not a DNS-1123 subdomain.
+    #[error("host {0:?} is not a valid DNS name (lower-case letters, digits, '-' and '.', labels of 1-63 characters, optionally starting with '*.')")]
+    Invalid(String),
+}
+
+impl Host {
+    /// Parses a host as `spec.rules[].host` or `spec.tls[].hosts[]` spell it.
+    pub fn parse(name: &str) -> Result<Host, HostError> {
+        if name.is_empty() {
+            return Err(HostError::Empty);
+        }
+        if name.parse::<std::net::IpAddr>().is_ok() {
+            return Err(HostError::IpAddress(name.to_owned()));
+        }
+        let lower = name.to_ascii_lowercase();
+        let (wildcard, rest) = match lower.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, lower.as_str()),
+        };
+        if !is_dns_name(rest) {
+            return Err(HostError::Invalid(name.to_owned()));
+        }
+        Ok(if wildcard {
+            Host::Wildcard(format!(".{rest}"))
+        } else {
+            Host::Exact(lower)
+        })
+    }
+
+    /// True when a request for `name` (already lower-case, without port) matches.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            Host::Exact(h) => h == name,
+            Host::Wildcard(suffix) => wildcard_matches(suffix, name),
+            Host::Any => true,
+        }
+    }
+
+    /// The suffix (with leading dot) a wildcard host name would be looked up under:
+    /// `a.example.com` -> `.example.com`. `None` for a name of one label.
+    pub fn wildcard_key(name: &str) -> Option<&str> {
+        let dot = name.find('.')?;
+        let (first, suffix) = name.split_at(dot);
+        (!first.is_empty() && suffix.len() > 1).then_some(suffix)
+    }
+
+    /// Specificity rank for ordering: exact (0) before wildcard (1) before any (2).
+    pub fn rank(&self) -> u8 {
+        match self {
+            Host::Exact(_) => 0,
+            Host::Wildcard(_) => 1,
+            Host::Any => 2,
+        }
+    }
+}
+
+fn wildcard_matches(suffix: &str, name: &str) -> bool {
+    Host::wildcard_key(name) == Some(suffix)
+}
+
+/// DNS-1123 subdomain: labels of [a-z0-9-], not starting or ending with '-', 1-63 chars,
+/// total at most 253.
+pub(crate) fn is_dns_name(name: &str) -> bool {
+    if name.is_empty() || name.len() > 253 {
+        return false;
+    }
+    name.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    })
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Exact(h) => f.write_str(h),
+            Host::Wildcard(suffix) => write!(f, "*{suffix}"),
+            Host::Any => f.write_str("*"),
+        }
+    }
+}
+
+impl Serialize for Host {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_exact_wildcard_and_rejects_bad_names() {
+        assert_eq!(
+            Host::parse("Foo.Example.com"),
+            Ok(Host::Exact("foo.example.com".into()))
+        );
+        assert_eq!(
+            Host::parse("*.example.com"),
+            Ok(Host::Wildcard(".example.com".into()))
+        );
+        assert_eq!(Host::parse(""), Err(HostError::Empty));
+        assert!(matches!(
+            Host::parse("10.0.0.1"),
+            Err(HostError::IpAddress(_))
+        ));
+        for bad in [
+            "foo_bar.com",
+            "-a.com",
+            "a-.com",
+            "a..com",
+            "*.",
+            "*",
+            "foo.*.com",
+            "a.com.",
+        ] {
+            assert!(
+                matches!(Host::parse(bad), Err(HostError::Invalid(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn wildcard_covers_exactly_one_label() {
+        let h = Host::parse("*.example.com").unwrap_or(Host::Any);
+        assert!(h.matches("a.example.com"));
+        assert!(!h.matches("example.com"));
+        assert!(!h.matches("a.b.example.com"));
+        assert!(!h.matches("aexample.com"));
+        assert!(Host::Any.matches("anything"));
+    }
+
+    #[test]
+    fn displays_as_written() {
+        for s in ["a.b", "*.a.b"] {
+            assert_eq!(Host::parse(s).map(|h| h.to_string()), Ok(s.to_owned()));
+        }
+    }
+}

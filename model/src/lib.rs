@@ -1,0 +1,15 @@
+//! The config snapshot Wharf's data plane serves: the one vocabulary shared by the
+//! controller (which builds snapshots from Kubernetes objects) and the data plane
+//! (which compiles and serves them). No I/O, no Kubernetes types.
+
+mod host;
+mod path;
+mod snapshot;
+pub mod tls;
+
+pub use host::{Host, HostError};
+pub use path::{PathMatch, PathMatchError};
+pub use snapshot::{
+    AppProtocol, Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, Route, Snapshot,
+    TcpRoute, TlsHost, VirtualHost,
+};

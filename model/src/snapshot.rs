@@ -1,0 +1,160 @@
+//! The immutable config snapshot: everything the data plane needs to serve, and nothing
+//! about where it came from beyond object references for logs and metrics.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+
+use crate::{Host, PathMatch};
+
+/// One complete configuration. Built by `translate`, compiled and served by the data plane.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// Certificates by id (`namespace/secret-name`), already validated.
+    pub certificates: BTreeMap<String, Certificate>,
+    /// The certificate served when no TLS host matches the SNI (or there is no SNI).
+    pub default_certificate: Option<String>,
+    /// Which certificate each TLS host gets.
+    pub tls_hosts: Vec<TlsHost>,
+    /// HTTP routing, one entry per distinct host.
+    pub virtual_hosts: Vec<VirtualHost>,
+    /// Where requests go that match no rule of any host (an Ingress `defaultBackend`).
+    pub default_backend: Option<Route>,
+    /// TLS passthrough routes by SNI (port 15443).
+    pub passthrough: Vec<PassthroughRoute>,
+    /// Plain TCP listeners and where they forward.
+    pub tcp_routes: Vec<TcpRoute>,
+    /// Upstream clusters (a Service port and its endpoints) by id.
+    pub clusters: BTreeMap<String, Cluster>,
+}
+
+/// A Kubernetes object a piece of config came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ObjectRef {
+    /// Kind, e.g. `Ingress`.
+    pub kind: String,
+    /// Namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// A reference to a namespaced object.
+    pub fn new(kind: &str, namespace: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A validated certificate chain and its private key (PEM).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Certificate {
+    /// Leaf first, then intermediates.
+    pub chain_pem: Arc<str>,
+    /// The private key. Never serialized.
+    #[serde(serialize_with = "redact")]
+    pub key_pem: Arc<str>,
+    /// DNS names the leaf covers (SAN dNSName entries).
+    pub dns_names: Vec<String>,
+    /// Expiry of the leaf, seconds since the Unix epoch.
+    pub not_after: i64,
+}
+
+fn redact<S: Serializer>(_: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str("<redacted>")
+}
+
+/// A host served over TLS on the HTTPS port, and its certificate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TlsHost {
+    /// Exact or wildcard host.
+    pub host: Host,
+    /// Key into [`Snapshot::certificates`].
+    pub certificate: String,
+}
+
+/// All HTTP routes of one host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VirtualHost {
+    /// The host these routes answer.
+    pub host: Host,
+    /// Routes in precedence order: the first that matches wins.
+    pub routes: Vec<Route>,
+}
+
+/// One path rule and where it sends requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Route {
+    /// The path match.
+    pub path: PathMatch,
+    /// Key into [`Snapshot::clusters`]. A missing cluster answers 503.
+    pub cluster: String,
+    /// The object that defined the route (metrics label and logs).
+    pub source: ObjectRef,
+    /// Answer plain-HTTP requests with a 308 to https (the host has TLS and the Ingress
+    /// did not opt out).
+    pub https_redirect: bool,
+}
+
+/// A TLS passthrough route: connections whose SNI matches go to the cluster untouched.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassthroughRoute {
+    /// SNI to match (exact or wildcard).
+    pub host: Host,
+    /// Key into [`Snapshot::clusters`].
+    pub cluster: String,
+    /// The object that defined the route.
+    pub source: ObjectRef,
+}
+
+/// A plain TCP listener port and where it forwards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TcpRoute {
+    /// The gateway port (e.g. 31400).
+    pub port: u16,
+    /// Key into [`Snapshot::clusters`].
+    pub cluster: String,
+}
+
+/// How the gateway talks HTTP to a cluster's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppProtocol {
+    /// HTTP/1.1 (the default).
+    #[default]
+    Http1,
+    /// HTTP/2 over cleartext with prior knowledge (`appProtocol: kubernetes.io/h2c`).
+    H2c,
+}
+
+/// An upstream: one Service port and its ready endpoints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cluster {
+    /// Protocol for HTTP traffic to the endpoints.
+    pub protocol: AppProtocol,
+    /// Endpoints to balance across. Empty means "no healthy upstream" (503).
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// One upstream address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Endpoint {
+    /// IP and target port.
+    pub addr: SocketAddr,
+}

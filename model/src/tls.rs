@@ -1,0 +1,192 @@
+//! Certificate validation, done once when a snapshot is built or compiled, never per
+//! handshake.
+
+use std::sync::Arc;
+
+use rustls::crypto::aws_lc_rs::sign::any_supported_type;
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Why a certificate and key pair cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertError {
+    /// `tls.crt` holds no PEM certificate.
+    #[error("tls.crt holds no PEM certificate (expected '-----BEGIN CERTIFICATE-----')")]
+    NoCertificate,
+    /// A PEM block in `tls.crt` does not parse.
+    #[error("tls.crt is not valid PEM: {0}")]
+    BadCertificatePem(String),
+    /// The leaf certificate is not valid X.509 DER.
+    #[error("the certificate in tls.crt does not parse as X.509: {0}")]
+    BadCertificate(String),
+    /// `tls.key` holds no usable private key.
+    #[error("tls.key holds no PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC): {0}")]
+    BadKey(String),
+    /// The key type is not supported for serving.
+    #[error("tls.key uses an unsupported key type: {0}")]
+    UnsupportedKey(String),
+    /// The key does not belong to the leaf certificate.
+    #[error(
+        "tls.key does not match the certificate in tls.crt (was the Secret updated half-way?)"
+    )]
+    KeyMismatch,
+    /// The leaf certificate has expired.
+    #[error("the certificate expired at {not_after} (Unix seconds); renew it")]
+    Expired {
+        /// Expiry, seconds since the Unix epoch.
+        not_after: i64,
+    },
+}
+
+impl CertError {
+    /// A short stable reason for metrics, Events and conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CertError::NoCertificate | CertError::BadCertificatePem(_) => "BadCertificatePEM",
+            CertError::BadCertificate(_) => "BadCertificate",
+            CertError::BadKey(_) | CertError::UnsupportedKey(_) => "BadPrivateKey",
+            CertError::KeyMismatch => "KeyMismatch",
+            CertError::Expired { .. } => "CertificateExpired",
+        }
+    }
+}
+
+/// What validation learned about a leaf certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    /// SAN dNSName entries, lower-case.
+    pub dns_names: Vec<String>,
+    /// Expiry, seconds since the Unix epoch.
+    pub not_after: i64,
+}
+
+/// A parsed, validated certificate ready for rustls.
+#[derive(Debug)]
+pub struct LoadedCert {
+    /// Chain and signing key for rustls.
+    pub certified_key: Arc<CertifiedKey>,
+    /// Facts from the leaf.
+    pub info: CertInfo,
+}
+
+/// Parses a PEM chain and key, checks that the key matches the leaf and that the leaf has
+/// not expired at `now` (Unix seconds).
+pub fn load(chain_pem: &[u8], key_pem: &[u8], now: i64) -> Result<LoadedCert, CertError> {
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CertError::BadCertificatePem(e.to_string()))?;
+    let leaf = chain.first().ok_or(CertError::NoCertificate)?;
+    let info = inspect(leaf)?;
+    if info.not_after < now {
+        return Err(CertError::Expired {
+            not_after: info.not_after,
+        });
+    }
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertError::BadKey(e.to_string()))?;
+    let signing_key =
+        any_supported_type(&key).map_err(|e| CertError::UnsupportedKey(e.to_string()))?;
+    let certified_key = CertifiedKey::new(chain, signing_key);
+    certified_key
+        .keys_match()
+        .map_err(|_| CertError::KeyMismatch)?;
+    Ok(LoadedCert {
+        certified_key: Arc::new(certified_key),
+        info,
+    })
+}
+
+fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
+    use x509_parser::extensions::GeneralName;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|e| CertError::BadCertificate(e.to_string()))?;
+    let mut dns_names = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let GeneralName::DNSName(n) = name {
+                dns_names.push(n.to_ascii_lowercase());
+            }
+        }
+    }
+    Ok(CertInfo {
+        dns_names,
+        not_after: cert.validity().not_after.timestamp(),
+    })
+}
+
+/// True when the certificate's DNS names cover `host` (exact, or a `*.` SAN covering one
+/// label; a wildcard host needs the same wildcard SAN).
+pub fn covers(dns_names: &[String], host: &str) -> bool {
+    dns_names.iter().any(|san| {
+        san == host
+            || (san.starts_with("*.")
+                && !host.starts_with("*.")
+                && crate::Host::wildcard_key(host) == Some(&san[1..]))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, DnType, KeyPair};
+
+    fn make(names: &[&str], days_valid: i64) -> (String, String) {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        let now = time_now();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = offset(now, days_valid);
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn time_now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    fn offset(now: i64, days: i64) -> time::OffsetDateTime {
+        time::OffsetDateTime::from_unix_timestamp(now + days * 86_400).unwrap()
+    }
+
+    #[test]
+    fn good_pair_loads_with_names() {
+        let (c, k) = make(&["a.example.com", "*.b.example.com"], 30);
+        let loaded = load(c.as_bytes(), k.as_bytes(), time_now()).unwrap();
+        assert_eq!(loaded.info.dns_names, ["a.example.com", "*.b.example.com"]);
+        assert!(covers(&loaded.info.dns_names, "x.b.example.com"));
+        assert!(!covers(&loaded.info.dns_names, "x.y.b.example.com"));
+    }
+
+    #[test]
+    fn each_defect_is_named() {
+        let (c, k) = make(&["a.example.com"], 30);
+        let (_, other_key) = make(&["a.example.com"], 30);
+        let now = time_now();
+        assert_eq!(
+            load(b"", k.as_bytes(), now).unwrap_err(),
+            CertError::NoCertificate
+        );
+        assert_eq!(
+            load(c.as_bytes(), other_key.as_bytes(), now).unwrap_err(),
+            CertError::KeyMismatch
+        );
+        assert!(matches!(
+            load(c.as_bytes(), b"junk", now),
+            Err(CertError::BadKey(_))
+        ));
+        let broken = c.replace("MII", "MIX");
+        assert!(load(broken.as_bytes(), k.as_bytes(), now).is_err());
+        let (old, old_key) = make(&["a.example.com"], -1);
+        assert!(matches!(
+            load(old.as_bytes(), old_key.as_bytes(), now),
+            Err(CertError::Expired { .. })
+        ));
+    }
+}
