@@ -1,1 +1,177 @@
-//! placeholder
+//! Wharf's data plane: HTTPS with certificates chosen by SNI, HTTP routing and proxying,
+//! TLS passthrough by SNI, plain TCP, and the admin endpoints. It serves
+//! [`wharf_model::Snapshot`]s and knows nothing of Kubernetes.
+//!
+//! A snapshot is compiled off the hot path into a [`config::CompiledConfig`] and swapped in
+//! with one `ArcSwap::store`; requests and connections never take a lock to read it.
+
+pub mod admin;
+pub mod config;
+pub mod drain;
+pub mod echo;
+mod listeners;
+pub mod metrics;
+pub mod passthrough;
+pub mod proxy;
+mod relay;
+pub mod tcp;
+pub mod tls;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use wharf_model::Snapshot;
+
+pub use config::{CompileError, CompiledConfig};
+pub use listeners::{Bound, ListenerAddrs};
+pub use metrics::Metrics;
+
+/// Timeouts of the data plane.
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// Dialing an endpoint (then 502).
+    pub connect: Duration,
+    /// From sending a request to its response headers (then 504).
+    pub request: Duration,
+    /// Pooled idle upstream connections older than this are not reused.
+    pub upstream_idle: Duration,
+    /// TLS handshake, or reading a passthrough ClientHello.
+    pub handshake: Duration,
+    /// Idle client keep-alive connections, and reading request headers.
+    pub client_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(60),
+            upstream_idle: Duration::from_secs(60),
+            handshake: Duration::from_secs(10),
+            client_idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Data-plane settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// The HTTPS port clients use, for redirects (443 is left out of the URL).
+    pub https_redirect_port: u16,
+    /// Log one line per request.
+    pub access_log: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            timeouts: Timeouts::default(),
+            https_redirect_port: 443,
+            access_log: true,
+        }
+    }
+}
+
+/// State shared by every listener and connection.
+#[derive(Debug)]
+pub struct Shared {
+    /// The live config; load it, never lock it.
+    pub config: ArcSwap<CompiledConfig>,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Settings.
+    pub opts: Options,
+    compiler: config::Compiler,
+    // Serializes applies (never touched by requests).
+    apply_lock: Mutex<()>,
+    version: AtomicU64,
+}
+
+/// The data plane. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The fallback certificate could not be made.
+    #[error("cannot create the fallback certificate: {0}")]
+    FallbackCertificate(String),
+    /// TLS setup failed.
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The empty config did not compile.
+    #[error("{0}")]
+    Compile(#[from] CompileError),
+}
+
+impl Gateway {
+    /// A gateway serving an empty config (every request 404) until [`Gateway::apply`].
+    pub fn new(opts: Options) -> Result<Gateway, StartError> {
+        let metrics = Metrics::new();
+        let resumption = tls::Resumption::new(64 * 1024)?;
+        let fallback = tls::fallback_certificate().map_err(StartError::FallbackCertificate)?;
+        let compiler = config::Compiler::new(metrics.clone(), resumption, fallback);
+        let empty = compiler.empty()?;
+        Ok(Gateway {
+            shared: Arc::new(Shared {
+                config: ArcSwap::from_pointee(empty),
+                metrics,
+                opts,
+                compiler,
+                apply_lock: Mutex::new(()),
+                version: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Compiles and swaps in `snapshot`; returns its version. On error the live config
+    /// stays, and the error says why.
+    pub fn apply(&self, snapshot: Snapshot) -> Result<u64, CompileError> {
+        let s = &self.shared;
+        let _serial = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = s.config.load_full();
+        let version = s.version.load(Ordering::Relaxed) + 1;
+        match s
+            .compiler
+            .compile(Arc::new(snapshot), version, Some(&previous))
+        {
+            Ok(compiled) => {
+                s.config.store(Arc::new(compiled));
+                s.version.store(version, Ordering::Relaxed);
+                s.metrics.config_version.set(version as i64);
+                s.metrics.config_applies.inc();
+                Ok(version)
+            }
+            Err(e) => {
+                s.metrics.config_rejects.inc();
+                tracing::error!(error = %e, reason = e.reason(), "config snapshot rejected; the previous one keeps serving");
+                Err(e)
+            }
+        }
+    }
+
+    /// Version of the live config (0 before the first apply).
+    pub fn version(&self) -> u64 {
+        self.shared.config.load().version
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// Shared state, for listeners.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}

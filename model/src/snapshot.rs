@@ -133,7 +133,7 @@ pub struct TcpRoute {
 }
 
 /// How the gateway talks HTTP to a cluster's endpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AppProtocol {
     /// HTTP/1.1 (the default).

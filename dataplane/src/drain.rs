@@ -1,0 +1,37 @@
+//! Graceful shutdown: one signal, every connection holds a watch; the signal's owner
+//! waits until all watches are dropped or a deadline passes.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Held by whoever shuts the gateway down.
+#[derive(Debug)]
+pub struct Signal(watch::Sender<bool>);
+
+/// Held by every listener and connection; dropping it means "done".
+#[derive(Debug, Clone)]
+pub struct Watch(watch::Receiver<bool>);
+
+/// A new signal and its first watch.
+pub fn channel() -> (Signal, Watch) {
+    let (tx, rx) = watch::channel(false);
+    (Signal(tx), Watch(rx))
+}
+
+impl Signal {
+    /// Tells everyone to drain and waits up to `deadline` for them. True when all finished.
+    pub async fn drain(self, deadline: Duration) -> bool {
+        let _ = self.0.send(true);
+        tokio::time::timeout(deadline, self.0.closed())
+            .await
+            .is_ok()
+    }
+}
+
+impl Watch {
+    /// Resolves once draining has started.
+    pub async fn signaled(&mut self) {
+        let _ = self.0.wait_for(|draining| *draining).await;
+    }
+}

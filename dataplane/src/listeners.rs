@@ -1,0 +1,267 @@
+//! Binding the listeners and their accept loops.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::drain::Watch;
+use crate::metrics::Listener;
+use crate::proxy::{self, ConnInfo, Scheme};
+use crate::{admin, passthrough, tcp, Gateway, Shared};
+
+/// Where to listen. `None` turns a listener off.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerAddrs {
+    /// Plain HTTP.
+    pub http: Option<SocketAddr>,
+    /// HTTPS.
+    pub https: Option<SocketAddr>,
+    /// TLS passthrough.
+    pub passthrough: Option<SocketAddr>,
+    /// Plain TCP: (bind address, gateway port the TCP routes name).
+    pub tcp: Vec<(SocketAddr, u16)>,
+    /// Admin (health, metrics, config dump).
+    pub admin: Option<SocketAddr>,
+    /// Ports clients see, for X-Forwarded-Port (defaults to the bound port).
+    pub public_http_port: Option<u16>,
+    /// See `public_http_port`.
+    pub public_https_port: Option<u16>,
+}
+
+/// Bound listeners, ready to serve.
+#[derive(Debug)]
+pub struct Bound {
+    http: Option<(TcpListener, u16)>,
+    https: Option<(TcpListener, u16)>,
+    passthrough: Option<TcpListener>,
+    tcp: Vec<(TcpListener, u16)>,
+    admin: Option<TcpListener>,
+}
+
+async fn bind(addr: Option<SocketAddr>, what: &str) -> std::io::Result<Option<TcpListener>> {
+    match addr {
+        None => Ok(None),
+        Some(a) => TcpListener::bind(a).await.map(Some).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on {a} ({what}): {e}"))
+        }),
+    }
+}
+
+fn port(l: &Option<TcpListener>) -> u16 {
+    l.as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map_or(0, |a| a.port())
+}
+
+impl Gateway {
+    /// Binds every configured listener (all or nothing).
+    pub async fn bind(&self, addrs: &ListenerAddrs) -> std::io::Result<Bound> {
+        let http = bind(addrs.http, "http").await?;
+        let https = bind(addrs.https, "https").await?;
+        let mut tcp = Vec::new();
+        for (a, route_port) in &addrs.tcp {
+            if let Some(l) = bind(Some(*a), "tcp").await? {
+                tcp.push((l, *route_port));
+            }
+        }
+        let http_port = addrs.public_http_port.unwrap_or(port(&http));
+        let https_port = addrs.public_https_port.unwrap_or(port(&https));
+        Ok(Bound {
+            http: http.map(|l| (l, http_port)),
+            https: https.map(|l| (l, https_port)),
+            passthrough: bind(addrs.passthrough, "passthrough").await?,
+            tcp,
+            admin: bind(addrs.admin, "admin").await?,
+        })
+    }
+}
+
+impl Bound {
+    /// Local address of the HTTP listener.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+    /// Local address of the HTTPS listener.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+    /// Local address of the passthrough listener.
+    pub fn passthrough_addr(&self) -> Option<SocketAddr> {
+        self.passthrough.as_ref().and_then(|l| l.local_addr().ok())
+    }
+    /// Local addresses of the TCP listeners.
+    pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
+        self.tcp
+            .iter()
+            .filter_map(|(l, _)| l.local_addr().ok())
+            .collect()
+    }
+    /// Local address of the admin listener.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Runs every listener until `drain` is signaled; connections keep their watch until
+    /// they finish.
+    pub async fn serve(self, gateway: Gateway, drain: Watch) {
+        let shared = Arc::clone(gateway.shared());
+        let mut set = JoinSet::new();
+        if let Some((l, port)) = self.http {
+            let s = Arc::clone(&shared);
+            set.spawn(accept_loop(
+                l,
+                drain.clone(),
+                Listener::Http,
+                s.clone(),
+                move |stream, client, w| {
+                    serve_http(
+                        s.clone(),
+                        stream,
+                        ConnInfo {
+                            client,
+                            scheme: Scheme::Http,
+                            port,
+                        },
+                        w,
+                    )
+                },
+            ));
+        }
+        if let Some((l, port)) = self.https {
+            let s = Arc::clone(&shared);
+            set.spawn(accept_loop(
+                l,
+                drain.clone(),
+                Listener::Https,
+                s.clone(),
+                move |stream, client, w| {
+                    serve_https(
+                        s.clone(),
+                        stream,
+                        ConnInfo {
+                            client,
+                            scheme: Scheme::Https,
+                            port,
+                        },
+                        w,
+                    )
+                },
+            ));
+        }
+        if let Some(l) = self.passthrough {
+            let s = Arc::clone(&shared);
+            set.spawn(accept_loop(
+                l,
+                drain.clone(),
+                Listener::Passthrough,
+                s.clone(),
+                move |stream, client, _w| passthrough::serve(s.clone(), stream, client),
+            ));
+        }
+        for (l, route_port) in self.tcp {
+            let s = Arc::clone(&shared);
+            set.spawn(accept_loop(
+                l,
+                drain.clone(),
+                Listener::Tcp,
+                s.clone(),
+                move |stream, client, _w| tcp::serve(s.clone(), stream, client, route_port),
+            ));
+        }
+        if let Some(l) = self.admin {
+            set.spawn(admin::serve(l, Arc::clone(&shared), drain.clone()));
+        }
+        drop(drain);
+        while set.join_next().await.is_some() {}
+    }
+}
+
+async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    mut drain: Watch,
+    kind: Listener,
+    shared: Arc<Shared>,
+    handle: F,
+) where
+    F: Fn(TcpStream, SocketAddr, Watch) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let active = shared.metrics.active(kind);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, client)) => {
+                    let _ = stream.set_nodelay(true);
+                    let w = drain.clone();
+                    let fut = handle(stream, client, w.clone());
+                    let active = active.clone();
+                    active.inc();
+                    tokio::spawn(async move {
+                        fut.await;
+                        active.dec();
+                        drop(w);
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(listener = kind.label(), error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = drain.signaled() => break,
+        }
+    }
+}
+
+async fn serve_https(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo, drain: Watch) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&shared.config.load().tls));
+    match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => {
+            shared.metrics.handshake(Listener::Https, true);
+            serve_http(shared, tls, info, drain).await;
+        }
+        Ok(Err(e)) => {
+            shared.metrics.handshake(Listener::Https, false);
+            tracing::debug!(client = %info.client, error = %e, "TLS handshake failed");
+        }
+        Err(_) => {
+            shared.metrics.handshake(Listener::Https, false);
+            tracing::debug!(client = %info.client, "TLS handshake timed out");
+        }
+    }
+}
+
+async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, mut drain: Watch)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.opts.timeouts.client_idle)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(250)
+        .keep_alive_interval(Some(std::time::Duration::from_secs(30)));
+    let s = Arc::clone(&shared);
+    let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = drain.signaled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Prometheus metrics of the data plane. Label values come from enums; per-route handles are
+//! resolved when a snapshot is compiled, so the request path never looks a label up.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Why a proxied request or connection failed upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// The route's Service has no ready endpoints (or does not exist).
+    NoEndpoints,
+    /// Every endpoint tried refused or failed the connection.
+    ConnectFailed,
+    /// Connecting took longer than the connect timeout.
+    ConnectTimeout,
+    /// The response headers did not arrive within the request timeout.
+    RequestTimeout,
+    /// The backend closed or broke the connection mid-request.
+    Protocol,
+}
+
+impl UpstreamError {
+    const ALL: [UpstreamError; 5] = [
+        UpstreamError::NoEndpoints,
+        UpstreamError::ConnectFailed,
+        UpstreamError::ConnectTimeout,
+        UpstreamError::RequestTimeout,
+        UpstreamError::Protocol,
+    ];
+
+    /// Stable label and log value.
+    pub fn reason(self) -> &'static str {
+        match self {
+            UpstreamError::NoEndpoints => "no_endpoints",
+            UpstreamError::ConnectFailed => "connect_failed",
+            UpstreamError::ConnectTimeout => "connect_timeout",
+            UpstreamError::RequestTimeout => "request_timeout",
+            UpstreamError::Protocol => "upstream_protocol_error",
+        }
+    }
+
+    /// The status a client gets.
+    pub fn status(self) -> http::StatusCode {
+        match self {
+            UpstreamError::NoEndpoints => http::StatusCode::SERVICE_UNAVAILABLE,
+            UpstreamError::ConnectFailed
+            | UpstreamError::ConnectTimeout
+            | UpstreamError::Protocol => http::StatusCode::BAD_GATEWAY,
+            UpstreamError::RequestTimeout => http::StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+}
+
+/// Which certificate a TLS handshake got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SniMatch {
+    /// An exact TLS host.
+    Exact,
+    /// A wildcard TLS host.
+    Wildcard,
+    /// No TLS host matched (or no SNI): the default certificate.
+    Default,
+}
+
+/// The listeners, as metric labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// Plain HTTP.
+    Http,
+    /// HTTPS (TLS terminated).
+    Https,
+    /// TLS passthrough.
+    Passthrough,
+    /// Plain TCP.
+    Tcp,
+}
+
+impl Listener {
+    /// Stable label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Listener::Http => "http",
+            Listener::Https => "https",
+            Listener::Passthrough => "passthrough",
+            Listener::Tcp => "tcp",
+        }
+    }
+}
+
+/// All data-plane metrics, registered once.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    handshakes: IntCounterVec,
+    sni_match: [IntCounter; 3],
+    active: IntGaugeVec,
+    upstream_errors: [IntCounter; 5],
+    /// Live snapshot version.
+    pub config_version: IntGauge,
+    /// Snapshots applied.
+    pub config_applies: IntCounter,
+    /// Snapshots rejected.
+    pub config_rejects: IntCounter,
+    /// Passthrough connections closed because no route matched their SNI.
+    pub passthrough_unknown_sni: IntCounter,
+    bytes: IntCounterVec,
+}
+
+/// Per-route handles, resolved at compile time.
+#[derive(Debug, Clone)]
+pub struct RouteMetrics {
+    by_class: [IntCounter; 5],
+    duration: Histogram,
+}
+
+impl RouteMetrics {
+    /// Counts one finished request.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.by_class[class].inc();
+        self.duration.observe(seconds);
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "wharf_http_requests_total",
+                "HTTP requests by route (namespace/name of the Ingress) and status class",
+            ),
+            &["route", "code"],
+        );
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "wharf_http_request_duration_seconds",
+                "Time to response headers, by route",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["route"],
+        );
+        let handshakes = IntCounterVec::new(
+            Opts::new(
+                "wharf_tls_handshakes_total",
+                "TLS handshakes by listener and result",
+            ),
+            &["listener", "result"],
+        );
+        let sni = IntCounterVec::new(
+            Opts::new(
+                "wharf_tls_certificate_selections_total",
+                "Certificates chosen by SNI, by match kind (exact, wildcard, default)",
+            ),
+            &["match"],
+        );
+        let active = IntGaugeVec::new(
+            Opts::new(
+                "wharf_active_connections",
+                "Open downstream connections by listener",
+            ),
+            &["listener"],
+        );
+        let upstream = IntCounterVec::new(
+            Opts::new("wharf_upstream_errors_total", "Upstream failures by reason"),
+            &["reason"],
+        );
+        let bytes = IntCounterVec::new(
+            Opts::new(
+                "wharf_proxied_bytes_total",
+                "Bytes relayed by the TCP and passthrough listeners, by direction",
+            ),
+            &["listener", "direction"],
+        );
+        let gauge = |n: &str, h: &str| IntGauge::new(n, h);
+        let counter = |n: &str, h: &str| IntCounter::new(n, h);
+        let built = (|| -> prometheus::Result<Metrics> {
+            let m = Metrics {
+                registry: registry.clone(),
+                requests: requests?,
+                duration: duration?,
+                handshakes: handshakes?,
+                sni_match: {
+                    let sni = sni?;
+                    registry.register(Box::new(sni.clone()))?;
+                    ["exact", "wildcard", "default"].map(|k| sni.with_label_values(&[k]))
+                },
+                active: active?,
+                upstream_errors: {
+                    let upstream = upstream?;
+                    registry.register(Box::new(upstream.clone()))?;
+                    UpstreamError::ALL.map(|e| upstream.with_label_values(&[e.reason()]))
+                },
+                config_version: gauge(
+                    "wharf_config_version",
+                    "Version of the live config snapshot (0: none yet)",
+                )?,
+                config_applies: counter("wharf_config_applies_total", "Config snapshots applied")?,
+                config_rejects: counter(
+                    "wharf_config_rejects_total",
+                    "Config snapshots rejected (the previous one kept serving)",
+                )?,
+                passthrough_unknown_sni: counter(
+                    "wharf_passthrough_unknown_sni_total",
+                    "Passthrough connections closed for an SNI no route matches",
+                )?,
+                bytes: bytes?,
+            };
+            registry.register(Box::new(m.requests.clone()))?;
+            registry.register(Box::new(m.duration.clone()))?;
+            registry.register(Box::new(m.handshakes.clone()))?;
+            registry.register(Box::new(m.active.clone()))?;
+            registry.register(Box::new(m.config_version.clone()))?;
+            registry.register(Box::new(m.config_applies.clone()))?;
+            registry.register(Box::new(m.config_rejects.clone()))?;
+            registry.register(Box::new(m.passthrough_unknown_sni.clone()))?;
+            registry.register(Box::new(m.bytes.clone()))?;
+            Ok(m)
+        })();
+        match built {
+            Ok(m) => m,
+            // Only reachable with a malformed metric definition above, which tests catch.
+            Err(e) => panic!("metric definitions are invalid: {e}"),
+        }
+    }
+
+    /// Handles for one route label.
+    pub fn route(&self, route: &str) -> RouteMetrics {
+        RouteMetrics {
+            by_class: ["1xx", "2xx", "3xx", "4xx", "5xx"]
+                .map(|c| self.requests.with_label_values(&[route, c])),
+            duration: self.duration.with_label_values(&[route]),
+        }
+    }
+
+    /// Counts an upstream failure.
+    pub fn upstream_error(&self, e: UpstreamError) {
+        let i = UpstreamError::ALL.iter().position(|x| *x == e).unwrap_or(0);
+        self.upstream_errors[i].inc();
+    }
+
+    /// Counts a certificate selection.
+    pub fn sni_match(&self, m: SniMatch) {
+        self.sni_match[m as usize].inc();
+    }
+
+    /// Counts a handshake.
+    pub fn handshake(&self, listener: Listener, ok: bool) {
+        self.handshakes
+            .with_label_values(&[listener.label(), if ok { "ok" } else { "error" }])
+            .inc();
+    }
+
+    /// The active-connection gauge of a listener.
+    pub fn active(&self, listener: Listener) -> IntGauge {
+        self.active.with_label_values(&[listener.label()])
+    }
+
+    /// Byte counters of a listener (to the upstream, to the client).
+    pub fn bytes(&self, listener: Listener) -> (IntCounter, IntCounter) {
+        (
+            self.bytes
+                .with_label_values(&[listener.label(), "upstream"]),
+            self.bytes
+                .with_label_values(&[listener.label(), "downstream"]),
+        )
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}

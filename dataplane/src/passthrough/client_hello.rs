@@ -1,0 +1,238 @@
+//! A pure parser for the SNI of a TLS ClientHello, fed the bytes read so far.
+
+use std::borrow::Cow;
+
+/// Why no SNI could be read (yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// More bytes are needed.
+    #[error("incomplete ClientHello")]
+    Incomplete,
+    /// The bytes are not a TLS handshake.
+    #[error("not a TLS ClientHello: {0}")]
+    NotTls(&'static str),
+}
+
+/// Largest ClientHello accepted (post-quantum key shares make them a few KiB).
+pub const MAX_CLIENT_HELLO: usize = 64 * 1024;
+
+/// The server name a ClientHello asks for (lower-case): `Ok(None)` when it carries none.
+pub fn parse_sni(buf: &[u8]) -> Result<Option<String>, ParseError> {
+    let hello = handshake_message(buf)?;
+    let Some((start, end)) = sni_range(&hello)? else {
+        return Ok(None);
+    };
+    let name = &hello[start..end];
+    if !name.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(ParseError::NotTls("server name is not printable ASCII"));
+    }
+    Ok(Some(
+        name.iter()
+            .map(|b| char::from(b.to_ascii_lowercase()))
+            .collect(),
+    ))
+}
+
+/// The handshake message (type, length, body), reassembled from records if needed.
+fn handshake_message(buf: &[u8]) -> Result<Cow<'_, [u8]>, ParseError> {
+    let mut pos = 0;
+    let mut joined: Vec<u8> = Vec::new();
+    loop {
+        let header = buf.get(pos..pos + 5).ok_or(ParseError::Incomplete)?;
+        if header[0] != 22 {
+            return Err(ParseError::NotTls("record is not a handshake"));
+        }
+        if header[1] != 3 {
+            return Err(ParseError::NotTls("unknown record version"));
+        }
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        if len == 0 || len > 16384 + 2048 {
+            return Err(ParseError::NotTls("bad record length"));
+        }
+        let fragment = buf
+            .get(pos + 5..pos + 5 + len)
+            .ok_or(ParseError::Incomplete)?;
+        let single = pos == 0;
+        pos += 5 + len;
+        if !single {
+            joined.extend_from_slice(fragment);
+        }
+        let msg: &[u8] = if single { fragment } else { &joined };
+        if msg.len() < 4 {
+            if single {
+                joined.extend_from_slice(fragment);
+            }
+            continue;
+        }
+        if msg[0] != 1 {
+            return Err(ParseError::NotTls("handshake is not a ClientHello"));
+        }
+        let need =
+            4 + ((usize::from(msg[1]) << 16) | (usize::from(msg[2]) << 8) | usize::from(msg[3]));
+        if need > MAX_CLIENT_HELLO {
+            return Err(ParseError::NotTls("ClientHello too large"));
+        }
+        if msg.len() >= need {
+            if single {
+                return Ok(Cow::Borrowed(&fragment[..need]));
+            }
+            joined.truncate(need);
+            return Ok(Cow::Owned(joined));
+        }
+        if single {
+            joined.extend_from_slice(fragment);
+        }
+    }
+}
+
+/// Byte range of the host_name inside the handshake message, if any.
+fn sni_range(msg: &[u8]) -> Result<Option<(usize, usize)>, ParseError> {
+    let bad = ParseError::NotTls("malformed ClientHello");
+    let mut r = Reader { buf: msg, pos: 4 };
+    r.skip(2 + 32).ok_or(bad)?; // legacy_version, random
+    let n = r.u8().ok_or(bad)?;
+    r.skip(n.into()).ok_or(bad)?; // session id
+    let n = r.u16().ok_or(bad)?;
+    r.skip(n.into()).ok_or(bad)?; // cipher suites
+    let n = r.u8().ok_or(bad)?;
+    r.skip(n.into()).ok_or(bad)?; // compression methods
+    if r.pos == msg.len() {
+        return Ok(None); // no extensions
+    }
+    let ext_len = usize::from(r.u16().ok_or(bad)?);
+    let end = r.pos + ext_len;
+    if end > msg.len() {
+        return Err(bad);
+    }
+    while r.pos + 4 <= end {
+        let ty = r.u16().ok_or(bad)?;
+        let len = usize::from(r.u16().ok_or(bad)?);
+        if r.pos + len > end {
+            return Err(bad);
+        }
+        if ty != 0 {
+            r.pos += len;
+            continue;
+        }
+        let list_end = r.pos + len;
+        let list_len = usize::from(r.u16().ok_or(bad)?);
+        if r.pos + list_len > list_end {
+            return Err(bad);
+        }
+        while r.pos + 3 <= list_end {
+            let name_type = r.u8().ok_or(bad)?;
+            let name_len = usize::from(r.u16().ok_or(bad)?);
+            let start = r.pos;
+            if start + name_len > list_end {
+                return Err(bad);
+            }
+            if name_type == 0 {
+                if name_len == 0 {
+                    return Err(bad);
+                }
+                return Ok(Some((start, start + name_len)));
+            }
+            r.pos += name_len;
+        }
+        return Ok(None);
+    }
+    Ok(None)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn skip(&mut self, n: usize) -> Option<()> {
+        (self.pos + n <= self.buf.len()).then(|| self.pos += n)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        let v = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(v)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        let b = self.buf.get(self.pos..self.pos + 2)?;
+        self.pos += 2;
+        Some(u16::from_be_bytes([b[0], b[1]]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A real ClientHello from rustls for `name`.
+    fn client_hello(name: &str) -> Vec<u8> {
+        let roots = rustls::RootCertStore::empty();
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let mut conn =
+            rustls::ClientConnection::new(Arc::new(cfg), name.to_owned().try_into().unwrap())
+                .unwrap();
+        let mut out = Vec::new();
+        conn.write_tls(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn reads_sni_from_real_client_hello() {
+        let hello = client_hello("db.example.com");
+        assert_eq!(parse_sni(&hello), Ok(Some("db.example.com".to_owned())));
+        for cut in [0, 3, 5, 40, hello.len() - 1] {
+            assert_eq!(
+                parse_sni(&hello[..cut]),
+                Err(ParseError::Incomplete),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn ip_address_client_sends_no_sni() {
+        let hello = client_hello("127.0.0.1");
+        assert_eq!(parse_sni(&hello), Ok(None));
+    }
+
+    #[test]
+    fn client_hello_split_over_two_records() {
+        let hello = client_hello("split.example.com");
+        let body = &hello[5..];
+        let (a, b) = body.split_at(body.len() - 10);
+        let mut two = Vec::new();
+        for part in [a, b] {
+            two.extend_from_slice(&[22, 3, 1]);
+            two.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            two.extend_from_slice(part);
+        }
+        assert_eq!(
+            parse_sni(&two[..two.len() - 1]),
+            Err(ParseError::Incomplete)
+        );
+        assert_eq!(parse_sni(&two), Ok(Some("split.example.com".to_owned())));
+    }
+
+    #[test]
+    fn rejects_plain_http_and_garbage() {
+        assert!(matches!(
+            parse_sni(b"GET / HTTP/1.1\r\n\r\n"),
+            Err(ParseError::NotTls(_))
+        ));
+        assert!(matches!(
+            parse_sni(&[22, 3, 1, 0, 4, 2, 0, 0, 0]),
+            Err(ParseError::NotTls(_))
+        ));
+        assert!(matches!(
+            parse_sni(&[22, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3]),
+            Err(ParseError::NotTls(_))
+        ));
+    }
+}

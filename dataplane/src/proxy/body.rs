@@ -1,0 +1,86 @@
+//! A response body that hands its HTTP/1.1 connection back to the pool when it ends.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::http1::SendRequest;
+
+use super::upstream::{EndpointState, InFlight};
+
+pin_project_lite::pin_project! {
+    /// The backend's body, plus the connection and load slot it holds.
+    pub struct PooledBody {
+        #[pin]
+        inner: Incoming,
+        pool: Option<(Arc<EndpointState>, SendRequest<Incoming>)>,
+        in_flight: Option<InFlight>,
+    }
+
+    impl PinnedDrop for PooledBody {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            // An empty body may never be polled; its connection is still reusable.
+            if this.inner.is_end_stream() {
+                if let Some((ep, sender)) = this.pool.take() {
+                    ep.checkin(sender);
+                }
+            }
+        }
+    }
+}
+
+impl PooledBody {
+    /// A body whose connection returns to `ep`'s pool at end of stream.
+    pub fn pooled(
+        inner: Incoming,
+        ep: Arc<EndpointState>,
+        sender: SendRequest<Incoming>,
+        in_flight: InFlight,
+    ) -> Self {
+        PooledBody {
+            inner,
+            pool: Some((ep, sender)),
+            in_flight: Some(in_flight),
+        }
+    }
+
+    /// A body on a connection that is not pooled here (HTTP/2 is shared anyway).
+    pub fn plain(inner: Incoming, in_flight: InFlight) -> Self {
+        PooledBody {
+            inner,
+            pool: None,
+            in_flight: Some(in_flight),
+        }
+    }
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.project();
+        let polled = this.inner.poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            if let Some((ep, sender)) = this.pool.take() {
+                ep.checkin(sender);
+            }
+            this.in_flight.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,348 @@
+//! The HTTP side: routing a request, redirecting, and proxying it to an endpoint.
+
+mod body;
+pub mod headers;
+pub mod upstream;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use wharf_model::AppProtocol;
+
+use crate::config::CompiledRoute;
+use crate::metrics::UpstreamError;
+use crate::Shared;
+use body::PooledBody;
+use upstream::{Conn, Upstream};
+
+/// Response body type of every listener.
+pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
+
+/// Which listener a request arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain HTTP.
+    Http,
+    /// TLS-terminated HTTPS.
+    Https,
+}
+
+/// Per-connection facts a request handler needs.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The listener's scheme.
+    pub scheme: Scheme,
+    /// The gateway port the client sees (for X-Forwarded-Port).
+    pub port: u16,
+}
+
+/// Handles one request end to end. Never fails: errors become responses.
+pub async fn handle(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let start = Instant::now();
+    let cfg = shared.config.load_full();
+    let host_header = request_host(&req).unwrap_or_default().to_owned();
+    let host = normalize_host(&host_header);
+    let route = cfg.router.route(&host, req.uri().path());
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let version = req.version();
+
+    let (resp, reason, upstream_addr) = match route {
+        None => (
+            local(StatusCode::NOT_FOUND, "no route for this host and path"),
+            Some("no_route"),
+            None,
+        ),
+        Some(r) if r.https_redirect && conn.scheme == Scheme::Http => {
+            (redirect(&shared, &host, &req), None, None)
+        }
+        Some(r) => match forward(&shared, &conn, r, &host_header, req).await {
+            Ok((resp, addr)) => (resp, None, Some(addr)),
+            Err(e) => {
+                shared.metrics.upstream_error(e);
+                (local(e.status(), e.reason()), Some(e.reason()), None)
+            }
+        },
+    };
+    let elapsed = start.elapsed();
+    let status = resp.status();
+    if let Some(r) = route {
+        r.metrics.observe(status.as_u16(), elapsed.as_secs_f64());
+    }
+    if shared.opts.access_log {
+        tracing::info!(
+            target: "wharf::access",
+            client = %conn.client,
+            method = %method,
+            host = %host,
+            path = %path,
+            proto = ?version,
+            status = status.as_u16(),
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            route = route.map(|r| r.source.as_str()).unwrap_or("-"),
+            upstream = %upstream_addr.map(|a: SocketAddr| a.to_string()).unwrap_or_else(|| "-".into()),
+            reason = reason.unwrap_or("-"),
+        );
+    }
+    Ok(resp)
+}
+
+/// The host a request is for: `:authority` (HTTP/2, absolute-form) or `Host`.
+fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    req.uri().authority().map(|a| a.as_str()).or_else(|| {
+        req.headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
+}
+
+/// Lower-case host without port; IPv6 literals keep their brackets.
+fn normalize_host(h: &str) -> String {
+    let h = h.rsplit('@').next().unwrap_or(h);
+    let without_port = if h.starts_with('[') {
+        h.split_inclusive(']').next().unwrap_or(h)
+    } else {
+        h.split(':').next().unwrap_or(h)
+    };
+    without_port.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn local(status: StatusCode, msg: &str) -> Response<Body> {
+    let mut r = Response::new(full(format!(
+        "{} {}: {msg}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    )));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn full(s: String) -> Body {
+    Full::new(Bytes::from(s))
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn redirect<B>(shared: &Shared, host: &str, req: &Request<B>) -> Response<Body> {
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let port = match shared.opts.https_redirect_port {
+        443 => String::new(),
+        p => format!(":{p}"),
+    };
+    let location = format!("https://{host}{port}{pq}");
+    let mut r = local(
+        StatusCode::PERMANENT_REDIRECT,
+        "this host is served over HTTPS",
+    );
+    match HeaderValue::from_str(&location) {
+        Ok(v) => {
+            r.headers_mut().insert(header::LOCATION, v);
+            r
+        }
+        Err(_) => local(
+            StatusCode::BAD_REQUEST,
+            "the request's host cannot be redirected",
+        ),
+    }
+}
+
+async fn forward(
+    shared: &Shared,
+    conn: &ConnInfo,
+    route: &CompiledRoute,
+    host_header: &str,
+    mut req: Request<Incoming>,
+) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
+    let upstream = route.upstream.as_ref().ok_or(UpstreamError::NoEndpoints)?;
+    if upstream.endpoints.is_empty() {
+        return Err(UpstreamError::NoEndpoints);
+    }
+    let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
+    let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    headers::strip_hop_by_hop(req.headers_mut(), upgrade);
+    let fwd = headers::Forwarded {
+        client_ip: conn.client.ip(),
+        proto: match conn.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        },
+        host: host_header,
+        port: conn.port,
+    };
+    headers::set_forwarded(req.headers_mut(), &fwd);
+    if !req.headers().contains_key(header::HOST) {
+        if let Ok(v) = HeaderValue::from_str(host_header) {
+            req.headers_mut().insert(header::HOST, v);
+        }
+    }
+    set_upstream_uri(&mut req, upstream.protocol, host_header);
+
+    if let Some(down) = downstream_upgrade {
+        return upgrade_tunnel(shared, upstream, req, down).await;
+    }
+    let timeouts = &shared.opts.timeouts;
+    let mut tried = Vec::new();
+    let mut req = Some(req);
+    let mut last = UpstreamError::NoEndpoints;
+    while let Some(i) = upstream.pick(&tried) {
+        let ep = &upstream.endpoints[i];
+        let in_flight = ep.start();
+        let c = match ep.conn(timeouts.connect, timeouts.upstream_idle).await {
+            Ok(c) => c,
+            Err(e) => {
+                ep.eject();
+                tried.push(i);
+                last = e;
+                continue;
+            }
+        };
+        let Some(r) = req.take() else { break };
+        let sent = match c {
+            Conn::H1(mut s) => {
+                let res = tokio::time::timeout(timeouts.request, s.try_send_request(r)).await;
+                res.map(|r| r.map(|resp| (resp, Some(s))))
+            }
+            Conn::H2(mut s) => {
+                let res = tokio::time::timeout(timeouts.request, s.try_send_request(r)).await;
+                res.map(|r| r.map(|resp| (resp, None)))
+            }
+        };
+        match sent {
+            Err(_) => return Err(UpstreamError::RequestTimeout),
+            Ok(Ok((resp, sender))) => {
+                let (mut parts, body) = resp.into_parts();
+                headers::strip_hop_by_hop(&mut parts.headers, false);
+                let pooled = match sender {
+                    Some(s) => PooledBody::pooled(body, Arc::clone(ep), s, in_flight),
+                    None => PooledBody::plain(body, in_flight),
+                };
+                return Ok((Response::from_parts(parts, pooled.boxed_unsync()), ep.addr));
+            }
+            Ok(Err(mut e)) => {
+                // The connection died before the request went out: try again elsewhere.
+                match e.take_message() {
+                    Some(r) => {
+                        req = Some(r);
+                        tried.push(i);
+                        last = UpstreamError::ConnectFailed;
+                    }
+                    None => {
+                        tracing::debug!(upstream = %ep.addr, error = %e.error(), "upstream request failed");
+                        return Err(UpstreamError::Protocol);
+                    }
+                }
+            }
+        }
+    }
+    Err(last)
+}
+
+/// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and
+/// authority to build HTTP/2 pseudo-headers).
+fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) {
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+        .to_owned();
+    let (uri, version) = match protocol {
+        AppProtocol::Http1 => (pq.parse::<Uri>().ok(), Version::HTTP_11),
+        AppProtocol::H2c => (
+            format!(
+                "http://{}{pq}",
+                if host.is_empty() { "localhost" } else { host }
+            )
+            .parse()
+            .ok(),
+            Version::HTTP_2,
+        ),
+    };
+    if let Some(uri) = uri {
+        *req.uri_mut() = uri;
+    }
+    *req.version_mut() = version;
+}
+
+async fn upgrade_tunnel(
+    shared: &Shared,
+    upstream: &Upstream,
+    req: Request<Incoming>,
+    downstream: hyper::upgrade::OnUpgrade,
+) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
+    let timeouts = &shared.opts.timeouts;
+    let (stream, ep) = upstream::connect_any(upstream, timeouts.connect).await?;
+    let in_flight = ep.start();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|_| UpstreamError::ConnectFailed)?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    let mut resp = tokio::time::timeout(timeouts.request, sender.send_request(req))
+        .await
+        .map_err(|_| UpstreamError::RequestTimeout)?
+        .map_err(|_| UpstreamError::Protocol)?;
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let up = hyper::upgrade::on(&mut resp);
+        tokio::spawn(async move {
+            let _in_flight = in_flight;
+            match tokio::try_join!(downstream, up) {
+                Ok((d, u)) => {
+                    let (mut d, mut u) = (TokioIo::new(d), TokioIo::new(u));
+                    let _ = tokio::io::copy_bidirectional(&mut d, &mut u).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "upgrade failed"),
+            }
+        });
+        let (parts, _) = resp.into_parts();
+        return Ok((
+            Response::from_parts(
+                parts,
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            ),
+            ep.addr,
+        ));
+    }
+    let (parts, body) = resp.into_parts();
+    Ok((
+        Response::from_parts(parts, PooledBody::plain(body, in_flight).boxed_unsync()),
+        ep.addr,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_host;
+
+    #[test]
+    fn hosts_normalize() {
+        assert_eq!(normalize_host("Foo.COM:8443"), "foo.com");
+        assert_eq!(normalize_host("foo.com."), "foo.com");
+        assert_eq!(normalize_host("[::1]:80"), "[::1]");
+        assert_eq!(normalize_host(""), "");
+    }
+}

@@ -1,0 +1,240 @@
+//! Upstream endpoints: selection (power of two choices by outstanding requests, skipping
+//! endpoints that recently refused connections) and pooled HTTP connections.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use crossbeam_queue::ArrayQueue;
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use wharf_model::AppProtocol;
+
+use crate::metrics::UpstreamError;
+
+/// How long an endpoint that refused a connection is skipped.
+const EJECT_FOR: Duration = Duration::from_secs(2);
+/// Idle HTTP/1.1 connections kept per endpoint.
+const IDLE_PER_ENDPOINT: usize = 128;
+
+/// A Service port's endpoints, compiled.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Cluster id (`namespace/service:port`).
+    pub id: String,
+    /// HTTP protocol towards the endpoints.
+    pub protocol: AppProtocol,
+    /// The endpoints.
+    pub endpoints: Vec<Arc<EndpointState>>,
+}
+
+impl Upstream {
+    /// An upstream over `endpoints`.
+    pub fn new(id: String, protocol: AppProtocol, endpoints: Vec<Arc<EndpointState>>) -> Self {
+        Upstream {
+            id,
+            protocol,
+            endpoints,
+        }
+    }
+
+    /// Picks an endpoint not in `tried`: two random candidates among those not ejected,
+    /// the one with fewer outstanding requests wins. Ejected endpoints are used only when
+    /// nothing else is left.
+    pub fn pick(&self, tried: &[usize]) -> Option<usize> {
+        let now = clock_ms();
+        let usable = |i: &usize| !tried.contains(i);
+        let healthy: Vec<usize> = (0..self.endpoints.len())
+            .filter(usable)
+            .filter(|&i| self.endpoints[i].ejected_until.load(Ordering::Relaxed) <= now)
+            .collect();
+        let pool: Vec<usize> = if healthy.is_empty() {
+            (0..self.endpoints.len()).filter(usable).collect()
+        } else {
+            healthy
+        };
+        match pool.len() {
+            0 => None,
+            1 => Some(pool[0]),
+            n => {
+                let a = pool[fastrand::usize(..n)];
+                let mut b = pool[fastrand::usize(..n - 1)];
+                if b == a {
+                    b = pool[n - 1];
+                }
+                let load = |i: usize| self.endpoints[i].active.load(Ordering::Relaxed);
+                Some(if load(b) < load(a) { b } else { a })
+            }
+        }
+    }
+}
+
+/// State of one endpoint that outlives config swaps: load, health, pooled connections.
+#[derive(Debug)]
+pub struct EndpointState {
+    /// Address dialed.
+    pub addr: SocketAddr,
+    protocol: AppProtocol,
+    active: AtomicUsize,
+    ejected_until: AtomicU64,
+    idle: ArrayQueue<(http1::SendRequest<Incoming>, Instant)>,
+    h2: ArcSwapOption<http2::SendRequest<Incoming>>,
+}
+
+/// A request slot on an endpoint; dropping it ends the request for load balancing.
+#[derive(Debug)]
+pub struct InFlight(Arc<EndpointState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection ready to take one request.
+#[derive(Debug)]
+pub enum Conn {
+    /// HTTP/1.1; return it with [`EndpointState::checkin`] once the response is done.
+    H1(http1::SendRequest<Incoming>),
+    /// HTTP/2 (shared).
+    H2(http2::SendRequest<Incoming>),
+}
+
+impl EndpointState {
+    /// Fresh state for an endpoint.
+    pub fn new(addr: SocketAddr, protocol: AppProtocol) -> Self {
+        EndpointState {
+            addr,
+            protocol,
+            active: AtomicUsize::new(0),
+            ejected_until: AtomicU64::new(0),
+            idle: ArrayQueue::new(IDLE_PER_ENDPOINT),
+            h2: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Marks a request outstanding until the returned guard drops.
+    pub fn start(self: &Arc<Self>) -> InFlight {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Skips this endpoint for a while after a failed connect.
+    pub fn eject(&self) {
+        self.ejected_until
+            .store(clock_ms() + EJECT_FOR.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// A pooled connection, or a new one.
+    pub async fn conn(
+        &self,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Result<Conn, UpstreamError> {
+        match self.protocol {
+            AppProtocol::Http1 => {
+                while let Some((sender, since)) = self.idle.pop() {
+                    if sender.is_ready() && since.elapsed() < idle_timeout {
+                        return Ok(Conn::H1(sender));
+                    }
+                }
+                let io = connect(self.addr, connect_timeout).await?;
+                let (sender, conn) = http1::handshake(io)
+                    .await
+                    .map_err(|_| UpstreamError::ConnectFailed)?;
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "upstream HTTP/1.1 connection ended");
+                    }
+                });
+                Ok(Conn::H1(sender))
+            }
+            AppProtocol::H2c => {
+                if let Some(s) = self.h2.load_full() {
+                    if !s.is_closed() {
+                        return Ok(Conn::H2((*s).clone()));
+                    }
+                }
+                let io = connect(self.addr, connect_timeout).await?;
+                let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .keep_alive_interval(Duration::from_secs(30))
+                    .handshake(io)
+                    .await
+                    .map_err(|_| UpstreamError::ConnectFailed)?;
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "upstream h2c connection ended");
+                    }
+                });
+                self.h2.store(Some(Arc::new(sender.clone())));
+                Ok(Conn::H2(sender))
+            }
+        }
+    }
+
+    /// Returns an HTTP/1.1 connection to the pool once its response has been read.
+    pub fn checkin(self: &Arc<Self>, mut sender: http1::SendRequest<Incoming>) {
+        if sender.is_ready() {
+            let _ = self.idle.push((sender, Instant::now()));
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let ready = tokio::time::timeout(Duration::from_secs(1), sender.ready()).await;
+            if matches!(ready, Ok(Ok(()))) {
+                let _ = me.idle.push((sender, Instant::now()));
+            }
+        });
+    }
+}
+
+/// Dials `addr` with a timeout; `TCP_NODELAY` on.
+pub async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<TokioIo<TcpStream>, UpstreamError> {
+    match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(TokioIo::new(s))
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%addr, error = %e, "upstream connect failed");
+            Err(UpstreamError::ConnectFailed)
+        }
+        Err(_) => Err(UpstreamError::ConnectTimeout),
+    }
+}
+
+/// Dials one endpoint of `upstream` after another (each at most once) until a connection
+/// succeeds. Failed endpoints are ejected for a while.
+pub async fn connect_any(
+    upstream: &Upstream,
+    timeout: Duration,
+) -> Result<(TcpStream, Arc<EndpointState>), UpstreamError> {
+    let mut tried = Vec::new();
+    let mut last = UpstreamError::NoEndpoints;
+    while let Some(i) = upstream.pick(&tried) {
+        tried.push(i);
+        let ep = &upstream.endpoints[i];
+        match connect(ep.addr, timeout).await {
+            Ok(io) => return Ok((io.into_inner(), Arc::clone(ep))),
+            Err(e) => {
+                ep.eject();
+                last = e;
+            }
+        }
+    }
+    Err(last)
+}
+
+/// Milliseconds on a process-local monotonic clock.
+fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}

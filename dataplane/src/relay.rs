@@ -1,0 +1,27 @@
+//! Byte relays for the TCP and passthrough listeners.
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::metrics::{Listener, Metrics};
+
+/// Copies both ways until both sides have closed (half-close is honoured). Returns bytes
+/// sent upstream (plus `already_sent`) and bytes sent back.
+pub async fn relay<A, B>(
+    metrics: &Metrics,
+    listener: Listener,
+    down: &mut A,
+    up: &mut B,
+    already_sent: u64,
+) -> (u64, u64)
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let (to_up, to_down) = tokio::io::copy_bidirectional(down, up)
+        .await
+        .unwrap_or((0, 0));
+    let (up_c, down_c) = metrics.bytes(listener);
+    up_c.inc_by(to_up + already_sent);
+    down_c.inc_by(to_down);
+    (to_up + already_sent, to_down)
+}

@@ -1,0 +1,36 @@
+//! Plain TCP: each listener port forwards to the cluster its TCP route names.
+
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+
+use crate::metrics::Listener;
+use crate::proxy::upstream::connect_any;
+use crate::relay::relay;
+use crate::Shared;
+
+/// Serves one TCP connection that arrived on gateway port `route_port`.
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    client: std::net::SocketAddr,
+    route_port: u16,
+) {
+    let upstream = shared.config.load().tcp.get(&route_port).cloned();
+    let Some(upstream) = upstream else {
+        tracing::info!(%client, port = route_port, "tcp: no route for this port; closing");
+        return;
+    };
+    let (mut up, ep) = match connect_any(&upstream, shared.opts.timeouts.connect).await {
+        Ok(c) => c,
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            tracing::warn!(%client, cluster = %upstream.id, reason = e.reason(), "tcp: upstream unreachable");
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let _in_flight = ep.start();
+    let (sent, received) = relay(&shared.metrics, Listener::Tcp, &mut stream, &mut up, 0).await;
+    tracing::debug!(%client, upstream = %ep.addr, sent, received, "tcp connection done");
+}

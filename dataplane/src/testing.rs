@@ -1,0 +1,192 @@
+//! Helpers for tests: a test CA issuing real certificates, and client configs trusting it.
+
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::CertificateDer;
+
+/// A certificate authority for tests.
+#[derive(Debug)]
+pub struct TestCa {
+    issuer: Issuer<'static, KeyPair>,
+    /// The root certificate, PEM.
+    pub root_pem: String,
+    root_der: CertificateDer<'static>,
+}
+
+/// A leaf certificate and its key, PEM.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// Leaf then the CA.
+    pub chain_pem: String,
+    /// PKCS#8 private key.
+    pub key_pem: String,
+}
+
+impl Default for TestCa {
+    fn default() -> Self {
+        Self::new("Wharf Test CA")
+    }
+}
+
+impl TestCa {
+    /// A new CA with an ECDSA P-256 key.
+    ///
+    /// # Panics
+    /// If rcgen cannot make a certificate (a broken build, not a test condition).
+    #[allow(clippy::expect_used)]
+    pub fn new(name: &str) -> TestCa {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).expect("CA cert");
+        TestCa {
+            root_pem: cert.pem(),
+            root_der: cert.der().clone(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `names` (the first is also the CN).
+    ///
+    /// # Panics
+    /// If rcgen cannot make a certificate.
+    #[allow(clippy::expect_used)]
+    pub fn leaf(&self, names: &[&str]) -> Leaf {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("leaf key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("leaf params");
+        if let Some(cn) = names.first() {
+            params.distinguished_name.push(DnType::CommonName, *cn);
+        }
+        let cert = params.signed_by(&key, &self.issuer).expect("leaf cert");
+        Leaf {
+            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    /// A rustls client config trusting this CA, offering `alpn`.
+    ///
+    /// # Panics
+    /// If the CA certificate is refused by rustls.
+    #[allow(clippy::expect_used)]
+    pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.root_der.clone()).expect("root");
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+        Arc::new(cfg)
+    }
+}
+
+impl Leaf {
+    /// The snapshot form of this certificate, validated.
+    ///
+    /// # Panics
+    /// If the certificate does not validate.
+    #[allow(clippy::expect_used)]
+    pub fn certificate(&self) -> wharf_model::Certificate {
+        let loaded = wharf_model::tls::load(self.chain_pem.as_bytes(), self.key_pem.as_bytes(), 0)
+            .expect("valid leaf");
+        wharf_model::Certificate {
+            chain_pem: Arc::from(self.chain_pem.as_str()),
+            key_pem: Arc::from(self.key_pem.as_str()),
+            dns_names: loaded.info.dns_names,
+            not_after: loaded.info.not_after,
+        }
+    }
+}
+
+/// A client config that accepts any server certificate, so a test can look at which
+/// certificate it was given (SNI selection, fallback certificate).
+///
+/// # Panics
+/// If rustls refuses the protocol versions (a broken build).
+#[allow(clippy::expect_used)]
+pub fn inspecting_client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl Leaf {
+    /// The leaf certificate, DER (what a client receives first).
+    ///
+    /// # Panics
+    /// If the PEM does not parse.
+    #[allow(clippy::expect_used)]
+    pub fn leaf_der(&self) -> CertificateDer<'static> {
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
+            .next()
+            .expect("a certificate")
+            .expect("valid PEM")
+    }
+}

@@ -1,0 +1,123 @@
+//! TLS termination: the certificate is chosen by SNI (exact, then wildcard, then default)
+//! from maps built when a snapshot is compiled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+
+use crate::metrics::{Metrics, SniMatch};
+
+/// Certificates by SNI, immutable once built.
+#[derive(Debug)]
+pub struct SniResolver {
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// Keyed by the suffix after the first label, with its leading dot.
+    wildcard: HashMap<String, Arc<CertifiedKey>>,
+    default: Arc<CertifiedKey>,
+    metrics: Metrics,
+}
+
+impl SniResolver {
+    /// A resolver serving `default` when nothing else matches.
+    pub fn new(default: Arc<CertifiedKey>, metrics: Metrics) -> Self {
+        SniResolver {
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+            default,
+            metrics,
+        }
+    }
+
+    /// Serves `cert` for exactly `host` (lower-case).
+    pub fn add_exact(&mut self, host: String, cert: Arc<CertifiedKey>) {
+        self.exact.insert(host, cert);
+    }
+
+    /// Serves `cert` for names one label in front of `suffix` (e.g. `.example.com`).
+    pub fn add_wildcard(&mut self, suffix: String, cert: Arc<CertifiedKey>) {
+        self.wildcard.insert(suffix, cert);
+    }
+
+    /// The certificate for an SNI value (or none), and how it matched.
+    pub fn select(&self, sni: Option<&str>) -> (&Arc<CertifiedKey>, SniMatch) {
+        if let Some(name) = sni {
+            // rustls hands us the SNI already validated as a DNS name; compare lower-case.
+            let lower;
+            let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+                lower = name.to_ascii_lowercase();
+                lower.as_str()
+            } else {
+                name
+            };
+            if let Some(c) = self.exact.get(name) {
+                return (c, SniMatch::Exact);
+            }
+            if let Some(c) =
+                wharf_model::Host::wildcard_key(name).and_then(|k| self.wildcard.get(k))
+            {
+                return (c, SniMatch::Wildcard);
+            }
+        }
+        (&self.default, SniMatch::Default)
+    }
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let (cert, kind) = self.select(hello.server_name());
+        self.metrics.sni_match(kind);
+        Some(Arc::clone(cert))
+    }
+}
+
+/// Session state shared by every compiled config, so resumption survives config swaps.
+#[derive(Debug, Clone)]
+pub struct Resumption {
+    cache: Arc<dyn StoresServerSessions>,
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+}
+
+impl Resumption {
+    /// A session cache of `capacity` entries and a rotating ticket key.
+    pub fn new(capacity: usize) -> Result<Resumption, rustls::Error> {
+        Ok(Resumption {
+            cache: rustls::server::ServerSessionMemoryCache::new(capacity),
+            ticketer: rustls::crypto::aws_lc_rs::Ticketer::new()?,
+        })
+    }
+}
+
+/// The HTTPS listener's rustls config: TLS 1.2 and 1.3, ALPN h2 and http/1.1, resumption.
+pub fn server_config(
+    resolver: SniResolver,
+    resumption: &Resumption,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    cfg.session_storage = Arc::clone(&resumption.cache);
+    cfg.ticketer = Arc::clone(&resumption.ticketer);
+    Ok(Arc::new(cfg))
+}
+
+/// A self-signed certificate served when no default certificate is configured, so clients
+/// without SNI or with unknown names get a handshake (and a 404) instead of a reset.
+pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, String> {
+    let key =
+        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
+    let mut params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Wharf default certificate");
+    let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
+    let loaded = wharf_model::tls::load(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0)
+        .map_err(|e| e.to_string())?;
+    Ok(loaded.certified_key)
+}
