@@ -1,0 +1,296 @@
+//! HTTP routing and proxying, seen by real HTTP/1.1 and HTTP/2 clients.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use wharf_dataplane::testing::{inspecting_client_config, TestCa};
+use wharf_dataplane::Timeouts;
+use wharf_model::{PathMatch, TlsHost};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_and_http2_clients_reach_http1_backend_with_forwarded_headers() {
+    let r = start().await;
+    let ca = TestCa::default();
+    let leaf = ca.leaf(&["a.test"]);
+    let backend = echo("app").await;
+    let mut s = snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::Prefix("/".into()), "app", true)],
+        )],
+        vec![("app", cluster(&[backend]))],
+    );
+    s.certificates.insert("a".into(), leaf.certificate());
+    s.tls_hosts = vec![TlsHost {
+        host: host("a.test"),
+        certificate: "a".into(),
+    }];
+    r.gw.apply(s).unwrap();
+
+    for alpn in [&b"h2"[..], &b"http/1.1"[..]] {
+        let seen = https_get(
+            r.https,
+            Some("a.test"),
+            ca.client_config(&[alpn]),
+            "a.test",
+            "/hello?x=1",
+        )
+        .await
+        .unwrap();
+        assert_eq!(seen.alpn.as_deref(), Some(alpn));
+        assert_eq!(seen.status, 200, "{}", seen.body);
+        let j = seen.json();
+        assert_eq!(j["name"], "app");
+        assert_eq!(j["path"], "/hello");
+        assert_eq!(j["query"], "x=1");
+        assert_eq!(j["proto"], "HTTP/1.1", "backend speaks HTTP/1.1");
+        assert_eq!(j["host"], "a.test");
+        let h = &j["headers"];
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-for"], "127.0.0.1");
+        assert_eq!(h["x-forwarded-host"], "a.test");
+        assert_eq!(h["x-request-id"].as_str().map(str::len), Some(32));
+        assert!(h.get("connection").is_none() || h["connection"] == "keep-alive");
+    }
+
+    // Plain HTTP to a TLS host: 308 to https on the configured port, path and query kept.
+    let seen = http_get(r.http, "a.test", "/p?q=1").await.unwrap();
+    assert_eq!(seen.status, 308);
+    assert_eq!(seen.headers["location"], "https://a.test:8443/p?q=1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_precedence_as_kubernetes_defines_it() {
+    let r = start().await;
+    let mut names = Vec::new();
+    for n in [
+        "root",
+        "prefix-foo",
+        "exact-foo",
+        "foo-bar",
+        "any-host",
+        "wild",
+    ] {
+        names.push((n, cluster(&[echo(n).await])));
+    }
+    let mut routes = vec![
+        route(PathMatch::prefix("/").unwrap(), "root", false),
+        route(PathMatch::prefix("/foo").unwrap(), "prefix-foo", false),
+        route(PathMatch::exact("/foo").unwrap(), "exact-foo", false),
+        route(PathMatch::prefix("/foo/bar").unwrap(), "foo-bar", false),
+    ];
+    routes.sort_by_key(|r| r.path.precedence_key());
+    let s = snapshot(
+        vec![
+            (host("a.test"), routes),
+            (
+                host("*.w.test"),
+                vec![route(PathMatch::prefix("/").unwrap(), "wild", false)],
+            ),
+            (
+                wharf_model::Host::Any,
+                vec![route(PathMatch::prefix("/any").unwrap(), "any-host", false)],
+            ),
+        ],
+        names,
+    );
+    r.gw.apply(s).unwrap();
+    let cases = [
+        ("a.test", "/foo", "exact-foo"),
+        ("a.test", "/foo/", "prefix-foo"),
+        ("a.test", "/foobar", "root"),
+        ("a.test", "/foo/bar", "foo-bar"),
+        ("a.test", "/foo/bar/baz", "foo-bar"),
+        ("a.test", "/foo/barbaz", "prefix-foo"),
+        ("A.Test:8080", "/foo", "exact-foo"),
+        ("x.w.test", "/", "wild"),
+        ("x.y.w.test", "/any", "any-host"),
+        ("other.test", "/any/thing", "any-host"),
+    ];
+    for (h, p, want) in cases {
+        let seen = http_get(r.http, h, p).await.unwrap();
+        assert_eq!(seen.echo_name(), want, "{h}{p}");
+    }
+    let miss = http_get(r.http, "other.test", "/nothing").await.unwrap();
+    assert_eq!(miss.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_failures_map_to_502_503_504_and_failover() {
+    let timeouts = Timeouts {
+        request: Duration::from_millis(300),
+        ..Timeouts::default()
+    };
+    let r = start_with(timeouts).await;
+    let (good, dead) = (echo("good").await, dead_addr().await);
+    let s = snapshot(
+        vec![(
+            host("a.test"),
+            vec![
+                route(PathMatch::prefix("/dead").unwrap(), "dead", false),
+                route(PathMatch::prefix("/empty").unwrap(), "empty", false),
+                route(PathMatch::prefix("/missing").unwrap(), "missing", false),
+                route(PathMatch::prefix("/").unwrap(), "mixed", false),
+            ],
+        )],
+        vec![
+            ("dead", cluster(&[dead])),
+            ("empty", cluster(&[])),
+            ("mixed", cluster(&[dead, good])),
+        ],
+    );
+    r.gw.apply(s).unwrap();
+    assert_eq!(
+        http_get(r.http, "a.test", "/dead").await.unwrap().status,
+        502
+    );
+    assert_eq!(
+        http_get(r.http, "a.test", "/empty").await.unwrap().status,
+        503
+    );
+    assert_eq!(
+        http_get(r.http, "a.test", "/missing").await.unwrap().status,
+        503
+    );
+    assert_eq!(
+        http_get(r.http, "a.test", "/slow?delay_ms=2000")
+            .await
+            .unwrap()
+            .status,
+        504
+    );
+    // One endpoint refuses connections: every request still succeeds on the other.
+    for _ in 0..20 {
+        let seen = http_get(r.http, "a.test", "/").await.unwrap();
+        assert_eq!((seen.status, seen.echo_name().as_str()), (200, "good"));
+    }
+    let m = admin_get(&r, "/metrics").await.body;
+    for line in [
+        "wharf_upstream_errors_total{reason=\"connect_failed\"}",
+        "wharf_upstream_errors_total{reason=\"no_endpoints\"} 2",
+        "wharf_upstream_errors_total{reason=\"request_timeout\"} 1",
+        "wharf_http_requests_total{code=\"5xx\",route=\"test/dead\"} 1",
+        "wharf_http_requests_total{code=\"2xx\",route=\"test/mixed\"} 20",
+    ] {
+        assert!(m.contains(line), "missing {line} in\n{m}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_is_spread_over_endpoints() {
+    let r = start().await;
+    let (a, b) = (echo("one").await, echo("two").await);
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", cluster(&[a, b]))],
+    ))
+    .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        seen.insert(http_get(r.http, "a.test", "/").await.unwrap().echo_name());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["one", "two"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_backend_gets_http2() {
+    let r = start().await;
+    let b = echo("h2").await;
+    let mut c = cluster(&[b]);
+    c.protocol = wharf_model::AppProtocol::H2c;
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", c)],
+    ))
+    .unwrap();
+    let seen = http_get(r.http, "a.test", "/x").await.unwrap();
+    assert_eq!(seen.status, 200, "{}", seen.body);
+    assert_eq!(seen.json()["proto"], "HTTP/2.0");
+    assert_eq!(seen.json()["path"], "/x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_upgrade_passes_through() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let r = start().await;
+    let b = echo("ws").await;
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", cluster(&[b]))],
+    ))
+    .unwrap();
+    let mut s = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    s.write_all(b"GET /chat HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: websocket"), "{head}");
+    s.write_all(b"ping over the tunnel").await.unwrap();
+    let mut got = vec![0u8; 20];
+    s.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"ping over the tunnel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_endpoints() {
+    let r = start().await;
+    assert_eq!(admin_get(&r, "/healthz/ready").await.status, 503);
+    let ca = TestCa::default();
+    let mut s = snapshot(vec![], vec![]);
+    s.certificates
+        .insert("a".into(), ca.leaf(&["a.test"]).certificate());
+    s.default_certificate = Some("a".into());
+    r.gw.apply(s).unwrap();
+    assert_eq!(admin_get(&r, "/healthz/ready").await.status, 200);
+    let dump = admin_get(&r, "/debug/config").await.body;
+    assert!(dump.contains("\"key_pem\": \"<redacted>\""), "{dump}");
+    assert!(
+        !dump.contains("PRIVATE KEY"),
+        "a private key leaked into /debug/config"
+    );
+    assert!(dump.contains("BEGIN CERTIFICATE"));
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("wharf_config_version 1"), "{m}");
+    assert!(m.contains("wharf_config_applies_total 1"), "{m}");
+    let _ = inspecting_client_config(&[]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_snapshot_is_rejected_whole_and_previous_keeps_serving() {
+    let r = start().await;
+    let b = echo("v1").await;
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", cluster(&[b]))],
+    ))
+    .unwrap();
+    let mut bad = snapshot(vec![], vec![]);
+    bad.tls_hosts = vec![TlsHost {
+        host: host("x.test"),
+        certificate: "nope".into(),
+    }];
+    let err = r.gw.apply(bad).unwrap_err();
+    assert_eq!(err.reason(), "missing_certificate");
+    assert_eq!(
+        http_get(r.http, "a.test", "/").await.unwrap().echo_name(),
+        "v1"
+    );
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("wharf_config_rejects_total 1"), "{m}");
+    assert!(m.contains("wharf_config_version 1"), "{m}");
+}

@@ -1,0 +1,241 @@
+//! TLS passthrough, plain TCP, hot swaps under load and graceful shutdown.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use wharf_dataplane::testing::TestCa;
+use wharf_model::{Host, PassthroughRoute, PathMatch, TcpRoute};
+
+/// A TLS server that answers every line with "tls-backend:" + the line.
+async fn tls_backend(leaf: &wharf_dataplane::testing::Leaf) -> SocketAddr {
+    let ck = wharf_model::tls::load(leaf.chain_pem.as_bytes(), leaf.key_pem.as_bytes(), 0)
+        .unwrap()
+        .certified_key;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = l.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 1024];
+                let n = tls.read(&mut buf).await.unwrap_or(0);
+                let mut out = b"tls-backend:".to_vec();
+                out.extend_from_slice(&buf[..n]);
+                let _ = tls.write_all(&out).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// A TCP server echoing every byte until the client half-closes.
+async fn tcp_echo() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_keeps_client_tls_end_to_end() {
+    let r = start().await;
+    let ca = TestCa::new("Backend CA");
+    let leaf = ca.leaf(&["db.test"]);
+    let backend = tls_backend(&leaf).await;
+    let mut s = snapshot(vec![], vec![("db", cluster(&[backend]))]);
+    s.passthrough = vec![
+        PassthroughRoute {
+            host: Host::parse("db.test").unwrap(),
+            cluster: "db".into(),
+            source: src("db"),
+        },
+        PassthroughRoute {
+            host: Host::Exact("outbound_.5432_._.db.prod.svc.cluster.local".into()),
+            cluster: "db".into(),
+            source: src("db"),
+        },
+    ];
+    r.gw.apply(s).unwrap();
+
+    for sni in ["db.test", "outbound_.5432_.v2_.db.prod.svc.cluster.local"] {
+        let tcp = TcpStream::connect(r.passthrough).await.unwrap();
+        // The client verifies the backend's certificate for db.test: TLS ends at the backend.
+        let name = rustls::pki_types::ServerName::try_from(sni.to_owned()).unwrap();
+        let cfg = if sni == "db.test" {
+            ca.client_config(&[])
+        } else {
+            wharf_dataplane::testing::inspecting_client_config(&[])
+        };
+        let mut tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        assert_eq!(
+            tls.get_ref().1.peer_certificates().unwrap()[0],
+            leaf.leaf_der()
+        );
+        tls.write_all(b"hello").await.unwrap();
+        let mut got = Vec::new();
+        tls.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"tls-backend:hello", "{sni}");
+    }
+
+    // Unknown SNI: closed without a word, and counted.
+    let tcp = TcpStream::connect(r.passthrough).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("nope.test").unwrap();
+    assert!(tokio_rustls::TlsConnector::from(ca.client_config(&[]))
+        .connect(name, tcp)
+        .await
+        .is_err());
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("wharf_passthrough_unknown_sni_total 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_round_trip_with_half_close() {
+    let r = start().await;
+    let backend = tcp_echo().await;
+    let mut s = snapshot(vec![], vec![("tcp", cluster(&[backend]))]);
+    s.tcp_routes = vec![TcpRoute {
+        port: 31400,
+        cluster: "tcp".into(),
+    }];
+    r.gw.apply(s).unwrap();
+    let mut c = TcpStream::connect(r.tcp).await.unwrap();
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let (mut rd, mut wr) = c.split();
+    let send = async {
+        wr.write_all(&payload).await.unwrap();
+        wr.shutdown().await.unwrap();
+    };
+    let mut got = Vec::new();
+    let recv = rd.read_to_end(&mut got);
+    let (_, n) = tokio::join!(send, recv);
+    n.unwrap();
+    assert_eq!(got, payload);
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(
+        m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"tcp\"} 200000"),
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_swaps_under_load_lose_no_request() {
+    let r = start().await;
+    let (a, b) = (echo("blue").await, echo("green").await);
+    let snap = |name: &str, addr| {
+        snapshot(
+            vec![(
+                host("a.test"),
+                vec![route(PathMatch::prefix("/").unwrap(), name, false)],
+            )],
+            vec![(name, cluster(&[addr]))],
+        )
+    };
+    r.gw.apply(snap("blue", a)).unwrap();
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        let (ok, failed, addr) = (ok.clone(), failed.clone(), r.http);
+        clients.push(tokio::spawn(async move {
+            // Keep-alive connection per client, like real load.
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let (mut s, c) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .unwrap();
+            tokio::spawn(c);
+            for _ in 0..60 {
+                let req = http::Request::get("/?delay_ms=2")
+                    .header("host", "a.test")
+                    .body(http_body_util::Empty::<bytes::Bytes>::new())
+                    .unwrap();
+                match s.send_request(req).await {
+                    Ok(resp) if resp.status() == 200 => {
+                        use http_body_util::BodyExt;
+                        let _ = resp.into_body().collect().await;
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for i in 0..50 {
+        let s = if i % 2 == 0 {
+            snap("green", b)
+        } else {
+            snap("blue", a)
+        };
+        r.gw.apply(s).unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    assert_eq!(ok.load(Ordering::Relaxed), 16 * 60);
+    assert_eq!(r.gw.version(), 51);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_finishes_in_flight_requests_then_stops_listening() {
+    let mut r = start().await;
+    let b = echo("slow").await;
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", cluster(&[b]))],
+    ))
+    .unwrap();
+    let http = r.http;
+    let in_flight = tokio::spawn(async move { http_get(http, "a.test", "/?delay_ms=400").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let signal = r.drain.take().unwrap();
+    let drained = tokio::spawn(signal.drain(Duration::from_secs(5)));
+    let seen = in_flight.await.unwrap().unwrap();
+    assert_eq!((seen.status, seen.echo_name().as_str()), (200, "slow"));
+    assert!(
+        drained.await.unwrap(),
+        "drain did not finish before its deadline"
+    );
+    (&mut r.done).await.unwrap();
+    assert!(
+        TcpStream::connect(r.http).await.is_err(),
+        "listener still accepting after drain"
+    );
+}
