@@ -1,1 +1,40 @@
-fn main() {}
+//! `wharf`: a Kubernetes edge gateway.
+
+mod args;
+mod logging;
+mod run;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = args::Cli::parse();
+    if let Err(e) = logging::init(cli.log_format) {
+        eprintln!("wharf: cannot set up logging: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    // One crypto provider for the whole process.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            args::Command::Run(a) => run::standalone(a).await,
+            args::Command::Echo(a) => run::echo(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -7,4 +7,6 @@
 pub mod files;
 pub mod translate;
 
-pub use translate::{translate, Diagnostic, Options, TcpService, Translation, World};
+pub use translate::{
+    translate, Diagnostic, Options, ServicePortRef, TcpService, Translation, World,
+};

@@ -1,0 +1,225 @@
+//! Command-line arguments. Every flag also reads a `WHARF_*` environment variable.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::logging::LogFormat;
+
+/// Wharf: a Kubernetes edge gateway. Many certificates on one IP by SNI, HTTP routing,
+/// TLS passthrough, TCP.
+#[derive(Debug, Parser)]
+#[command(name = "wharf", version, about)]
+pub struct Cli {
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "WHARF_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve Kubernetes objects (Ingress, IngressClass, Secret, Service, EndpointSlice)
+    /// read from YAML files, reloading them when they change. No cluster needed.
+    Run(RunArgs),
+    /// A small HTTP backend that answers with a JSON description of each request.
+    Echo(EchoArgs),
+}
+
+/// `wharf run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Files or directories of multi-document YAML (repeatable).
+    #[arg(
+        short = 'f',
+        long = "file",
+        required = true,
+        env = "WHARF_FILES",
+        value_delimiter = ','
+    )]
+    pub files: Vec<PathBuf>,
+    /// How often the files are checked for changes.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration, env = "WHARF_WATCH_INTERVAL")]
+    pub watch_interval: Duration,
+    /// Listener settings.
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    /// Translation settings.
+    #[command(flatten)]
+    pub translate: TranslateArgs,
+    /// Proxy settings.
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+}
+
+/// Where the listeners bind.
+#[derive(Debug, Args)]
+pub struct ListenArgs {
+    /// Address every listener binds to.
+    #[arg(long, default_value = "0.0.0.0", env = "WHARF_LISTEN_ADDRESS")]
+    pub listen_address: IpAddr,
+    /// HTTP port (0 turns it off).
+    #[arg(long, default_value_t = 8080, env = "WHARF_HTTP_PORT")]
+    pub http_port: u16,
+    /// HTTPS port (0 turns it off).
+    #[arg(long, default_value_t = 8443, env = "WHARF_HTTPS_PORT")]
+    pub https_port: u16,
+    /// TLS passthrough port (0 turns it off).
+    #[arg(long, default_value_t = 15443, env = "WHARF_PASSTHROUGH_PORT")]
+    pub passthrough_port: u16,
+    /// Admin port: /healthz/ready, /metrics, /debug/config (0 turns it off).
+    #[arg(long, default_value_t = 15021, env = "WHARF_ADMIN_PORT")]
+    pub admin_port: u16,
+    /// Plain TCP forwarding, `PORT=NAMESPACE/SERVICE:SERVICEPORT` (repeatable), e.g.
+    /// `31400=default/db:5432`.
+    #[arg(long = "tcp-service", value_parser = parse_tcp_service, env = "WHARF_TCP_SERVICES", value_delimiter = ',')]
+    pub tcp_services: Vec<wharf_controller::TcpService>,
+    /// The HTTPS port clients see, used in HTTP-to-HTTPS redirects (default: --https-port).
+    #[arg(long, env = "WHARF_HTTPS_REDIRECT_PORT")]
+    pub https_redirect_port: Option<u16>,
+}
+
+/// How objects become config.
+#[derive(Debug, Args)]
+pub struct TranslateArgs {
+    /// `spec.controller` of the IngressClasses Wharf serves.
+    #[arg(
+        long,
+        default_value = "wharf.dev/ingress-controller",
+        env = "WHARF_CONTROLLER_NAME"
+    )]
+    pub controller_name: String,
+    /// Value of the legacy `kubernetes.io/ingress.class` annotation Wharf serves.
+    #[arg(long, default_value = "wharf", env = "WHARF_INGRESS_CLASS")]
+    pub ingress_class: String,
+    /// `NAMESPACE/NAME` of a kubernetes.io/tls Secret served when no TLS host matches the
+    /// SNI (default: a self-signed certificate made at start-up).
+    #[arg(long, value_parser = parse_ns_name, env = "WHARF_DEFAULT_SSL_CERTIFICATE")]
+    pub default_ssl_certificate: Option<(String, String)>,
+    /// Route Istio AUTO_PASSTHROUGH SNI names (`outbound_.PORT_.SUBSET_.FQDN`) on the
+    /// passthrough port to every Service.
+    #[arg(long, env = "WHARF_AUTO_PASSTHROUGH")]
+    pub auto_passthrough: bool,
+    /// Cluster DNS domain.
+    #[arg(long, default_value = "cluster.local", env = "WHARF_CLUSTER_DOMAIN")]
+    pub cluster_domain: String,
+}
+
+/// Proxy behaviour.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Upstream connect timeout (then 502).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, env = "WHARF_CONNECT_TIMEOUT")]
+    pub connect_timeout: Duration,
+    /// Time to the upstream's response headers (then 504).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "WHARF_REQUEST_TIMEOUT")]
+    pub request_timeout: Duration,
+    /// Idle time after which pooled upstream connections are not reused.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "WHARF_UPSTREAM_IDLE_TIMEOUT")]
+    pub upstream_idle_timeout: Duration,
+    /// Idle client keep-alive connections are closed after this.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, env = "WHARF_CLIENT_IDLE_TIMEOUT")]
+    pub client_idle_timeout: Duration,
+    /// How long shutdown waits for in-flight requests and connections.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, env = "WHARF_DRAIN_TIMEOUT")]
+    pub drain_timeout: Duration,
+    /// Log one line per request.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "WHARF_ACCESS_LOG")]
+    pub access_log: bool,
+}
+
+/// `wharf echo`.
+#[derive(Debug, Args)]
+pub struct EchoArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000", env = "WHARF_ECHO_LISTEN")]
+    pub listen: std::net::SocketAddr,
+    /// Name reported in every answer.
+    #[arg(long, default_value = "echo", env = "WHARF_ECHO_NAME")]
+    pub name: String,
+}
+
+/// `500ms`, `5s`, `2m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn parse_ns_name(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+            Ok((ns.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{s:?} is not NAMESPACE/NAME")),
+    }
+}
+
+fn parse_tcp_service(s: &str) -> Result<wharf_controller::TcpService, String> {
+    let err =
+        || format!("{s:?} is not PORT=NAMESPACE/SERVICE:SERVICEPORT (e.g. 31400=default/db:5432)");
+    let (port, rest) = s.split_once('=').ok_or_else(err)?;
+    let (ns_name, svc_port) = rest.rsplit_once(':').ok_or_else(err)?;
+    let (namespace, service) = parse_ns_name(ns_name).map_err(|_| err())?;
+    Ok(wharf_controller::TcpService {
+        listen_port: port.parse().map_err(|_| err())?,
+        namespace,
+        service,
+        port: svc_port.parse().map_err(|_| err())?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn tcp_services() {
+        let t = parse_tcp_service("31400=default/db:5432").unwrap();
+        assert_eq!(
+            (t.listen_port, t.namespace.as_str(), t.service.as_str()),
+            (31400, "default", "db")
+        );
+        assert!(parse_tcp_service("31400=db:5432").is_err());
+        assert!(parse_tcp_service("x=a/b:1").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}
