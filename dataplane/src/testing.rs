@@ -190,3 +190,133 @@ impl Leaf {
             .expect("valid PEM")
     }
 }
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+
+/// What a client saw.
+#[derive(Debug)]
+pub struct Seen {
+    /// Status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: http::HeaderMap,
+    /// Body, lossily decoded.
+    pub body: String,
+    /// The server's leaf certificate (TLS only).
+    pub peer_cert: Option<CertificateDer<'static>>,
+    /// Negotiated ALPN (TLS only).
+    pub alpn: Option<Vec<u8>>,
+}
+
+impl Seen {
+    /// The body as JSON (Null if it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+    /// The `name` an echo backend put in its answer.
+    pub fn echo_name(&self) -> String {
+        self.json()["name"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// TLS to `addr` with `sni` (None: no SNI, an IP name), then one GET.
+pub async fn https_get(
+    addr: SocketAddr,
+    sni: Option<&str>,
+    cfg: Arc<rustls::ClientConfig>,
+    host: &str,
+    path: &str,
+) -> Result<Seen, String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let name = match sni {
+        Some(s) => ServerName::try_from(s.to_owned()).map_err(|e| e.to_string())?,
+        None => ServerName::IpAddress(addr.ip().into()),
+    };
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_, conn) = tls.get_ref();
+    let peer_cert = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.clone().into_owned());
+    let alpn = conn.alpn_protocol().map(|a| a.to_vec());
+    let mut seen = request(
+        TokioIo::new(tls),
+        alpn.as_deref() == Some(b"h2"),
+        host,
+        path,
+        "https",
+    )
+    .await?;
+    seen.peer_cert = peer_cert;
+    seen.alpn = alpn;
+    Ok(seen)
+}
+
+/// Plain HTTP/1.1 GET.
+pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    request(TokioIo::new(tcp), false, host, path, "http").await
+}
+
+async fn request<I>(io: I, h2: bool, host: &str, path: &str, scheme: &str) -> Result<Seen, String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let resp = if h2 {
+        let (mut s, c) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(c);
+        let req = http::Request::get(format!("{scheme}://{host}{path}"))
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        s.send_request(req).await.map_err(|e| e.to_string())?
+    } else {
+        let (mut s, c) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(c);
+        let req = http::Request::get(path)
+            .header("host", host)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        s.send_request(req).await.map_err(|e| e.to_string())?
+    };
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Seen {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        peer_cert: None,
+        alpn: None,
+    })
+}
+
+/// Polls `f` until it returns true or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if f().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

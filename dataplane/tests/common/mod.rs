@@ -1,18 +1,13 @@
 //! Shared pieces of the data-plane tests: a gateway on loopback, echo backends, and real
 //! TLS/HTTP clients.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use wharf_dataplane::drain::{self, Signal};
+pub use wharf_dataplane::testing::{eventually, http_get, https_get, Seen};
 use wharf_dataplane::{Bound, Gateway, ListenerAddrs, Options, Timeouts};
 use wharf_model::{
     AppProtocol, Cluster, Endpoint, Host, ObjectRef, PathMatch, Route, Snapshot, VirtualHost,
@@ -120,120 +115,6 @@ pub fn snapshot(hosts: Vec<(Host, Vec<Route>)>, clusters: Vec<(&str, Cluster)>) 
 
 pub fn host(h: &str) -> Host {
     Host::parse(h).unwrap()
-}
-
-/// What a client saw.
-#[derive(Debug)]
-pub struct Seen {
-    pub status: u16,
-    pub headers: http::HeaderMap,
-    pub body: String,
-    pub peer_cert: Option<CertificateDer<'static>>,
-    pub alpn: Option<Vec<u8>>,
-}
-
-impl Seen {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
-    }
-    pub fn echo_name(&self) -> String {
-        self.json()["name"].as_str().unwrap_or("").to_owned()
-    }
-}
-
-/// TLS to `addr` with `sni` (None: no SNI, an IP name), then one GET.
-pub async fn https_get(
-    addr: SocketAddr,
-    sni: Option<&str>,
-    cfg: Arc<rustls::ClientConfig>,
-    host: &str,
-    path: &str,
-) -> Result<Seen, String> {
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = match sni {
-        Some(s) => ServerName::try_from(s.to_owned()).map_err(|e| e.to_string())?,
-        None => ServerName::IpAddress(addr.ip().into()),
-    };
-    let tls = tokio_rustls::TlsConnector::from(cfg)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (_, conn) = tls.get_ref();
-    let peer_cert = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| c.clone().into_owned());
-    let alpn = conn.alpn_protocol().map(|a| a.to_vec());
-    let mut seen = request(
-        TokioIo::new(tls),
-        alpn.as_deref() == Some(b"h2"),
-        host,
-        path,
-        "https",
-    )
-    .await?;
-    seen.peer_cert = peer_cert;
-    seen.alpn = alpn;
-    Ok(seen)
-}
-
-/// Plain HTTP/1.1 GET.
-pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, String> {
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    request(TokioIo::new(tcp), false, host, path, "http").await
-}
-
-async fn request<I>(io: I, h2: bool, host: &str, path: &str, scheme: &str) -> Result<Seen, String>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let resp = if h2 {
-        let (mut s, c) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(c);
-        let req = http::Request::get(format!("{scheme}://{host}{path}"))
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        s.send_request(req).await.map_err(|e| e.to_string())?
-    } else {
-        let (mut s, c) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(c);
-        let req = http::Request::get(path)
-            .header("host", host)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        s.send_request(req).await.map_err(|e| e.to_string())?
-    };
-    let (parts, body) = resp.into_parts();
-    let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok(Seen {
-        status: parts.status.as_u16(),
-        headers: parts.headers,
-        body: String::from_utf8_lossy(&bytes).into_owned(),
-        peer_cert: None,
-        alpn: None,
-    })
-}
-
-/// Polls `f` until it returns true or `within` passes.
-pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if f().await {
-            return true;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// GET on the admin port.

@@ -1,0 +1,569 @@
+//! `wharf run` as a user runs it: the real binary, YAML files on disk, real TLS clients
+//! (rustls in-process; curl and openssl s_client where installed).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wharf_dataplane::testing::{
+    eventually, http_get, https_get, inspecting_client_config, Leaf, TestCa,
+};
+
+/// A running `wharf run` whose log is collected.
+struct Wharf {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    http: u16,
+    https: u16,
+    passthrough: u16,
+    tcp: u16,
+    admin: u16,
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+impl Wharf {
+    fn start(files: &[&Path], extra: &[&str]) -> Wharf {
+        let (http, https, passthrough, tcp, admin) = (
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        );
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wharf"));
+        cmd.arg("run").args(["--listen-address", "127.0.0.1"]);
+        for f in files {
+            cmd.arg("-f").arg(f);
+        }
+        cmd.args([
+            "--http-port",
+            &http.to_string(),
+            "--https-port",
+            &https.to_string(),
+        ])
+        .args([
+            "--passthrough-port",
+            &passthrough.to_string(),
+            "--admin-port",
+            &admin.to_string(),
+        ])
+        .args(["--tcp-service", &format!("{tcp}=quickstart/api:80")])
+        .args(["--watch-interval", "50ms", "--drain-timeout", "5s"])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        Wharf {
+            child,
+            log,
+            http,
+            https,
+            passthrough,
+            tcp,
+            admin,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    async fn wait_ready(&self) {
+        let admin = addr(self.admin);
+        let ok = eventually(Duration::from_secs(10), || async move {
+            http_get(admin, "x", "/healthz/ready")
+                .await
+                .map(|s| s.status)
+                == Ok(200)
+        })
+        .await;
+        assert!(ok, "not ready; log:\n{}", self.log());
+    }
+}
+
+impl Drop for Wharf {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wharf-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn secret_yaml(name: &str, crt: &str, key: &str) -> String {
+    let indent = |s: &str| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: quickstart}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(crt),
+        indent(key)
+    )
+}
+
+/// The quickstart manifests, with backend ports moved to free ones, plus Secrets from a
+/// test CA. Returns the CA, the leaves by name, the manifest dir and the backend ports.
+struct Quickstart {
+    ca: TestCa,
+    leaves: Vec<(&'static str, Leaf)>,
+    dir: PathBuf,
+}
+
+async fn quickstart(name: &str) -> Quickstart {
+    let dir = temp_dir(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
+    let mut ports = Vec::new();
+    for (backend, port) in [("web", "9001"), ("api", "9002"), ("blog", "9003")] {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let p = l.local_addr().unwrap().port();
+        tokio::spawn(wharf_dataplane::echo::serve(l, backend.to_owned()));
+        ports.push((port, p.to_string()));
+    }
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for (from, to) in &ports {
+            text = text.replace(*from, to);
+        }
+        std::fs::write(dir.join(path.file_name().unwrap()), text).unwrap();
+    }
+    let ca = TestCa::default();
+    let leaves = vec![
+        ("shop-tls", ca.leaf(&["shop.example.com"])),
+        ("blog-tls", ca.leaf(&["blog.example.com"])),
+        ("apps-wildcard-tls", ca.leaf(&["*.apps.example.com"])),
+        ("default-tls", ca.leaf(&["wharf.local"])),
+    ];
+    let secrets: String = leaves
+        .iter()
+        .map(|(n, l)| secret_yaml(n, &l.chain_pem, &l.key_pem))
+        .collect();
+    std::fs::write(dir.join("30-secrets.yaml"), secrets).unwrap();
+    std::fs::write(dir.join("ca.pem"), &ca.root_pem).unwrap();
+    Quickstart { ca, leaves, dir }
+}
+
+impl Quickstart {
+    fn leaf(&self, name: &str) -> &Leaf {
+        &self.leaves.iter().find(|(n, _)| *n == name).unwrap().1
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+        || Command::new(tool)
+            .arg("version")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_serves_each_host_with_its_certificate() {
+    let q = quickstart("sni").await;
+    let w = Wharf::start(
+        &[&q.dir],
+        &["--default-ssl-certificate", "quickstart/default-tls"],
+    );
+    w.wait_ready().await;
+    let inspect = inspecting_client_config(&[b"h2", b"http/1.1"]);
+    let cases = [
+        (Some("shop.example.com"), "/", "shop-tls", "web"),
+        (Some("shop.example.com"), "/api/items", "shop-tls", "api"),
+        (Some("blog.example.com"), "/", "blog-tls", "blog"),
+        (Some("x.apps.example.com"), "/", "apps-wildcard-tls", "api"),
+        (Some("unknown.example.com"), "/", "default-tls", ""),
+        (None, "/", "default-tls", ""),
+    ];
+    for (sni, path, cert, backend) in cases {
+        let host = sni.unwrap_or("127.0.0.1");
+        let seen = https_get(addr(w.https), sni, inspect.clone(), host, path)
+            .await
+            .unwrap();
+        assert_eq!(
+            seen.peer_cert.as_ref(),
+            Some(&q.leaf(cert).leaf_der()),
+            "{sni:?}"
+        );
+        assert_eq!(seen.echo_name(), backend, "{sni:?}{path}: {}", seen.body);
+        if backend.is_empty() {
+            assert_eq!(seen.status, 404);
+        }
+    }
+    // A verifying client with the test CA, over HTTP/2.
+    let seen = https_get(
+        addr(w.https),
+        Some("shop.example.com"),
+        q.ca.client_config(&[b"h2"]),
+        "shop.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!((seen.status, seen.alpn.as_deref()), (200, Some(&b"h2"[..])));
+
+    // :80 redirects the TLS host, not the one that opted out.
+    let r = http_get(addr(w.http), "shop.example.com", "/cart?id=1")
+        .await
+        .unwrap();
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.headers["location"],
+        format!("https://shop.example.com:{}/cart?id=1", w.https)
+    );
+    assert_eq!(
+        http_get(addr(w.http), "blog.example.com", "/")
+            .await
+            .unwrap()
+            .echo_name(),
+        "blog"
+    );
+
+    // Plain TCP on the configured port reaches the api Service.
+    assert_eq!(
+        http_get(addr(w.tcp), "anything", "/")
+            .await
+            .unwrap()
+            .echo_name(),
+        "api"
+    );
+
+    if have("curl") {
+        let out = Command::new("curl")
+            .args(["-sS", "--http2", "--cacert"])
+            .arg(q.dir.join("ca.pem"))
+            .args([
+                "--resolve",
+                &format!("shop.example.com:{}:127.0.0.1", w.https),
+            ])
+            .arg(format!("https://shop.example.com:{}/api/x", w.https))
+            .output()
+            .unwrap();
+        let body = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "curl failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(body.contains("\"name\":\"api\""), "{body}");
+    }
+    if have("openssl") {
+        for (sni, cn) in [
+            (Some("blog.example.com"), "blog.example.com"),
+            (None, "wharf.local"),
+        ] {
+            let mut cmd = Command::new("openssl");
+            cmd.args(["s_client", "-connect", &format!("127.0.0.1:{}", w.https)]);
+            if let Some(s) = sni {
+                cmd.args(["-servername", s]);
+            } else {
+                cmd.arg("-noservername");
+            }
+            let out = cmd.stdin(Stdio::null()).output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).replace(' ', "");
+            assert!(
+                text.contains(&format!("subject=CN={cn}")),
+                "openssl with SNI {sni:?}:\n{text}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_reaches_backend_with_client_tls_intact() {
+    let q = quickstart("passthrough").await;
+    // The vault backend: a TLS server with its own certificate from another CA.
+    let backend_ca = TestCa::new("Vault CA");
+    let vault = backend_ca.leaf(&["vault.example.com"]);
+    let ck = wharf_model::tls::load(vault.chain_pem.as_bytes(), vault.key_pem.as_bytes(), 0)
+        .unwrap()
+        .certified_key;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+    let mut cfg = cfg;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let vault_port = l.local_addr().unwrap().port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    tokio::spawn(async move {
+        loop {
+            let (s, remote) = l.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(s).await {
+                    let svc = hyper::service::service_fn(move |_req| async move {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from(format!(
+                                "{{\"name\":\"vault\",\"remote\":\"{remote}\"}}"
+                            ))),
+                        ))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                        .await;
+                }
+            });
+        }
+    });
+    let slices = q.dir.join("10-backends.yaml");
+    let text = std::fs::read_to_string(&slices)
+        .unwrap()
+        .replace("9443", &vault_port.to_string());
+    std::fs::write(&slices, text).unwrap();
+    let w = Wharf::start(&[&q.dir], &[]);
+    w.wait_ready().await;
+    let seen = https_get(
+        addr(w.passthrough),
+        Some("vault.example.com"),
+        backend_ca.client_config(&[b"http/1.1"]),
+        "vault.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        seen.peer_cert.as_ref(),
+        Some(&vault.leaf_der()),
+        "the client must see the backend's own certificate"
+    );
+    assert_eq!(seen.echo_name(), "vault");
+    // An SNI nobody routes: closed.
+    assert!(https_get(
+        addr(w.passthrough),
+        Some("shop.example.com"),
+        q.ca.client_config(&[]),
+        "x",
+        "/"
+    )
+    .await
+    .is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
+    let q = quickstart("reload").await;
+    let w = Wharf::start(
+        &[&q.dir],
+        &["--default-ssl-certificate", "quickstart/default-tls"],
+    );
+    w.wait_ready().await;
+    let https = addr(w.https);
+    let inspect = inspecting_client_config(&[b"http/1.1"]);
+
+    // A new Ingress goes live without a restart.
+    let extra = q.dir.join("40-new.yaml");
+    std::fs::write(&extra, "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: new, namespace: quickstart}\nspec:\n  ingressClassName: wharf\n  rules:\n  - host: new.example.com\n    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: api, port: {number: 80}}}}]}\n").unwrap();
+    let http = addr(w.http);
+    assert!(
+        eventually(Duration::from_secs(5), || async move {
+            http_get(http, "new.example.com", "/")
+                .await
+                .map(|s| s.echo_name())
+                .unwrap_or_default()
+                == "api"
+        })
+        .await
+    );
+
+    // Broken YAML: the error names the file, the document and the object; nothing changes.
+    std::fs::write(&extra, "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: new, namespace: quickstart}\nspec: {rules: 12}\n").unwrap();
+    let log_has = |needle: String| {
+        let log = Arc::clone(&w.log);
+        async move {
+            let ok = eventually(Duration::from_secs(5), || {
+                let log = Arc::clone(&log);
+                let needle = needle.clone();
+                async move { log.lock().unwrap().contains(&needle) }
+            })
+            .await;
+            (ok, log.lock().unwrap().clone())
+        }
+    };
+    let (found, log) = log_has("40-new.yaml: document 1 (Ingress new)".into()).await;
+    assert!(found, "error does not name file and object:\n{log}");
+    assert_eq!(
+        http_get(http, "new.example.com", "/")
+            .await
+            .unwrap()
+            .echo_name(),
+        "api",
+        "last good config must keep serving"
+    );
+
+    // A malformed certificate for one host: reported with the Ingress and the reason; the
+    // other hosts keep their certificates, the broken host falls back to the default.
+    std::fs::remove_file(&extra).unwrap();
+    let mut secrets = std::fs::read_to_string(q.dir.join("30-secrets.yaml")).unwrap();
+    let blog = q
+        .leaf("blog-tls")
+        .chain_pem
+        .lines()
+        .nth(3)
+        .unwrap()
+        .to_owned();
+    secrets = secrets.replacen(&blog, "this is not base64 at all!", 1);
+    std::fs::write(q.dir.join("30-secrets.yaml"), &secrets).unwrap();
+    let (found, log) = log_has("TLS Secret quickstart/blog-tls".into()).await;
+    assert!(found, "bad certificate not reported:\n{log}");
+    assert!(log.contains("Ingress quickstart/blog"), "{log}");
+    assert!(
+        log.contains("BadCertificatePEM") || log.contains("BadCertificate"),
+        "{log}"
+    );
+    assert!(log.contains("last good certificate"), "{log}");
+    let shop = https_get(
+        https,
+        Some("shop.example.com"),
+        inspect.clone(),
+        "shop.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        shop.peer_cert.as_ref(),
+        Some(&q.leaf("shop-tls").leaf_der())
+    );
+    assert_eq!(shop.echo_name(), "web");
+    // The process saw the good blog certificate first, so that one keeps serving.
+    let blog_seen = https_get(
+        https,
+        Some("blog.example.com"),
+        inspect.clone(),
+        "blog.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        blog_seen.peer_cert.as_ref(),
+        Some(&q.leaf("blog-tls").leaf_der())
+    );
+    assert_eq!(blog_seen.echo_name(), "blog");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_certificate_at_start_serves_default_for_that_host_only() {
+    let q = quickstart("badstart").await;
+    let mut secrets = std::fs::read_to_string(q.dir.join("30-secrets.yaml")).unwrap();
+    // blog's key replaced with shop's: a key that does not match the certificate.
+    let (blog_key, shop_key) = (
+        q.leaf("blog-tls").key_pem.clone(),
+        q.leaf("shop-tls").key_pem.clone(),
+    );
+    let indent = |s: &str| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
+    secrets = secrets.replace(&indent(&blog_key), &indent(&shop_key));
+    std::fs::write(q.dir.join("30-secrets.yaml"), &secrets).unwrap();
+    let w = Wharf::start(
+        &[&q.dir],
+        &["--default-ssl-certificate", "quickstart/default-tls"],
+    );
+    w.wait_ready().await;
+    let inspect = inspecting_client_config(&[b"http/1.1"]);
+    let blog = https_get(
+        addr(w.https),
+        Some("blog.example.com"),
+        inspect.clone(),
+        "blog.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        blog.peer_cert.as_ref(),
+        Some(&q.leaf("default-tls").leaf_der()),
+        "a mismatched key must never be served"
+    );
+    let shop = https_get(
+        addr(w.https),
+        Some("shop.example.com"),
+        inspect,
+        "shop.example.com",
+        "/",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        shop.peer_cert.as_ref(),
+        Some(&q.leaf("shop-tls").leaf_der())
+    );
+    let log = w.log();
+    assert!(
+        log.contains("KeyMismatch") && log.contains("Ingress quickstart/blog"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests_and_exits_zero() {
+    let q = quickstart("drain").await;
+    let mut w = Wharf::start(&[&q.dir], &[]);
+    w.wait_ready().await;
+    let http = addr(w.http);
+    let slow =
+        tokio::spawn(async move { http_get(http, "blog.example.com", "/?delay_ms=500").await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let kill = Command::new("kill")
+        .args(["-TERM", &w.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let seen = slow.await.unwrap().unwrap();
+    assert_eq!(
+        (seen.status, seen.echo_name().as_str()),
+        (200, "blog"),
+        "in-flight request was dropped"
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        let s = w.child.wait().unwrap();
+        (s, w)
+    })
+    .await
+    .unwrap();
+    assert!(
+        status.0.success(),
+        "exit status {:?}; log:\n{}",
+        status.0,
+        status.1.log()
+    );
+    assert!(status.1.log().contains("drained"), "{}", status.1.log());
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the upstream test tools the e2e harness runs, from the Go module proxy, once per
+# machine: kube-apiserver and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3)
+# and helm (helm.sh/helm/v3). Prints the directory holding the binaries.
+#
+# Cache: $WHARF_TOOLS_DIR (default ~/.cache/wharf-tools)/k8s-$K8S_VERSION. Delete it to rebuild.
+set -euo pipefail
+K8S_VERSION="${K8S_VERSION:-1.35.4}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+HELM_VERSION="${HELM_VERSION:-3.19.5}"
+tools="${WHARF_TOOLS_DIR:-$HOME/.cache/wharf-tools}/k8s-$K8S_VERSION"
+mkdir -p "$tools"
+log() { echo "build-tools: $*" >&2; }
+export GOFLAGS="${GOFLAGS:--mod=mod}" GOTOOLCHAIN=local CGO_ENABLED=0
+
+build_kube() {
+  local work="$tools/src-kubernetes"
+  mkdir -p "$work"
+  cd "$work"
+  if [ ! -f go.mod ]; then
+    log "fetching k8s.io/kubernetes v$K8S_VERSION"
+    local dir
+    dir=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    local minor="${K8S_VERSION#*.}"
+    local staging="0.$minor"
+    {
+      echo "module wharf.dev/e2e-tools"
+      echo
+      echo "go $(sed -n 's/^go \([0-9.]*\).*/\1/p' "$dir/go.mod")"
+      echo
+      echo "require k8s.io/kubernetes v$K8S_VERSION"
+      echo
+      # Kubernetes' own go.mod points its staging modules at ./staging; use the published ones.
+      grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$dir/go.mod" | awk -v v="v$staging" '{print "replace " $1 " => " $1 " " v}'
+    } > go.mod
+    printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
+    go mod tidy >&2
+  fi
+  for cmd in kube-apiserver kubectl; do
+    if [ ! -x "$tools/$cmd" ]; then
+      log "building $cmd (takes a while on a small machine)"
+      go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#*.}" -o "$tools/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
+    fi
+  done
+}
+
+build_module_tool() { # binary, module@version, package
+  local bin="$1" modver="$2" pkg="$3"
+  [ -x "$tools/$bin" ] && return
+  local work="$tools/src-$bin"
+  mkdir -p "$work"
+  cd "$work"
+  if [ ! -f go.mod ]; then
+    printf 'module wharf.dev/e2e-%s\n\ngo 1.24\n' "$bin" > go.mod
+    printf 'package tools\n\nimport _ "%s"\n' "$pkg" > tools.go
+    go get "$modver" >&2
+    go mod tidy >&2
+  fi
+  log "building $bin"
+  go build -trimpath -ldflags "-s -w" -o "$tools/$bin" "$pkg" >&2
+}
+
+build_kube
+build_module_tool etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" go.etcd.io/etcd/server/v3
+build_module_tool helm "helm.sh/helm/v3@v$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+echo "$tools"
