@@ -32,7 +32,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve Kubernetes objects (Ingress, IngressClass, Secret, Service, EndpointSlice)
     /// read from YAML files, reloading them when they change. No cluster needed.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// A small HTTP backend that answers with a JSON description of each request.
     Echo(EchoArgs),
 }

@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            args::Command::Run(a) => run::standalone(a).await,
+            args::Command::Run(a) => run::standalone(*a).await,
             args::Command::Echo(a) => run::echo(a).await,
         }
     });

@@ -1,6 +1,8 @@
 //! `wharf run` as a user runs it: the real binary, YAML files on disk, real TLS clients
 //! (rustls in-process; curl and openssl s_client where installed).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};

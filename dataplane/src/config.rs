@@ -123,6 +123,9 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
     Some(format!("outbound_.{port}_._.{fqdn}"))
 }
 
+/// Parsed certificates by id, with the PEM they came from (to notice changes).
+type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
+
 /// Everything the listeners need, immutable.
 #[derive(Debug)]
 pub struct CompiledConfig {
@@ -139,7 +142,7 @@ pub struct CompiledConfig {
     /// TCP routes by gateway port.
     pub tcp: HashMap<u16, Arc<Upstream>>,
     endpoints: HashMap<(std::net::SocketAddr, AppProtocol), Arc<EndpointState>>,
-    certs: HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>,
+    certs: CertCache,
 }
 
 /// Builds [`CompiledConfig`]s, reusing endpoint state (pooled connections) and parsed
@@ -274,7 +277,7 @@ impl Compiler {
         &self,
         snapshot: &Snapshot,
         previous: Option<&CompiledConfig>,
-    ) -> Result<HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>, CompileError> {
+    ) -> Result<CertCache, CompileError> {
         let mut out = HashMap::with_capacity(snapshot.certificates.len());
         for (id, c) in &snapshot.certificates {
             let reused = previous
@@ -305,7 +308,7 @@ impl Compiler {
 }
 
 fn lookup_cert(
-    certs: &HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>,
+    certs: &CertCache,
     id: &str,
     host: &str,
 ) -> Result<Arc<CertifiedKey>, CompileError> {

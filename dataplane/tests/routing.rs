@@ -1,5 +1,7 @@
 //! HTTP routing and proxying, seen by real HTTP/1.1 and HTTP/2 clients.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

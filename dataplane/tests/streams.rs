@@ -1,5 +1,7 @@
 //! TLS passthrough, plain TCP, hot swaps under load and graceful shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::SocketAddr;

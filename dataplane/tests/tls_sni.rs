@@ -1,5 +1,7 @@
 //! Certificates by SNI, seen by real TLS clients.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

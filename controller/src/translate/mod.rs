@@ -146,7 +146,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         t.ingress(ing, &secrets, &mut tls_hosts, &mut routes);
     }
     t.snapshot.tls_hosts = tls_hosts.into_hosts();
-    t.snapshot.virtual_hosts = routes.into_virtual_hosts(&t.snapshot.tls_hosts);
+    t.snapshot.virtual_hosts = routes.take_virtual_hosts(&t.snapshot.tls_hosts);
     t.snapshot.default_backend = routes.default_backend;
     t.snapshot.passthrough = routes.passthrough.into_values().collect();
 
@@ -214,12 +214,12 @@ struct RouteTable {
 }
 
 impl RouteTable {
-    fn into_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
+    fn take_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
         let by_host = std::mem::take(&mut self.by_host);
         by_host
             .into_iter()
             .map(|(host, mut routes)| {
-                routes.sort_by(|a, b| a.path.precedence_key().cmp(&b.path.precedence_key()));
+                routes.sort_by_key(|r| r.path.precedence_key());
                 let has_tls = tls_covered(&host, tls_hosts);
                 for r in &mut routes {
                     // `https_redirect` holds "the Ingress allows it" until here.

@@ -218,19 +218,13 @@ async fn forward(
             }
         };
         let Some(r) = req.take() else { break };
-        let sent = match c {
-            Conn::H1(mut s) => {
-                let res = tokio::time::timeout(timeouts.request, s.try_send_request(r)).await;
-                res.map(|r| r.map(|resp| (resp, Some(s))))
-            }
-            Conn::H2(mut s) => {
-                let res = tokio::time::timeout(timeouts.request, s.try_send_request(r)).await;
-                res.map(|r| r.map(|resp| (resp, None)))
-            }
+        let (sent, sender) = match c {
+            Conn::H1(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, Some(s)),
+            Conn::H2(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, None),
         };
         match sent {
             Err(_) => return Err(UpstreamError::RequestTimeout),
-            Ok(Ok((resp, sender))) => {
+            Ok(Ok(resp)) => {
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 let pooled = match sender {

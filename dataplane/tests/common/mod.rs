@@ -45,7 +45,7 @@ pub async fn start_with(timeouts: Timeouts) -> Running {
     };
     let bound: Bound = gw.bind(&addrs).await.unwrap();
     let (signal, watch) = drain::channel();
-    let r = Running {
+    Running {
         http: bound.http_addr().unwrap(),
         https: bound.https_addr().unwrap(),
         passthrough: bound.passthrough_addr().unwrap(),
@@ -54,8 +54,7 @@ pub async fn start_with(timeouts: Timeouts) -> Running {
         gw: gw.clone(),
         drain: Some(signal),
         done: tokio::spawn(bound.serve(gw, watch)),
-    };
-    r
+    }
 }
 
 pub async fn start() -> Running {
