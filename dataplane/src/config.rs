@@ -307,11 +307,7 @@ impl Compiler {
     }
 }
 
-fn lookup_cert(
-    certs: &CertCache,
-    id: &str,
-    host: &str,
-) -> Result<Arc<CertifiedKey>, CompileError> {
+fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedKey>, CompileError> {
     certs
         .get(id)
         .map(|(_, _, ck)| Arc::clone(ck))

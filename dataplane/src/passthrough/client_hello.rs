@@ -235,4 +235,46 @@ mod tests {
             Err(ParseError::NotTls(_))
         ));
     }
+
+    /// A stable stand-in for the fuzz target: seeded mutations of real ClientHellos must
+    /// never panic, and whatever name comes out is printable lower-case ASCII.
+    #[test]
+    fn mutation_smoke() {
+        let mut rng = fastrand::Rng::with_seed(0x5ec7_0de5);
+        let seeds = [
+            client_hello("a.example.com"),
+            client_hello("outbound_.80_._.x.y.svc.cluster.local"),
+            client_hello("127.0.0.1"),
+        ];
+        for i in 0..20_000 {
+            let mut buf = seeds[i % seeds.len()].clone();
+            for _ in 0..rng.usize(1..8) {
+                match rng.u8(..4) {
+                    0 => {
+                        let at = rng.usize(..buf.len());
+                        buf[at] = rng.u8(..);
+                    }
+                    1 => buf.truncate(rng.usize(..=buf.len())),
+                    2 => {
+                        let at = rng.usize(..=buf.len());
+                        buf.insert(at, rng.u8(..));
+                    }
+                    _ => {
+                        let at = rng.usize(..buf.len().max(1));
+                        buf.splice(at..at, std::iter::repeat_n(0xff, rng.usize(..64)));
+                    }
+                }
+                if buf.is_empty() {
+                    break;
+                }
+            }
+            if let Ok(Some(name)) = parse_sni(&buf) {
+                assert!(
+                    name.bytes()
+                        .all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()),
+                    "{name:?}"
+                );
+            }
+        }
+    }
 }

@@ -219,8 +219,14 @@ async fn forward(
         };
         let Some(r) = req.take() else { break };
         let (sent, sender) = match c {
-            Conn::H1(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, Some(s)),
-            Conn::H2(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, None),
+            Conn::H1(mut s) => (
+                tokio::time::timeout(timeouts.request, s.try_send_request(r)).await,
+                Some(s),
+            ),
+            Conn::H2(mut s) => (
+                tokio::time::timeout(timeouts.request, s.try_send_request(r)).await,
+                None,
+            ),
         };
         match sent {
             Err(_) => return Err(UpstreamError::RequestTimeout),
