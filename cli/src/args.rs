@@ -33,6 +33,9 @@ pub enum Command {
     /// Serve Kubernetes objects (Ingress, IngressClass, Secret, Service, EndpointSlice)
     /// read from YAML files, reloading them when they change. No cluster needed.
     Run(Box<RunArgs>),
+    /// Run as an Ingress controller against a Kubernetes API server (in-cluster config,
+    /// `--kubeconfig` or `KUBECONFIG`): watches, data plane, status, Events, leader election.
+    Controller(Box<ControllerArgs>),
     /// A small HTTP backend that answers with a JSON description of each request.
     Echo(EchoArgs),
 }
@@ -52,6 +55,52 @@ pub struct RunArgs {
     /// How often the files are checked for changes.
     #[arg(long, default_value = "250ms", value_parser = parse_duration, env = "WHARF_WATCH_INTERVAL")]
     pub watch_interval: Duration,
+    /// Listener settings.
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    /// Translation settings.
+    #[command(flatten)]
+    pub translate: TranslateArgs,
+    /// Proxy settings.
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+}
+
+/// `wharf controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig file (default: in-cluster config, else `KUBECONFIG`, else ~/.kube/config).
+    #[arg(long, env = "WHARF_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// `NAMESPACE/NAME` of the gateway's Service; its LoadBalancer address is written into
+    /// the status of every Ingress Wharf serves.
+    #[arg(long, value_parser = parse_ns_name, env = "WHARF_PUBLISH_SERVICE")]
+    pub publish_service: Option<(String, String)>,
+    /// IP or hostname written into Ingress status instead (repeatable).
+    #[arg(
+        long = "publish-address",
+        env = "WHARF_PUBLISH_ADDRESSES",
+        value_delimiter = ','
+    )]
+    pub publish_addresses: Vec<String>,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
+    pub election_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "wharf-leader", env = "WHARF_ELECTION_ID")]
+    pub election_id: String,
+    /// This replica's identity in the election (default: the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// How long the Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "WHARF_LEASE_DURATION")]
+    pub lease_duration: Duration,
+    /// A leader that could not renew for this long stops writing.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, env = "WHARF_LEASE_RENEW_DEADLINE")]
+    pub lease_renew_deadline: Duration,
+    /// How often the Lease is renewed or tried.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, env = "WHARF_LEASE_RETRY")]
+    pub lease_retry: Duration,
     /// Listener settings.
     #[command(flatten)]
     pub listen: ListenArgs,
@@ -85,7 +134,8 @@ pub struct ListenArgs {
     /// `31400=default/db:5432`.
     #[arg(long = "tcp-service", value_parser = parse_tcp_service, env = "WHARF_TCP_SERVICES", value_delimiter = ',')]
     pub tcp_services: Vec<wharf_controller::TcpService>,
-    /// The HTTPS port clients see, used in HTTP-to-HTTPS redirects (default: --https-port).
+    /// The HTTPS port clients see, used in HTTP-to-HTTPS redirects (default: --https-port
+    /// for `run`, 443 for `controller`).
     #[arg(long, env = "WHARF_HTTPS_REDIRECT_PORT")]
     pub https_redirect_port: Option<u16>,
 }
@@ -170,7 +220,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
-fn parse_ns_name(s: &str) -> Result<(String, String), String> {
+pub fn parse_ns_name(s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
             Ok((ns.to_owned(), name.to_owned()))

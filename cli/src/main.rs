@@ -1,6 +1,8 @@
 //! `wharf`: a Kubernetes edge gateway.
 
 mod args;
+mod controller;
+mod gateway;
 mod logging;
 mod run;
 
@@ -27,6 +29,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             args::Command::Run(a) => run::standalone(*a).await,
+            args::Command::Controller(a) => controller::run(*a).await,
             args::Command::Echo(a) => run::echo(a).await,
         }
     });

@@ -5,8 +5,34 @@
 //! loader ([`files`]) and the API-server watches both feed it.
 
 pub mod files;
+pub mod k8s;
 pub mod translate;
 
 pub use translate::{
     translate, Diagnostic, Options, ServicePortRef, TcpService, Translation, World,
 };
+
+/// Logs each diagnostic once per appearance (not on every rebuild).
+#[derive(Debug, Default)]
+pub struct DiagnosticLog {
+    reported: std::collections::BTreeSet<Diagnostic>,
+}
+
+impl DiagnosticLog {
+    /// Logs the diagnostics not logged last time, as warnings naming the object.
+    pub fn report(&mut self, diagnostics: &[Diagnostic]) {
+        for d in diagnostics {
+            if !self.reported.contains(d) {
+                tracing::warn!(object = %d.object, reason = d.reason, "{}", d.message);
+            }
+        }
+        self.reported = diagnostics.iter().cloned().collect();
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}

@@ -1,0 +1,87 @@
+//! `wharf controller`: watches a Kubernetes API server and serves what it finds.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use wharf_controller::k8s::{self, lease::LeaseConfig, status::Publish};
+
+use crate::args::ControllerArgs;
+use crate::gateway::{self, shutdown_signal};
+
+/// Runs controller and data plane until SIGTERM/SIGINT.
+pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let client = client(&args).await?;
+    let serving = gateway::start(&args.listen, &args.proxy, 443).await?;
+    let identity = args.pod_name.clone().unwrap_or_else(hostname);
+    let publish = if !args.publish_addresses.is_empty() {
+        Publish::Addresses(args.publish_addresses.clone())
+    } else if let Some(svc) = &args.publish_service {
+        Publish::Service(svc.clone())
+    } else {
+        Publish::Nothing
+    };
+    let lease = LeaseConfig {
+        namespace: args.election_namespace.clone(),
+        name: args.election_id.clone(),
+        identity: identity.clone(),
+        duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry: args.lease_retry,
+    };
+    let cfg = k8s::Config {
+        translate: gateway::translate_options(&args.translate, &args.listen),
+        publish,
+        lease: lease.clone(),
+        debounce: Duration::from_millis(50),
+        resync: Duration::from_secs(300),
+    };
+    tracing::info!(identity = %identity, "starting controller");
+    let mut handles = k8s::start(client.clone(), cfg);
+    let gw = serving.gateway.clone();
+    let apply = tokio::spawn(async move {
+        while handles.translations.changed().await.is_ok() {
+            let t = handles.translations.borrow_and_update().clone();
+            if let Some(t) = t {
+                match gw.apply(t.snapshot.clone()) {
+                    Ok(version) => tracing::info!(
+                        version,
+                        ingresses = t.ingresses.len(),
+                        hosts = t.snapshot.virtual_hosts.len(),
+                        certificates = t.snapshot.certificates.len(),
+                        "config applied"
+                    ),
+                    Err(e) => {
+                        tracing::error!(error = %e, "config rejected; the last good config keeps serving")
+                    }
+                }
+            }
+        }
+    });
+    let sig = shutdown_signal().await;
+    tracing::info!(signal = sig, deadline = ?args.proxy.drain_timeout, "draining");
+    apply.abort();
+    if *handles.leader.borrow() {
+        k8s::lease::release(client, &lease).await;
+    }
+    serving.drain(args.proxy.drain_timeout).await;
+    Ok(())
+}
+
+async fn client(args: &ControllerArgs) -> anyhow::Result<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.with_context(|| format!("kubeconfig {} is not usable", path.display()))?
+        }
+        None => kube::Config::infer().await.context("no Kubernetes config found: not in a cluster, no KUBECONFIG, no ~/.kube/config; pass --kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("cannot create the Kubernetes client")
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("wharf-{}", std::process::id()))
+}

@@ -1,0 +1,110 @@
+//! Starting and stopping the data plane, shared by `run` and `controller`.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use tokio::task::JoinHandle;
+use wharf_dataplane::drain::{self, Signal};
+use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
+
+use crate::args::{ListenArgs, ProxyArgs, TranslateArgs};
+
+/// A serving data plane.
+pub struct Serving {
+    /// The gateway, to apply snapshots to.
+    pub gateway: Gateway,
+    signal: Signal,
+    task: JoinHandle<()>,
+}
+
+/// Binds every listener and starts serving an empty config.
+pub async fn start(
+    l: &ListenArgs,
+    proxy: &ProxyArgs,
+    default_redirect_port: u16,
+) -> anyhow::Result<Serving> {
+    let addr = |port: u16| (port != 0).then(|| SocketAddr::new(l.listen_address, port));
+    let opts = Options {
+        timeouts: Timeouts {
+            connect: proxy.connect_timeout,
+            request: proxy.request_timeout,
+            upstream_idle: proxy.upstream_idle_timeout,
+            client_idle: proxy.client_idle_timeout,
+            ..Timeouts::default()
+        },
+        https_redirect_port: l.https_redirect_port.unwrap_or(default_redirect_port),
+        access_log: proxy.access_log,
+    };
+    let gateway = Gateway::new(opts).context("cannot start the data plane")?;
+    let addrs = ListenerAddrs {
+        http: addr(l.http_port),
+        https: addr(l.https_port),
+        passthrough: addr(l.passthrough_port),
+        admin: addr(l.admin_port),
+        tcp: l
+            .tcp_services
+            .iter()
+            .map(|t| {
+                (
+                    SocketAddr::new(l.listen_address, t.listen_port),
+                    t.listen_port,
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let bound = gateway.bind(&addrs).await?;
+    tracing::info!(
+        http = ?bound.http_addr(), https = ?bound.https_addr(), passthrough = ?bound.passthrough_addr(),
+        tcp = ?bound.tcp_addrs(), admin = ?bound.admin_addr(), "listening"
+    );
+    let (signal, watch) = drain::channel();
+    let task = tokio::spawn(bound.serve(gateway.clone(), watch));
+    Ok(Serving {
+        gateway,
+        signal,
+        task,
+    })
+}
+
+impl Serving {
+    /// Stops accepting, waits for in-flight work up to `deadline`.
+    pub async fn drain(self, deadline: std::time::Duration) {
+        if self.signal.drain(deadline).await {
+            tracing::info!("drained; bye");
+        } else {
+            tracing::warn!("drain deadline passed with connections still open; closing them");
+        }
+        self.task.abort();
+    }
+}
+
+/// Translation options from flags.
+pub fn translate_options(t: &TranslateArgs, l: &ListenArgs) -> wharf_controller::Options {
+    wharf_controller::Options {
+        controller_name: t.controller_name.clone(),
+        ingress_class: t.ingress_class.clone(),
+        default_certificate: t.default_ssl_certificate.clone(),
+        tcp_services: l.tcp_services.clone(),
+        auto_passthrough: t.auto_passthrough,
+        cluster_domain: t.cluster_domain.clone(),
+        now: 0,
+    }
+}
+
+/// Resolves with the name of the signal that asked us to stop.
+pub async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => tokio::select! {
+            _ = t.recv() => "SIGTERM",
+            _ = i.recv() => "SIGINT",
+        },
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}

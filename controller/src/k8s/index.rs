@@ -1,0 +1,215 @@
+//! The watched objects, owned by one task and mutated only through [`Index::apply`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::watcher::Event;
+use kube::ResourceExt;
+
+use crate::World;
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
+pub type Key = (String, String);
+
+/// A watch event of one of the kinds Wharf reads.
+#[derive(Debug)]
+pub enum Change {
+    /// IngressClass event.
+    IngressClass(Event<IngressClass>),
+    /// Ingress event.
+    Ingress(Event<Ingress>),
+    /// TLS Secret event.
+    Secret(Event<Secret>),
+    /// Service event.
+    Service(Event<Service>),
+    /// EndpointSlice event.
+    EndpointSlice(Event<EndpointSlice>),
+}
+
+/// Objects of one kind plus the buffer of a relist in progress.
+#[derive(Debug)]
+struct Store<K> {
+    objects: BTreeMap<Key, K>,
+    relist: Option<BTreeMap<Key, K>>,
+    synced: bool,
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Store {
+            objects: BTreeMap::new(),
+            relist: None,
+            synced: false,
+        }
+    }
+}
+
+impl<K: kube::Resource + Clone + PartialEq> Store<K> {
+    /// Applies one event; true when the visible objects changed.
+    fn apply(&mut self, event: Event<K>) -> bool {
+        match event {
+            Event::Apply(obj) => {
+                let key = key(&obj);
+                if self.objects.get(&key) == Some(&obj) {
+                    return false;
+                }
+                self.objects.insert(key, obj);
+                true
+            }
+            Event::Delete(obj) => self.objects.remove(&key(&obj)).is_some(),
+            Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                false
+            }
+            Event::InitApply(obj) => {
+                if let Some(buf) = &mut self.relist {
+                    buf.insert(key(&obj), obj);
+                }
+                false
+            }
+            Event::InitDone => {
+                // A relist replaces everything: objects deleted while the watch was down go.
+                let fresh = self.relist.take().unwrap_or_default();
+                let changed = fresh != self.objects || !self.synced;
+                self.objects = fresh;
+                self.synced = true;
+                changed
+            }
+        }
+    }
+}
+
+fn key<K: kube::Resource>(obj: &K) -> Key {
+    (obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Everything the controller watches.
+#[derive(Debug, Default)]
+pub struct Index {
+    classes: Store<IngressClass>,
+    ingresses: Store<Ingress>,
+    secrets: Store<Secret>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+}
+
+impl Index {
+    /// Applies a watch event; true when the objects changed.
+    pub fn apply(&mut self, change: Change) -> bool {
+        match change {
+            Change::IngressClass(e) => self.classes.apply(e),
+            Change::Ingress(e) => self.ingresses.apply(e),
+            Change::Secret(e) => self.secrets.apply(e),
+            Change::Service(e) => self.services.apply(e),
+            Change::EndpointSlice(e) => self.slices.apply(e),
+        }
+    }
+
+    /// True once every watch has listed its objects at least once.
+    pub fn synced(&self) -> bool {
+        self.classes.synced
+            && self.ingresses.synced
+            && self.secrets.synced
+            && self.services.synced
+            && self.slices.synced
+    }
+
+    /// The objects, for [`crate::translate`].
+    pub fn world(&self) -> World {
+        World {
+            ingress_classes: self.classes.objects.values().cloned().collect(),
+            ingresses: self.ingresses.objects.values().cloned().collect(),
+            secrets: self.secrets.objects.values().cloned().collect(),
+            services: self.services.objects.values().cloned().collect(),
+            endpoint_slices: self.slices.objects.values().cloned().collect(),
+        }
+    }
+
+    /// An Ingress by key.
+    pub fn ingress(&self, key: &Key) -> Option<&Ingress> {
+        self.ingresses.objects.get(key)
+    }
+
+    /// All Ingresses.
+    pub fn ingresses(&self) -> impl Iterator<Item = (&Key, &Ingress)> {
+        self.ingresses.objects.iter()
+    }
+
+    /// A Service by key.
+    pub fn service(&self, key: &Key) -> Option<&Service> {
+        self.services.objects.get(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn ing(name: &str) -> Ingress {
+        Ingress {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn sync_all(index: &mut Index) {
+        index.apply(Change::IngressClass(Event::InitDone));
+        index.apply(Change::Secret(Event::InitDone));
+        index.apply(Change::Service(Event::InitDone));
+        index.apply(Change::EndpointSlice(Event::InitDone));
+    }
+
+    #[test]
+    fn synced_only_after_every_initial_list() {
+        let mut index = Index::default();
+        sync_all(&mut index);
+        assert!(!index.synced());
+        index.apply(Change::Ingress(Event::Init));
+        index.apply(Change::Ingress(Event::InitApply(ing("a"))));
+        assert!(
+            index.world().ingresses.is_empty(),
+            "buffered until InitDone"
+        );
+        assert!(index.apply(Change::Ingress(Event::InitDone)));
+        assert!(index.synced());
+        assert_eq!(index.world().ingresses.len(), 1);
+    }
+
+    #[test]
+    fn relist_drops_objects_deleted_while_disconnected_and_ignores_no_op_updates() {
+        let mut index = Index::default();
+        sync_all(&mut index);
+        for e in [
+            Event::Init,
+            Event::InitApply(ing("a")),
+            Event::InitApply(ing("b")),
+            Event::InitDone,
+        ] {
+            index.apply(Change::Ingress(e));
+        }
+        assert!(
+            !index.apply(Change::Ingress(Event::Apply(ing("a")))),
+            "same object again is not a change"
+        );
+        for e in [Event::Init, Event::InitApply(ing("b"))] {
+            assert!(!index.apply(Change::Ingress(e)));
+        }
+        assert!(index.apply(Change::Ingress(Event::InitDone)));
+        let names: Vec<_> = index
+            .world()
+            .ingresses
+            .iter()
+            .map(|i| i.name_any())
+            .collect();
+        assert_eq!(names, ["b"]);
+        assert!(index.apply(Change::Ingress(Event::Delete(ing("b")))));
+        assert!(index.world().ingresses.is_empty());
+    }
+}

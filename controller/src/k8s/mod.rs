@@ -1,0 +1,210 @@
+//! The controller against a Kubernetes API server: watches feed one owner task that keeps
+//! the [`index::Index`], translates on change and publishes the result; a lease-gated task
+//! writes Ingress status and Events.
+
+pub mod index;
+pub mod lease;
+pub mod status;
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::events::Reporter;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use wharf_model::Snapshot;
+
+use crate::{translate, DiagnosticLog, Options, Translation};
+use index::{Change, Index, Key};
+use lease::LeaseConfig;
+use status::{Plan, Publish};
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Translation settings.
+    pub translate: Options,
+    /// Where Ingress status addresses come from.
+    pub publish: Publish,
+    /// Leader election.
+    pub lease: LeaseConfig,
+    /// How long to gather a burst of changes before translating.
+    pub debounce: Duration,
+    /// Re-translate this often even without changes (certificate expiry).
+    pub resync: Duration,
+}
+
+/// What the controller publishes.
+#[derive(Debug, Clone)]
+pub struct Handles {
+    /// The latest translation (None until every watch has listed once).
+    pub translations: watch::Receiver<Option<Arc<Translation>>>,
+    /// True while this replica holds the lease.
+    pub leader: watch::Receiver<bool>,
+}
+
+/// Starts watches, the owner task, leader election and the status writer.
+pub fn start(client: Client, cfg: Config) -> Handles {
+    let (tx, rx) = mpsc::channel(1024);
+    spawn_watch::<IngressClass>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx.clone(),
+        Change::IngressClass,
+    );
+    spawn_watch::<Ingress>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx.clone(),
+        Change::Ingress,
+    );
+    // Only TLS Secrets: never list (or log) other Secrets.
+    spawn_watch::<Secret>(
+        Api::all(client.clone()),
+        watcher::Config::default().fields("type=kubernetes.io/tls"),
+        tx.clone(),
+        Change::Secret,
+    );
+    spawn_watch::<Service>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx.clone(),
+        Change::Service,
+    );
+    spawn_watch::<EndpointSlice>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx,
+        Change::EndpointSlice,
+    );
+
+    let (translations_tx, translations) = watch::channel(None);
+    let (plans_tx, plans) = watch::channel(Arc::new(Plan::default()));
+    let (leader_tx, leader) = watch::channel(false);
+    tokio::spawn(lease::run(client.clone(), cfg.lease.clone(), leader_tx));
+    let reporter = Reporter {
+        controller: "wharf".into(),
+        instance: Some(cfg.lease.identity.clone()),
+    };
+    tokio::spawn(status::write(client, reporter, plans, leader.clone()));
+    tokio::spawn(own(rx, cfg, translations_tx, plans_tx));
+    Handles {
+        translations,
+        leader,
+    }
+}
+
+fn spawn_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    tx: mpsc::Sender<Change>,
+    wrap: fn(watcher::Event<K>) -> Change,
+) where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    tokio::spawn(async move {
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut failing = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(event) => {
+                    if failing {
+                        tracing::info!(kind = %kind, "watch restored");
+                        failing = false;
+                    }
+                    if tx.send(wrap(event)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    // The watcher retries with backoff; the last good config keeps serving.
+                    if !failing {
+                        tracing::warn!(kind = %kind, error = %e, "watch failed; serving the last good config while retrying");
+                    }
+                    failing = true;
+                }
+            }
+        }
+    });
+}
+
+/// The owner task: applies watch events, translates after a short quiet period, publishes.
+async fn own(
+    mut rx: mpsc::Receiver<Change>,
+    mut cfg: Config,
+    translations: watch::Sender<Option<Arc<Translation>>>,
+    plans: watch::Sender<Arc<Plan>>,
+) {
+    let mut index = Index::default();
+    let mut last: Option<Snapshot> = None;
+    let mut ours: BTreeSet<Key> = BTreeSet::new();
+    let mut log = DiagnosticLog::default();
+    let mut deadline: Option<tokio::time::Instant> = None;
+    let mut resync = tokio::time::interval(cfg.resync);
+    loop {
+        tokio::select! {
+            change = rx.recv() => {
+                let Some(change) = change else { return };
+                if index.apply(change) && deadline.is_none() {
+                    deadline = Some(tokio::time::Instant::now() + cfg.debounce);
+                }
+            }
+            _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() && index.synced() => {
+                deadline = None;
+                rebuild(&index, &mut cfg, &mut last, &mut ours, &mut log, &translations, &plans);
+            }
+            _ = resync.tick() => {
+                if index.synced() {
+                    rebuild(&index, &mut cfg, &mut last, &mut ours, &mut log, &translations, &plans);
+                }
+            }
+        }
+    }
+}
+
+fn rebuild(
+    index: &Index,
+    cfg: &mut Config,
+    last: &mut Option<Snapshot>,
+    ours: &mut BTreeSet<Key>,
+    log: &mut DiagnosticLog,
+    translations: &watch::Sender<Option<Arc<Translation>>>,
+    plans: &watch::Sender<Arc<Plan>>,
+) {
+    let started = std::time::Instant::now();
+    cfg.translate.now = crate::unix_now();
+    let t = translate(&index.world(), &cfg.translate, last.as_ref());
+    log.report(&t.diagnostics);
+    let now_ours: BTreeSet<Key> = t
+        .ingresses
+        .iter()
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect();
+    let left: BTreeSet<Key> = ours.difference(&now_ours).cloned().collect();
+    let addrs = status::addresses(&cfg.publish, index);
+    let plan = status::plan(index, &now_ours, &left, &addrs, &t.diagnostics);
+    *ours = now_ours;
+    plans.send_if_modified(|p| {
+        if **p == plan {
+            return false;
+        }
+        *p = Arc::new(plan);
+        true
+    });
+    let changed = last.as_ref() != Some(&t.snapshot);
+    *last = Some(t.snapshot.clone());
+    if changed || translations.borrow().is_none() {
+        tracing::debug!(elapsed = ?started.elapsed(), ingresses = t.ingresses.len(), "translated");
+        let _ = translations.send(Some(Arc::new(t)));
+    }
+}

@@ -1,0 +1,232 @@
+//! What Ingress status and Events should be, computed from the index (pure), and the
+//! lease-gated task that writes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+
+use super::index::{Index, Key};
+use crate::Diagnostic;
+
+/// Where the address written into `status.loadBalancer.ingress` comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Publish {
+    /// Fixed IPs or hostnames (`--publish-address`).
+    Addresses(Vec<String>),
+    /// The LoadBalancer status of this Service (`--publish-service`).
+    Service(Key),
+    /// Write no address.
+    Nothing,
+}
+
+/// One Event to publish.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EventSpec {
+    /// `namespace/name` of the Ingress.
+    pub key: Key,
+    /// Event reason.
+    pub reason: String,
+    /// Event message.
+    pub message: String,
+}
+
+/// Status writes and Events the leader should make.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Plan {
+    /// Ingresses whose status differs from what it should be, and what it should be.
+    pub status: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
+    /// Events for the current diagnostics on Ingresses.
+    pub events: BTreeSet<EventSpec>,
+    /// Object references (with uid) of the Ingresses named in `events`.
+    pub refs: BTreeMap<Key, ObjectReference>,
+}
+
+/// The addresses to publish.
+pub fn addresses(publish: &Publish, index: &Index) -> Vec<IngressLoadBalancerIngress> {
+    match publish {
+        Publish::Nothing => Vec::new(),
+        Publish::Addresses(list) => list
+            .iter()
+            .map(|a| match a.parse::<IpAddr>() {
+                Ok(_) => IngressLoadBalancerIngress {
+                    ip: Some(a.clone()),
+                    ..Default::default()
+                },
+                Err(_) => IngressLoadBalancerIngress {
+                    hostname: Some(a.clone()),
+                    ..Default::default()
+                },
+            })
+            .collect(),
+        Publish::Service(key) => index
+            .service(key)
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .map(|list| {
+                list.iter()
+                    .map(|i| IngressLoadBalancerIngress {
+                        ip: i.ip.clone(),
+                        hostname: i.hostname.clone(),
+                        ..Default::default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn current(ing: &Ingress) -> Vec<IngressLoadBalancerIngress> {
+    ing.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.clone())
+        .unwrap_or_default()
+}
+
+/// Computes the plan: `ours` get `addrs`; Ingresses in `left` (ours before, not now) are
+/// cleared; diagnostics on Ingresses become Events.
+pub fn plan(
+    index: &Index,
+    ours: &BTreeSet<Key>,
+    left: &BTreeSet<Key>,
+    addrs: &[IngressLoadBalancerIngress],
+    diagnostics: &[Diagnostic],
+) -> Plan {
+    let mut p = Plan::default();
+    for key in ours {
+        if let Some(ing) = index.ingress(key) {
+            if current(ing) != addrs {
+                p.status.insert(key.clone(), addrs.to_vec());
+            }
+        }
+    }
+    for key in left {
+        if let Some(ing) = index.ingress(key) {
+            if !current(ing).is_empty() {
+                p.status.insert(key.clone(), Vec::new());
+            }
+        }
+    }
+    for d in diagnostics.iter().filter(|d| d.object.kind == "Ingress") {
+        let key = (d.object.namespace.clone(), d.object.name.clone());
+        let Some(ing) = index.ingress(&key) else {
+            continue;
+        };
+        p.refs
+            .entry(key.clone())
+            .or_insert_with(|| ObjectReference {
+                api_version: Some("networking.k8s.io/v1".into()),
+                kind: Some("Ingress".into()),
+                namespace: Some(key.0.clone()),
+                name: Some(key.1.clone()),
+                uid: ing.uid(),
+                resource_version: None,
+                field_path: None,
+            });
+        p.events.insert(EventSpec {
+            key,
+            reason: d.reason.to_owned(),
+            message: d.message.clone(),
+        });
+    }
+    p
+}
+
+/// Writes status and Events while this replica leads. Each Event is published once per
+/// appearance of its diagnostic (not on every resync); each status once per difference.
+pub async fn write(
+    client: Client,
+    reporter: Reporter,
+    mut plans: watch::Receiver<Arc<Plan>>,
+    mut leader: watch::Receiver<bool>,
+) {
+    let recorder = Recorder::new(client.clone(), reporter);
+    let mut written: BTreeMap<Key, Vec<IngressLoadBalancerIngress>> = BTreeMap::new();
+    let mut emitted: BTreeSet<EventSpec> = BTreeSet::new();
+    let mut retry = false;
+    loop {
+        tokio::select! {
+            r = plans.changed() => if r.is_err() { return },
+            r = leader.changed() => if r.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_secs(2)), if retry => {}
+        }
+        retry = false;
+        if !*leader.borrow() {
+            // A new term starts from what the API server says, not from memory.
+            written.clear();
+            emitted.clear();
+            continue;
+        }
+        let plan = Arc::clone(&plans.borrow());
+        written.retain(|k, _| plan.status.contains_key(k));
+        for (key, addrs) in &plan.status {
+            if written.get(key) == Some(addrs) {
+                continue;
+            }
+            if !*leader.borrow() {
+                break;
+            }
+            let api: Api<Ingress> = Api::namespaced(client.clone(), &key.0);
+            let body = serde_json::json!({ "status": { "loadBalancer": { "ingress": if addrs.is_empty() { None } else { Some(addrs) } } } });
+            match api
+                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(ingress = %format!("{}/{}", key.0, key.1), addresses = ?addrs.iter().map(|a| a.ip.clone().or(a.hostname.clone()).unwrap_or_default()).collect::<Vec<_>>(), "status written");
+                    written.insert(key.clone(), addrs.clone());
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), error = %e, "cannot write Ingress status; will retry");
+                    retry = true;
+                }
+            }
+        }
+        emitted.retain(|e| plan.events.contains(e));
+        for ev in &plan.events {
+            if emitted.contains(ev) || !*leader.borrow() {
+                continue;
+            }
+            let Some(reference) = plan.refs.get(&ev.key) else {
+                continue;
+            };
+            let event = KubeEvent {
+                type_: EventType::Warning,
+                reason: ev.reason.clone(),
+                note: Some(truncate(&ev.message, 1000)),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            match recorder.publish(&event, reference).await {
+                Ok(()) => {
+                    emitted.insert(ev.clone());
+                }
+                Err(e) => {
+                    tracing::warn!(ingress = %format!("{}/{}", ev.key.0, ev.key.1), error = %e, "cannot publish Event; will retry");
+                    retry = true;
+                }
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

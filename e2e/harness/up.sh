@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Starts a real control plane on loopback, the way controller-runtime's envtest does: etcd
+# and kube-apiserver (RBAC on) as local processes, built from Go modules by build-tools.sh.
+# Writes into $E2E_DIR (default target/e2e):
+#   admin.kubeconfig       cluster-admin (system:masters client certificate)
+#   controller.kubeconfig  the token of ServiceAccount wharf-system/wharf, bound to exactly
+#                          the controller's RBAC (charts/wharf/files/*-rules.yaml)
+#   env                    KUBECONFIG, WHARF_CONTROLLER_KUBECONFIG, PATH for kubectl
+# Backends run in network namespace wharf-e2e at 198.18.0.2 (the API server refuses
+# loopback endpoints). Stop it with down.sh; stop and start the API server alone with apiserver.sh stop|start.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+dir="${E2E_DIR:-$root/target/e2e}"
+tools="$("$here/build-tools.sh")"
+mkdir -p "$dir"
+"$here/down.sh" >/dev/null 2>&1 || true
+rm -rf "$dir/etcd-data" "$dir/pki" "$dir"/*.log
+mkdir -p "$dir/pki"
+log() { echo "e2e: $*" >&2; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+
+# Certificates and the service-account signing key, new every run.
+pki="$dir/pki"
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$pki/ca.key"
+openssl req -x509 -new -key "$pki/ca.key" -days 2 -subj "/CN=wharf-e2e-ca" -out "$pki/ca.crt" 2>/dev/null
+issue() { # name, subject, extensions
+  openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$pki/$1.key"
+  openssl req -new -key "$pki/$1.key" -subj "$2" -out "$pki/$1.csr" 2>/dev/null
+  printf '%s\n' "$3" > "$pki/$1.ext"
+  openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" 2>/dev/null
+}
+issue apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1
+extendedKeyUsage=serverAuth"
+issue admin "/O=system:masters/CN=e2e-admin" "extendedKeyUsage=clientAuth"
+openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+
+log "starting etcd on 127.0.0.1:$etcd_port"
+"$tools/etcd" --name e2e --data-dir "$dir/etcd-data" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-cluster "e2e=http://127.0.0.1:$peer_port" --log-level warn > "$dir/etcd.log" 2>&1 &
+echo $! > "$dir/etcd.pid"
+
+# The API server's command line is kept so apiserver.sh can restart it as it was.
+cat > "$dir/apiserver.cmd" <<CMD
+"$tools/kube-apiserver" --etcd-servers=http://127.0.0.1:$etcd_port \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=$api_port \
+  --tls-cert-file=$pki/apiserver.crt --tls-private-key-file=$pki/apiserver.key --client-ca-file=$pki/ca.crt \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file=$pki/sa.pub --service-account-signing-key-file=$pki/sa.key \
+  --authorization-mode=Node,RBAC --service-cluster-ip-range=10.96.0.0/16 \
+  --disable-admission-plugins=ServiceAccount --enable-priority-and-fairness=false \
+  --cert-dir=$pki --v=1
+CMD
+"$here/apiserver.sh" start
+
+kubeconfig() { # file, user entry
+  cat > "$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority: $pki/ca.crt
+users:
+- name: user
+  user:
+$2
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: user}
+current-context: e2e
+KC
+}
+kubeconfig "$dir/admin.kubeconfig" "    client-certificate: $pki/admin.crt
+    client-key: $pki/admin.key"
+export KUBECONFIG="$dir/admin.kubeconfig"
+kubectl() { "$tools/kubectl" "$@"; }
+
+# The controller's identity: a ServiceAccount bound to exactly the chart's rules.
+indent() { sed 's/^/  /' "$1"; }
+{
+  printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: wharf-system}\n---\n'
+  printf 'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: wharf, namespace: wharf-system}\n---\n'
+  printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: wharf}\nrules:\n'
+  cat "$root/charts/wharf/files/clusterrole-rules.yaml"
+  printf -- '---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: wharf}\n'
+  printf 'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wharf}\nsubjects: [{kind: ServiceAccount, name: wharf, namespace: wharf-system}]\n---\n'
+  printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: wharf, namespace: wharf-system}\nrules:\n'
+  cat "$root/charts/wharf/files/role-rules.yaml"
+  printf -- '---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: wharf, namespace: wharf-system}\n'
+  printf 'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: wharf}\nsubjects: [{kind: ServiceAccount, name: wharf, namespace: wharf-system}]\n'
+} > "$dir/rbac.yaml"
+kubectl apply -f "$dir/rbac.yaml" >&2
+token=$(kubectl create token wharf -n wharf-system --duration=24h)
+kubeconfig "$dir/controller.kubeconfig" "    token: $token"
+
+# The API server refuses loopback addresses in EndpointSlices, so backends live in a
+# network namespace of our own, reached over a veth pair (198.18.0.0/24, the range
+# RFC 2544 sets aside for benchmarks; nothing leaves this machine).
+netns=wharf-e2e
+ip netns del "$netns" 2>/dev/null || true
+ip link del wharf-e2e0 2>/dev/null || true
+ip netns add "$netns"
+ip link add wharf-e2e0 type veth peer name wharf-e2e1
+ip link set wharf-e2e1 netns "$netns"
+ip addr add 198.18.0.1/24 dev wharf-e2e0
+ip link set wharf-e2e0 up
+ip netns exec "$netns" ip addr add 198.18.0.2/24 dev wharf-e2e1
+ip netns exec "$netns" ip link set wharf-e2e1 up
+ip netns exec "$netns" ip link set lo up
+
+cat > "$dir/env" <<ENV
+export KUBECONFIG=$dir/admin.kubeconfig
+export WHARF_CONTROLLER_KUBECONFIG=$dir/controller.kubeconfig
+export WHARF_E2E_HARNESS=$here
+export E2E_DIR=$dir
+export WHARF_E2E_BACKEND_IP=198.18.0.2
+export WHARF_E2E_BACKEND_EXEC="ip netns exec $netns"
+export PATH=$tools:\$PATH
+ENV
+log "control plane up: https://127.0.0.1:$api_port (source $dir/env)"
