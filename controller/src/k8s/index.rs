@@ -14,6 +14,8 @@ use crate::World;
 pub type Key = (String, String);
 
 /// A watch event of one of the kinds Wharf reads.
+// Moved once through a channel; boxing would cost an allocation per watch event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Change {
     /// IngressClass event.
