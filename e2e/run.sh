@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the e2e suite against a real etcd + kube-apiserver started on this machine (see
+# e2e/README.md). Builds the upstream tools once per machine (cached).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+cargo build -p wharf --locked
+"$here/harness/up.sh"
+trap '"$here/harness/down.sh"' EXIT
+# shellcheck disable=SC1091
+source "${E2E_DIR:-$root/target/e2e}/env"
+export WHARF_BIN="$root/target/debug/wharf"
+cargo test -p wharf-e2e --locked --no-fail-fast "$@" -- --test-threads 3

@@ -1,0 +1,411 @@
+//! The e2e suite's harness side: an admin client, `wharf controller` processes with their
+//! own ports and IngressClass, echo backends where the cluster can reach them, and small
+//! object builders. Runs against whatever `KUBECONFIG` names (see e2e/README.md).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+pub use wharf_dataplane::testing::{
+    eventually, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa,
+};
+
+/// Settings from the environment `e2e/harness/up.sh` (or `e2e/kind.sh`) writes.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// Kubeconfig the controller runs with (the ServiceAccount bound to the chart's RBAC).
+    pub controller_kubeconfig: String,
+    /// The `wharf` binary.
+    pub wharf_bin: String,
+    /// Address backends listen on, reachable from the controller and valid in EndpointSlices.
+    pub backend_ip: String,
+    /// Command prefix that runs a process where `backend_ip` lives (e.g. `ip netns exec x`).
+    pub backend_exec: Vec<String>,
+    /// The harness scripts directory, when the API server can be stopped and started.
+    pub harness: Option<String>,
+}
+
+impl Env {
+    /// Reads the environment; fails with what is missing.
+    pub fn from_env() -> Result<Env> {
+        let var = |k: &str| {
+            std::env::var(k)
+                .with_context(|| format!("{k} is not set: run the suite with e2e/run.sh"))
+        };
+        Ok(Env {
+            controller_kubeconfig: var("WHARF_CONTROLLER_KUBECONFIG")?,
+            wharf_bin: var("WHARF_BIN")?,
+            backend_ip: var("WHARF_E2E_BACKEND_IP")?,
+            backend_exec: std::env::var("WHARF_E2E_BACKEND_EXEC")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
+            harness: std::env::var("WHARF_E2E_HARNESS").ok(),
+        })
+    }
+}
+
+/// An admin client from `KUBECONFIG`.
+pub async fn admin() -> Result<Client> {
+    Client::try_default()
+        .await
+        .context("cannot build a client from KUBECONFIG")
+}
+
+/// A fresh namespace and IngressClass for one test, so tests run side by side.
+#[allow(missing_debug_implementations)]
+#[derive(Clone)]
+pub struct Scope {
+    /// Admin client.
+    pub client: Client,
+    /// The test's namespace.
+    pub ns: String,
+    /// The test's IngressClass name.
+    pub class: String,
+    /// The test's controller name (`spec.controller` of `class`).
+    pub controller_name: String,
+}
+
+impl Scope {
+    /// Creates a namespace `e2e-<name>-<suffix>` and an IngressClass `wharf-<name>-<suffix>`.
+    pub async fn new(name: &str) -> Result<Scope> {
+        let client = admin().await?;
+        // Unique per run: namespaces cannot be deleted without a namespace controller, and
+        // a run must not meet the objects (or Leases) of an earlier one.
+        let suffix = format!(
+            "{:06x}",
+            std::process::id()
+                ^ (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.subsec_nanos())
+                    .unwrap_or(0)
+                    & 0xffffff)
+        );
+        let ns = format!("e2e-{name}-{suffix}");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            )
+            .await?;
+        let class = format!("wharf-{name}-{suffix}");
+        let controller_name = format!("wharf.dev/e2e-{name}-{suffix}");
+        let classes: Api<IngressClass> = Api::all(client.clone());
+        let ic: IngressClass = serde_json::from_value(
+            json!({"metadata": {"name": class}, "spec": {"controller": controller_name}}),
+        )?;
+        classes
+            .patch(
+                &class,
+                &PatchParams::apply("wharf-e2e").force(),
+                &Patch::Apply(&ic),
+            )
+            .await?;
+        Ok(Scope {
+            client,
+            ns,
+            class,
+            controller_name,
+        })
+    }
+
+    /// Server-side applies a namespaced object given as JSON.
+    pub async fn apply<K>(&self, obj: serde_json::Value) -> Result<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let k: K = serde_json::from_value(obj)?;
+        let name = k.meta().name.clone().context("object has no name")?;
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns);
+        Ok(api
+            .patch(
+                &name,
+                &PatchParams::apply("wharf-e2e").force(),
+                &Patch::Apply(&k),
+            )
+            .await?)
+    }
+
+    /// Deletes a namespaced object.
+    pub async fn delete<K>(&self, name: &str) -> Result<()>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns);
+        api.delete(name, &DeleteParams::default()).await?;
+        Ok(())
+    }
+
+    /// A kubernetes.io/tls Secret.
+    pub async fn tls_secret(&self, name: &str, crt: &str, key: &str) -> Result<Secret> {
+        self.apply(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.ns},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": crt, "tls.key": key},
+        }))
+        .await
+    }
+
+    /// A Service with one port 80 and an EndpointSlice pointing at `backend`.
+    pub async fn service(&self, name: &str, backend: SocketAddr) -> Result<()> {
+        self.apply::<Service>(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": backend.port()}]},
+        }))
+        .await?;
+        self.apply::<EndpointSlice>(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-1"), "namespace": self.ns, "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": backend.port()}],
+            "endpoints": [{"addresses": [backend.ip().to_string()], "conditions": {"ready": true}}],
+        }))
+        .await?;
+        Ok(())
+    }
+
+    /// An Ingress of this scope's class: `host` `/` to `service`, TLS from `secret` if given.
+    pub async fn ingress(
+        &self,
+        name: &str,
+        host: &str,
+        service: &str,
+        secret: Option<&str>,
+    ) -> Result<Ingress> {
+        let mut spec = json!({
+            "ingressClassName": self.class,
+            "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": service, "port": {"number": 80}}}}]}}],
+        });
+        if let Some(s) = secret {
+            spec["tls"] = json!([{"hosts": [host], "secretName": s}]);
+        }
+        self.apply(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": self.ns}, "spec": spec,
+        }))
+        .await
+    }
+
+    /// Sets the LoadBalancer status of Service `name` (as a cloud controller would).
+    pub async fn set_load_balancer(&self, name: &str, ip: &str) -> Result<()> {
+        self.apply::<Service>(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": 443, "targetPort": 8443}]},
+        }))
+        .await?;
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &self.ns);
+        let body = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        Ok(())
+    }
+
+    /// `kubectl ARGS -n <ns>` output.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new("kubectl")
+            .args(args)
+            .args(["-n", &self.ns])
+            .output()
+            .context("cannot run kubectl")?;
+        if !out.status.success() {
+            bail!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A process whose stderr is collected; killed on drop.
+#[derive(Debug)]
+pub struct Proc {
+    /// The child.
+    pub child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Result<Proc> {
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {cmd:?}"))?;
+        let log = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let sink = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr)
+                    .lines()
+                    .map_while(std::result::Result::ok)
+                {
+                    if let Ok(mut l) = sink.lock() {
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
+                }
+            });
+        }
+        Ok(Proc { child, log })
+    }
+
+    /// Everything the process logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Sends SIGKILL and waits.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running `wharf controller`.
+#[derive(Debug)]
+pub struct Controller {
+    /// The process.
+    pub proc: Proc,
+    /// HTTP listener.
+    pub http: SocketAddr,
+    /// HTTPS listener.
+    pub https: SocketAddr,
+    /// Admin listener.
+    pub admin: SocketAddr,
+}
+
+impl Controller {
+    /// Starts a controller for `scope`'s class with `extra` flags, and waits until it serves.
+    pub async fn start(
+        env: &Env,
+        scope: &Scope,
+        identity: &str,
+        extra: &[&str],
+    ) -> Result<Controller> {
+        let (http, https, admin) = (free_port(), free_port(), free_port());
+        let mut cmd = Command::new(&env.wharf_bin);
+        cmd.arg("controller")
+            .args(["--kubeconfig", &env.controller_kubeconfig])
+            .args(["--listen-address", "127.0.0.1", "--passthrough-port", "0"])
+            .args([
+                "--http-port",
+                &http.to_string(),
+                "--https-port",
+                &https.to_string(),
+                "--admin-port",
+                &admin.to_string(),
+            ])
+            .args([
+                "--controller-name",
+                &scope.controller_name,
+                "--ingress-class",
+                &scope.class,
+            ])
+            .args([
+                "--election-namespace",
+                "wharf-system",
+                "--election-id",
+                &format!("lease-{}", scope.class),
+            ])
+            .args([
+                "--pod-name",
+                identity,
+                "--lease-duration",
+                "4s",
+                "--lease-renew-deadline",
+                "3s",
+                "--lease-retry",
+                "500ms",
+            ])
+            .args(["--drain-timeout", "2s"])
+            .args(extra)
+            .env("RUST_LOG", "info,wharf::access=off");
+        let proc = Proc::spawn(cmd)?;
+        let c = Controller {
+            proc,
+            http: SocketAddr::from(([127, 0, 0, 1], http)),
+            https: SocketAddr::from(([127, 0, 0, 1], https)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+        };
+        let admin_addr = c.admin;
+        let ready = eventually(Duration::from_secs(20), || async move {
+            http_get(admin_addr, "admin", "/healthz/ready")
+                .await
+                .map(|s| s.status)
+                == Ok(200)
+        })
+        .await;
+        if !ready {
+            bail!(
+                "controller {identity} not ready in 20s; log:\n{}",
+                c.proc.log()
+            );
+        }
+        Ok(c)
+    }
+}
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// An echo backend at the backend address, answering with `name`.
+pub async fn backend(env: &Env, name: &str) -> Result<(Proc, SocketAddr)> {
+    let base = 20000 + (std::process::id() % 400) as u16 * 100;
+    for _ in 0..20 {
+        let port = base + NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let addr: SocketAddr = format!("{}:{port}", env.backend_ip).parse()?;
+        let mut cmd = match env.backend_exec.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&env.wharf_bin);
+                c
+            }
+            None => Command::new(&env.wharf_bin),
+        };
+        cmd.args(["echo", "--listen", &addr.to_string(), "--name", name]);
+        let mut proc = Proc::spawn(cmd)?;
+        let up = eventually(Duration::from_secs(5), || async move {
+            tokio::net::TcpStream::connect(addr).await.is_ok()
+        })
+        .await;
+        if up {
+            return Ok((proc, addr));
+        }
+        proc.kill();
+    }
+    bail!("cannot start an echo backend on {}", env.backend_ip)
+}
