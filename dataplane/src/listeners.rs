@@ -224,15 +224,15 @@ async fn serve_https(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo, dra
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&shared.config.load().tls));
     match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
-            shared.metrics.handshake(Listener::Https, true);
+            shared.metrics.handshake(true);
             serve_http(shared, tls, info, drain).await;
         }
         Ok(Err(e)) => {
-            shared.metrics.handshake(Listener::Https, false);
+            shared.metrics.handshake(false);
             tracing::debug!(client = %info.client, error = %e, "TLS handshake failed");
         }
         Err(_) => {
-            shared.metrics.handshake(Listener::Https, false);
+            shared.metrics.handshake(false);
             tracing::debug!(client = %info.client, "TLS handshake timed out");
         }
     }

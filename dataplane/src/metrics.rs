@@ -95,7 +95,7 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     duration: HistogramVec,
-    handshakes: IntCounterVec,
+    handshakes: [IntCounter; 2],
     sni_match: [IntCounter; 3],
     active: IntGaugeVec,
     upstream_errors: [IntCounter; 5],
@@ -193,7 +193,11 @@ impl Metrics {
                 registry: registry.clone(),
                 requests: requests?,
                 duration: duration?,
-                handshakes: handshakes?,
+                handshakes: {
+                    let h = handshakes?;
+                    registry.register(Box::new(h.clone()))?;
+                    ["ok", "error"].map(|r| h.with_label_values(&["https", r]))
+                },
                 sni_match: {
                     let sni = sni?;
                     registry.register(Box::new(sni.clone()))?;
@@ -222,7 +226,6 @@ impl Metrics {
             };
             registry.register(Box::new(m.requests.clone()))?;
             registry.register(Box::new(m.duration.clone()))?;
-            registry.register(Box::new(m.handshakes.clone()))?;
             registry.register(Box::new(m.active.clone()))?;
             registry.register(Box::new(m.config_version.clone()))?;
             registry.register(Box::new(m.config_applies.clone()))?;
@@ -258,11 +261,9 @@ impl Metrics {
         self.sni_match[m as usize].inc();
     }
 
-    /// Counts a handshake.
-    pub fn handshake(&self, listener: Listener, ok: bool) {
-        self.handshakes
-            .with_label_values(&[listener.label(), if ok { "ok" } else { "error" }])
-            .inc();
+    /// Counts a TLS handshake on the HTTPS listener (the only one that terminates TLS).
+    pub fn handshake(&self, ok: bool) {
+        self.handshakes[usize::from(!ok)].inc();
     }
 
     /// The active-connection gauge of a listener.

@@ -3,8 +3,8 @@
 # and kube-apiserver (RBAC on) as local processes, built from Go modules by build-tools.sh.
 # Writes into $E2E_DIR (default target/e2e):
 #   admin.kubeconfig       cluster-admin (system:masters client certificate)
-#   controller.kubeconfig  the token of ServiceAccount wharf-system/wharf, bound to exactly
-#                          the controller's RBAC (charts/wharf/files/*-rules.yaml)
+#   controller.kubeconfig  the token of ServiceAccount wharf-system/wharf, created with its
+#                          RBAC by `helm install` of charts/wharf
 #   env                    KUBECONFIG, WHARF_CONTROLLER_KUBECONFIG, PATH for kubectl
 # Backends run in network namespace wharf-e2e at 198.18.0.2 (the API server refuses
 # loopback endpoints). Stop it with down.sh; stop and start the API server alone with apiserver.sh stop|start.
@@ -82,38 +82,18 @@ kubeconfig "$dir/admin.kubeconfig" "    client-certificate: $pki/admin.crt
 export KUBECONFIG="$dir/admin.kubeconfig"
 kubectl() { "$tools/kubectl" "$@"; }
 
-# The controller's identity: a ServiceAccount bound to exactly the chart's rules.
-indent() { sed 's/^/  /' "$1"; }
-{
-  printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: wharf-system}\n---\n'
-  printf 'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: wharf, namespace: wharf-system}\n---\n'
-  printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: wharf}\nrules:\n'
-  cat "$root/charts/wharf/files/clusterrole-rules.yaml"
-  printf -- '---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: wharf}\n'
-  printf 'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wharf}\nsubjects: [{kind: ServiceAccount, name: wharf, namespace: wharf-system}]\n---\n'
-  printf 'apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: wharf, namespace: wharf-system}\nrules:\n'
-  cat "$root/charts/wharf/files/role-rules.yaml"
-  printf -- '---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: wharf, namespace: wharf-system}\n'
-  printf 'roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: wharf}\nsubjects: [{kind: ServiceAccount, name: wharf, namespace: wharf-system}]\n'
-} > "$dir/rbac.yaml"
-kubectl apply -f "$dir/rbac.yaml" >&2
+# The controller's identity: the chart, installed for real, creates the ServiceAccount and
+# its least-privilege RBAC; the suite runs the controller with that ServiceAccount's token,
+# so a rule missing from the chart fails the suite. (No kube-controller-manager runs here,
+# so the chart's Deployment starts no pods.)
+"$tools/helm" install wharf "$root/charts/wharf" -n wharf-system --create-namespace >&2
 token=$(kubectl create token wharf -n wharf-system --duration=24h)
 kubeconfig "$dir/controller.kubeconfig" "    token: $token"
 
-# The API server refuses loopback addresses in EndpointSlices, so backends live in a
-# network namespace of our own, reached over a veth pair (198.18.0.0/24, the range
-# RFC 2544 sets aside for benchmarks; nothing leaves this machine).
+# The API server refuses loopback addresses in EndpointSlices: backends live in a network
+# namespace of our own.
+"$here/netns.sh" up
 netns=wharf-e2e
-ip netns del "$netns" 2>/dev/null || true
-ip link del wharf-e2e0 2>/dev/null || true
-ip netns add "$netns"
-ip link add wharf-e2e0 type veth peer name wharf-e2e1
-ip link set wharf-e2e1 netns "$netns"
-ip addr add 198.18.0.1/24 dev wharf-e2e0
-ip link set wharf-e2e0 up
-ip netns exec "$netns" ip addr add 198.18.0.2/24 dev wharf-e2e1
-ip netns exec "$netns" ip link set wharf-e2e1 up
-ip netns exec "$netns" ip link set lo up
 
 cat > "$dir/env" <<ENV
 export KUBECONFIG=$dir/admin.kubeconfig

@@ -1,0 +1,21 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: the release binary from the locked dependency tree, then a minimal
+# image holding only /wharf, running as a non-root user.
+FROM rust:1.95-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p wharf \
+ && cp target/release/wharf /wharf
+
+# glibc and libgcc, no shell, no package manager; uid/gid 65532.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /wharf /wharf
+USER 65532:65532
+EXPOSE 8080 8443 15443 31400 15021
+ENTRYPOINT ["/wharf"]
+CMD ["controller"]
