@@ -64,6 +64,9 @@ pub struct RunArgs {
     /// Proxy settings.
     #[command(flatten)]
     pub proxy: ProxyArgs,
+    /// Mesh (HBONE) settings.
+    #[command(flatten)]
+    pub mesh: MeshArgs,
 }
 
 /// `wharf controller`.
@@ -110,6 +113,9 @@ pub struct ControllerArgs {
     /// Proxy settings.
     #[command(flatten)]
     pub proxy: ProxyArgs,
+    /// Mesh (HBONE) settings.
+    #[command(flatten)]
+    pub mesh: MeshArgs,
 }
 
 /// Where the listeners bind.
@@ -164,6 +170,10 @@ pub struct TranslateArgs {
     /// Cluster DNS domain.
     #[arg(long, default_value = "cluster.local", env = "WHARF_CLUSTER_DOMAIN")]
     pub cluster_domain: String,
+    /// Mesh trust domain: ambient endpoints must present
+    /// `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
+    #[arg(long, default_value = "cluster.local", env = "WHARF_TRUST_DOMAIN")]
+    pub trust_domain: String,
 }
 
 /// Proxy behaviour.
@@ -187,6 +197,29 @@ pub struct ProxyArgs {
     /// Log one line per request.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "WHARF_ACCESS_LOG")]
     pub access_log: bool,
+}
+
+/// The gateway's identity in the Istio ambient mesh.
+#[derive(Debug, Args)]
+pub struct MeshArgs {
+    /// PEM certificate chain with the gateway's SPIFFE identity
+    /// (`spiffe://<trust domain>/ns/<ns>/sa/<sa>`); reloaded when it changes.
+    #[arg(long, env = "WHARF_MESH_CERT", requires_all = ["mesh_key", "mesh_roots"])]
+    pub mesh_cert: Option<PathBuf>,
+    /// PEM private key of `--mesh-cert`.
+    #[arg(long, env = "WHARF_MESH_KEY", requires = "mesh_cert")]
+    pub mesh_key: Option<PathBuf>,
+    /// PEM mesh root certificates.
+    #[arg(long, env = "WHARF_MESH_ROOTS", requires = "mesh_cert")]
+    pub mesh_roots: Option<PathBuf>,
+    /// HBONE inbound port (east-west role; 0 turns it off). Needs the mesh identity.
+    #[arg(
+        long,
+        default_value_t = 0,
+        env = "WHARF_HBONE_PORT",
+        requires = "mesh_cert"
+    )]
+    pub hbone_port: u16,
 }
 
 /// `wharf echo`.

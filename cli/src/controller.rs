@@ -11,7 +11,14 @@ use crate::gateway::{self, shutdown_signal};
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = client(&args).await?;
-    let serving = gateway::start(&args.listen, &args.proxy, 443).await?;
+    let serving = gateway::start(
+        &args.listen,
+        &args.proxy,
+        &args.mesh,
+        &args.translate.trust_domain,
+        443,
+    )
+    .await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
     let publish = if !args.publish_addresses.is_empty() {
         Publish::Addresses(args.publish_addresses.clone())

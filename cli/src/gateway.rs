@@ -7,7 +7,12 @@ use tokio::task::JoinHandle;
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
 
-use crate::args::{ListenArgs, ProxyArgs, TranslateArgs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
+
+use crate::args::{ListenArgs, MeshArgs, ProxyArgs, TranslateArgs};
 
 /// A serving data plane.
 pub struct Serving {
@@ -21,8 +26,11 @@ pub struct Serving {
 pub async fn start(
     l: &ListenArgs,
     proxy: &ProxyArgs,
+    mesh: &MeshArgs,
+    trust_domain: &str,
     default_redirect_port: u16,
 ) -> anyhow::Result<Serving> {
+    let mesh_identity = mesh_identity(mesh, trust_domain)?;
     let addr = |port: u16| (port != 0).then(|| SocketAddr::new(l.listen_address, port));
     let opts = Options {
         timeouts: Timeouts {
@@ -34,6 +42,7 @@ pub async fn start(
         },
         https_redirect_port: l.https_redirect_port.unwrap_or(default_redirect_port),
         access_log: proxy.access_log,
+        mesh: mesh_identity,
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     let addrs = ListenerAddrs {
@@ -41,6 +50,7 @@ pub async fn start(
         https: addr(l.https_port),
         passthrough: addr(l.passthrough_port),
         admin: addr(l.admin_port),
+        hbone: addr(mesh.hbone_port),
         tcp: l
             .tcp_services
             .iter()
@@ -79,6 +89,26 @@ impl Serving {
     }
 }
 
+/// Loads the mesh identity from files (and keeps reloading it), if configured.
+fn mesh_identity(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<Option<Arc<MeshIdentity>>> {
+    let (Some(cert), Some(key), Some(roots)) = (&mesh.mesh_cert, &mesh.mesh_key, &mesh.mesh_roots)
+    else {
+        return Ok(None);
+    };
+    let files = MeshFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        roots: roots.clone(),
+    };
+    let identity = Arc::new(MeshIdentity::new(trust_domain));
+    let certs = files
+        .load(trust_domain)
+        .context("cannot load the mesh identity")?;
+    identity.set(certs);
+    tokio::spawn(files.watch(Arc::clone(&identity), Duration::from_secs(1)));
+    Ok(Some(identity))
+}
+
 /// Translation options from flags.
 pub fn translate_options(t: &TranslateArgs, l: &ListenArgs) -> wharf_controller::Options {
     wharf_controller::Options {
@@ -88,6 +118,7 @@ pub fn translate_options(t: &TranslateArgs, l: &ListenArgs) -> wharf_controller:
         tcp_services: l.tcp_services.clone(),
         auto_passthrough: t.auto_passthrough,
         cluster_domain: t.cluster_domain.clone(),
+        trust_domain: t.trust_domain.clone(),
         now: 0,
     }
 }

@@ -12,7 +12,14 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
-    let serving = gateway::start(&args.listen, &args.proxy, args.listen.https_port).await?;
+    let serving = gateway::start(
+        &args.listen,
+        &args.proxy,
+        &args.mesh,
+        &args.translate.trust_domain,
+        args.listen.https_port,
+    )
+    .await?;
     let mut reloader = Reloader {
         files: args.files.clone(),
         opts: gateway::translate_options(&args.translate, &args.listen),

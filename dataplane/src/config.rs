@@ -123,6 +123,13 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
     Some(format!("outbound_.{port}_._.{fqdn}"))
 }
 
+/// Endpoint state is kept across configs for the same address, protocol and mesh route.
+type EndpointKey = (
+    std::net::SocketAddr,
+    AppProtocol,
+    Option<wharf_model::Hbone>,
+);
+
 /// Parsed certificates by id, with the PEM they came from (to notice changes).
 type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
 
@@ -141,7 +148,7 @@ pub struct CompiledConfig {
     pub passthrough: SniTable,
     /// TCP routes by gateway port.
     pub tcp: HashMap<u16, Arc<Upstream>>,
-    endpoints: HashMap<(std::net::SocketAddr, AppProtocol), Arc<EndpointState>>,
+    endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
     certs: CertCache,
 }
 
@@ -199,12 +206,18 @@ impl Compiler {
                 .endpoints
                 .iter()
                 .map(|e| {
-                    let key = (e.addr, cluster.protocol);
+                    let key = (e.addr, cluster.protocol, e.hbone.clone());
                     let state = previous
                         .and_then(|p| p.endpoints.get(&key))
                         .or_else(|| endpoints.get(&key))
                         .cloned()
-                        .unwrap_or_else(|| Arc::new(EndpointState::new(e.addr, cluster.protocol)));
+                        .unwrap_or_else(|| {
+                            Arc::new(EndpointState::new(
+                                e.addr,
+                                cluster.protocol,
+                                e.hbone.clone(),
+                            ))
+                        });
                     endpoints.insert(key, Arc::clone(&state));
                     state
                 })

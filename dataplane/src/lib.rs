@@ -9,6 +9,7 @@ pub mod admin;
 pub mod config;
 pub mod drain;
 pub mod echo;
+pub mod hbone;
 mod listeners;
 pub mod metrics;
 pub mod passthrough;
@@ -67,6 +68,9 @@ pub struct Options {
     pub https_redirect_port: u16,
     /// Log one line per request.
     pub access_log: bool,
+    /// The gateway's mesh identity: ambient endpoints are reached over HBONE with it, and
+    /// the HBONE inbound listener presents it.
+    pub mesh: Option<Arc<hbone::MeshIdentity>>,
 }
 
 impl Default for Options {
@@ -75,6 +79,7 @@ impl Default for Options {
             timeouts: Timeouts::default(),
             https_redirect_port: 443,
             access_log: true,
+            mesh: None,
         }
     }
 }
@@ -88,6 +93,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Settings.
     pub opts: Options,
+    /// Dials endpoints, directly or over HBONE.
+    pub dialer: proxy::upstream::Dialer,
     compiler: config::Compiler,
     // Serializes applies (never touched by requests).
     apply_lock: Mutex<()>,
@@ -122,10 +129,17 @@ impl Gateway {
         let fallback = tls::fallback_certificate().map_err(StartError::FallbackCertificate)?;
         let compiler = config::Compiler::new(metrics.clone(), resumption, fallback);
         let empty = compiler.empty()?;
+        let dialer = proxy::upstream::Dialer {
+            timeout: opts.timeouts.connect,
+            hbone: opts.mesh.as_ref().map(|m| {
+                hbone::HboneClient::new(Arc::clone(m), opts.timeouts.connect, metrics.clone())
+            }),
+        };
         Ok(Gateway {
             shared: Arc::new(Shared {
                 config: ArcSwap::from_pointee(empty),
                 metrics,
+                dialer,
                 opts,
                 compiler,
                 apply_lock: Mutex::new(()),

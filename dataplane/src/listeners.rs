@@ -29,6 +29,8 @@ pub struct ListenerAddrs {
     pub tcp: Vec<(SocketAddr, u16)>,
     /// Admin (health, metrics, config dump).
     pub admin: Option<SocketAddr>,
+    /// HBONE inbound (east-west role); needs a mesh identity.
+    pub hbone: Option<SocketAddr>,
     /// Ports clients see, for X-Forwarded-Port (defaults to the bound port).
     pub public_http_port: Option<u16>,
     /// See `public_http_port`.
@@ -43,6 +45,7 @@ pub struct Bound {
     passthrough: Option<TcpListener>,
     tcp: Vec<(TcpListener, u16)>,
     admin: Option<TcpListener>,
+    hbone: Option<TcpListener>,
 }
 
 async fn bind(addr: Option<SocketAddr>, what: &str) -> std::io::Result<Option<TcpListener>> {
@@ -79,6 +82,7 @@ impl Gateway {
             passthrough: bind(addrs.passthrough, "passthrough").await?,
             tcp,
             admin: bind(addrs.admin, "admin").await?,
+            hbone: bind(addrs.hbone, "hbone").await?,
         })
     }
 }
@@ -102,6 +106,10 @@ impl Bound {
             .iter()
             .filter_map(|(l, _)| l.local_addr().ok())
             .collect()
+    }
+    /// Local address of the HBONE inbound listener.
+    pub fn hbone_addr(&self) -> Option<SocketAddr> {
+        self.hbone.as_ref().and_then(|l| l.local_addr().ok())
     }
     /// Local address of the admin listener.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
@@ -173,6 +181,25 @@ impl Bound {
                 Listener::Tcp,
                 s.clone(),
                 move |stream, client, _w| tcp::serve(s.clone(), stream, client, route_port),
+            ));
+        }
+        if let (Some(l), Some(mesh)) = (self.hbone, shared.opts.mesh.clone()) {
+            let s = Arc::clone(&shared);
+            set.spawn(accept_loop(
+                l,
+                drain.clone(),
+                Listener::Hbone,
+                s.clone(),
+                move |stream, client, w| {
+                    crate::hbone::inbound::serve_conn(
+                        stream,
+                        client,
+                        Arc::clone(&mesh),
+                        s.opts.timeouts.connect,
+                        s.metrics.clone(),
+                        w,
+                    )
+                },
             ));
         }
         if let Some(l) = self.admin {

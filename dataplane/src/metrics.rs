@@ -19,15 +19,24 @@ pub enum UpstreamError {
     RequestTimeout,
     /// The backend closed or broke the connection mid-request.
     Protocol,
+    /// The mesh tunnel could not be set up (mTLS, HTTP/2, no mesh identity).
+    MeshTls,
+    /// The mesh refused the tunnel: an authorization policy denied it (HBONE 401).
+    MeshDenied,
+    /// The mesh refused the tunnel: no such workload or port, or its upstream refused.
+    MeshRefused,
 }
 
 impl UpstreamError {
-    const ALL: [UpstreamError; 5] = [
+    const ALL: [UpstreamError; 8] = [
         UpstreamError::NoEndpoints,
         UpstreamError::ConnectFailed,
         UpstreamError::ConnectTimeout,
         UpstreamError::RequestTimeout,
         UpstreamError::Protocol,
+        UpstreamError::MeshTls,
+        UpstreamError::MeshDenied,
+        UpstreamError::MeshRefused,
     ];
 
     /// Stable label and log value.
@@ -38,6 +47,9 @@ impl UpstreamError {
             UpstreamError::ConnectTimeout => "connect_timeout",
             UpstreamError::RequestTimeout => "request_timeout",
             UpstreamError::Protocol => "upstream_protocol_error",
+            UpstreamError::MeshTls => "mesh_tunnel_failed",
+            UpstreamError::MeshDenied => "mesh_denied",
+            UpstreamError::MeshRefused => "mesh_refused",
         }
     }
 
@@ -47,7 +59,10 @@ impl UpstreamError {
             UpstreamError::NoEndpoints => http::StatusCode::SERVICE_UNAVAILABLE,
             UpstreamError::ConnectFailed
             | UpstreamError::ConnectTimeout
-            | UpstreamError::Protocol => http::StatusCode::BAD_GATEWAY,
+            | UpstreamError::Protocol
+            | UpstreamError::MeshTls => http::StatusCode::BAD_GATEWAY,
+            UpstreamError::MeshDenied => http::StatusCode::FORBIDDEN,
+            UpstreamError::MeshRefused => http::StatusCode::SERVICE_UNAVAILABLE,
             UpstreamError::RequestTimeout => http::StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -75,6 +90,8 @@ pub enum Listener {
     Passthrough,
     /// Plain TCP.
     Tcp,
+    /// HBONE inbound.
+    Hbone,
 }
 
 impl Listener {
@@ -85,6 +102,7 @@ impl Listener {
             Listener::Https => "https",
             Listener::Passthrough => "passthrough",
             Listener::Tcp => "tcp",
+            Listener::Hbone => "hbone",
         }
     }
 }
@@ -98,7 +116,7 @@ pub struct Metrics {
     handshakes: [IntCounter; 2],
     sni_match: [IntCounter; 3],
     active: IntGaugeVec,
-    upstream_errors: [IntCounter; 5],
+    upstream_errors: [IntCounter; 8],
     /// Live snapshot version.
     pub config_version: IntGauge,
     /// Snapshots applied.
@@ -108,6 +126,12 @@ pub struct Metrics {
     /// Passthrough connections closed because no route matched their SNI.
     pub passthrough_unknown_sni: IntCounter,
     bytes: IntCounterVec,
+    hbone_tunnels: IntCounterVec,
+    /// Open HBONE tunnels (both directions).
+    pub hbone_active: IntGauge,
+    /// Pooled HBONE client connections.
+    pub hbone_pooled: IntGauge,
+    hbone_bytes: IntCounterVec,
 }
 
 /// Per-route handles, resolved at compile time.
@@ -223,7 +247,18 @@ impl Metrics {
                     "Passthrough connections closed for an SNI no route matches",
                 )?,
                 bytes: bytes?,
+                hbone_tunnels: IntCounterVec::new(
+                    Opts::new("wharf_hbone_tunnels_total", "HBONE tunnels by direction (outbound, inbound) and result (ok or the failure reason)"),
+                    &["direction", "result"],
+                )?,
+                hbone_active: gauge("wharf_hbone_active_tunnels", "Open HBONE tunnels")?,
+                hbone_pooled: gauge("wharf_hbone_pooled_connections", "Pooled HBONE client connections")?,
+                hbone_bytes: IntCounterVec::new(Opts::new("wharf_hbone_bytes_total", "Bytes through inbound HBONE tunnels, by direction"), &["direction"])?,
             };
+            registry.register(Box::new(m.hbone_tunnels.clone()))?;
+            registry.register(Box::new(m.hbone_active.clone()))?;
+            registry.register(Box::new(m.hbone_pooled.clone()))?;
+            registry.register(Box::new(m.hbone_bytes.clone()))?;
             registry.register(Box::new(m.requests.clone()))?;
             registry.register(Box::new(m.duration.clone()))?;
             registry.register(Box::new(m.active.clone()))?;
@@ -279,6 +314,23 @@ impl Metrics {
             self.bytes
                 .with_label_values(&[listener.label(), "downstream"]),
         )
+    }
+
+    /// Counts an HBONE tunnel attempt.
+    pub fn hbone_tunnel(&self, direction: &str, result: &str) {
+        self.hbone_tunnels
+            .with_label_values(&[direction, result])
+            .inc();
+    }
+
+    /// Adds bytes relayed by an inbound tunnel.
+    pub fn hbone_bytes(&self, to_upstream: u64, to_client: u64) {
+        self.hbone_bytes
+            .with_label_values(&["upstream"])
+            .inc_by(to_upstream);
+        self.hbone_bytes
+            .with_label_values(&["downstream"])
+            .inc_by(to_client);
     }
 
     /// Prometheus text exposition.

@@ -21,7 +21,7 @@ pub async fn serve(
         tracing::info!(%client, port = route_port, "tcp: no route for this port; closing");
         return;
     };
-    let (mut up, ep) = match connect_any(&upstream, shared.opts.timeouts.connect).await {
+    let (mut up, ep) = match connect_any(&upstream, &shared.dialer, client).await {
         Ok(c) => c,
         Err(e) => {
             shared.metrics.upstream_error(e);

@@ -72,6 +72,45 @@ impl TestCa {
         }
     }
 
+    /// A mesh workload certificate: URI SAN `spiffe_id` only, server and client usage.
+    ///
+    /// # Panics
+    /// If rcgen cannot make a certificate.
+    #[allow(clippy::expect_used)]
+    pub fn workload(&self, spiffe_id: &str) -> Leaf {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("workload key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("workload params");
+        params.subject_alt_names = vec![rcgen::SanType::URI(
+            rcgen::string::Ia5String::try_from(spiffe_id).expect("ASCII URI"),
+        )];
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cert = params.signed_by(&key, &self.issuer).expect("workload cert");
+        Leaf {
+            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    /// The gateway-side mesh identity for `spiffe_id`, trusting this CA as the mesh root.
+    ///
+    /// # Panics
+    /// If the certificate does not validate.
+    #[allow(clippy::expect_used)]
+    pub fn mesh_certs(&self, spiffe_id: &str, trust_domain: &str) -> crate::hbone::MeshCerts {
+        let leaf = self.workload(spiffe_id);
+        crate::hbone::MeshCerts::from_pem(
+            leaf.chain_pem.as_bytes(),
+            leaf.key_pem.as_bytes(),
+            self.root_pem.as_bytes(),
+            trust_domain,
+            0,
+        )
+        .expect("valid mesh certificate")
+    }
+
     /// A rustls client config trusting this CA, offering `alpn`.
     ///
     /// # Panics

@@ -170,6 +170,33 @@ impl Scope {
 
     /// A Service with one port 80 and an EndpointSlice pointing at `backend`.
     pub async fn service(&self, name: &str, backend: SocketAddr) -> Result<()> {
+        self.service_for_pod(name, backend, None).await
+    }
+
+    /// A Pod that is never scheduled (the suite's backends run outside the cluster), with
+    /// `labels` and service account `sa`: what mesh enrolment reads.
+    pub async fn pod(&self, name: &str, labels: serde_json::Value, sa: &str) -> Result<()> {
+        self.apply::<k8s_openapi::api::core::v1::Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.ns, "labels": labels},
+            "spec": {
+                "serviceAccountName": sa,
+                "automountServiceAccountToken": false,
+                "nodeSelector": {"wharf.dev/e2e": "never-scheduled"},
+                "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }))
+        .await?;
+        Ok(())
+    }
+
+    /// Like [`Scope::service`], with the endpoint's `targetRef` naming Pod `pod`.
+    pub async fn service_for_pod(
+        &self,
+        name: &str,
+        backend: SocketAddr,
+        pod: Option<&str>,
+    ) -> Result<()> {
         self.apply::<Service>(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": self.ns},
@@ -181,7 +208,11 @@ impl Scope {
             "metadata": {"name": format!("{name}-1"), "namespace": self.ns, "labels": {"kubernetes.io/service-name": name}},
             "addressType": "IPv4",
             "ports": [{"name": "http", "port": backend.port()}],
-            "endpoints": [{"addresses": [backend.ip().to_string()], "conditions": {"ready": true}}],
+            "endpoints": [{
+                "addresses": [backend.ip().to_string()],
+                "conditions": {"ready": true},
+                "targetRef": pod.map(|p| json!({"kind": "Pod", "namespace": self.ns, "name": p})),
+            }],
         }))
         .await?;
         Ok(())
@@ -382,22 +413,30 @@ impl Controller {
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
+/// Runs `wharf ARGS` where backends live (in the backend network namespace).
+pub fn spawn_at_backend(env: &Env, args: &[&str]) -> Result<Proc> {
+    let mut cmd = match env.backend_exec.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&env.wharf_bin);
+            c
+        }
+        None => Command::new(&env.wharf_bin),
+    };
+    cmd.args(args);
+    Proc::spawn(cmd)
+}
+
 /// An echo backend at the backend address, answering with `name`.
 pub async fn backend(env: &Env, name: &str) -> Result<(Proc, SocketAddr)> {
     let base = 20000 + (std::process::id() % 400) as u16 * 100;
     for _ in 0..20 {
         let port = base + NEXT_PORT.fetch_add(1, Ordering::Relaxed);
         let addr: SocketAddr = format!("{}:{port}", env.backend_ip).parse()?;
-        let mut cmd = match env.backend_exec.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(&env.wharf_bin);
-                c
-            }
-            None => Command::new(&env.wharf_bin),
-        };
-        cmd.args(["echo", "--listen", &addr.to_string(), "--name", name]);
-        let mut proc = Proc::spawn(cmd)?;
+        let mut proc = spawn_at_backend(
+            env,
+            &["echo", "--listen", &addr.to_string(), "--name", name],
+        )?;
         let up = eventually(Duration::from_secs(5), || async move {
             tokio::net::TcpStream::connect(addr).await.is_ok()
         })

@@ -3,13 +3,15 @@
 //! (which compiles and serves them). No I/O, no Kubernetes types.
 
 mod host;
+pub mod identity;
 mod path;
 mod snapshot;
 pub mod tls;
 
 pub use host::{Host, HostError};
+pub use identity::Identity;
 pub use path::{PathMatch, PathMatchError};
 pub use snapshot::{
-    AppProtocol, Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, Route, Snapshot,
-    TcpRoute, TlsHost, VirtualHost,
+    AppProtocol, Certificate, Cluster, Endpoint, Hbone, ObjectRef, PassthroughRoute, Route,
+    Snapshot, TcpRoute, TlsHost, VirtualHost,
 };

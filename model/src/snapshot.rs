@@ -157,4 +157,27 @@ pub struct Cluster {
 pub struct Endpoint {
     /// IP and target port.
     pub addr: SocketAddr,
+    /// Reach it through the mesh (HBONE) instead of dialing `addr` directly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hbone: Option<Hbone>,
+}
+
+impl Endpoint {
+    /// A plain endpoint, dialed directly.
+    pub fn direct(addr: SocketAddr) -> Endpoint {
+        Endpoint { addr, hbone: None }
+    }
+}
+
+/// How to reach an endpoint inside the Istio ambient mesh: an HTTP/2 CONNECT tunnel over
+/// mutual TLS.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Hbone {
+    /// Where the tunnel goes: the pod's IP and port 15008, or a waypoint's HBONE address.
+    pub dial: SocketAddr,
+    /// The identity the peer must present.
+    pub identity: crate::Identity,
+    /// `:authority` of the CONNECT request: `<pod ip>:<target port>`, or
+    /// `<service host>:<port>` through a waypoint.
+    pub authority: String,
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::watcher::Event;
@@ -28,6 +28,10 @@ pub enum Change {
     Service(Event<Service>),
     /// EndpointSlice event.
     EndpointSlice(Event<EndpointSlice>),
+    /// Pod event (slimmed to labels and service account).
+    Pod(Event<Pod>),
+    /// Namespace event.
+    Namespace(Event<Namespace>),
 }
 
 /// Objects of one kind plus the buffer of a relist in progress.
@@ -83,6 +87,36 @@ impl<K: kube::Resource + Clone + PartialEq> Store<K> {
     }
 }
 
+fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
+    match e {
+        Event::Apply(k) => Event::Apply(f(k)),
+        Event::Delete(k) => Event::Delete(f(k)),
+        Event::Init => Event::Init,
+        Event::InitApply(k) => Event::InitApply(f(k)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Keeps only what mesh enrolment needs of a Pod: most of a Pod is never read, and there
+/// are many of them.
+fn slim_pod(pod: Pod) -> Pod {
+    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    Pod {
+        metadata: ObjectMeta {
+            name: pod.metadata.name,
+            namespace: pod.metadata.namespace,
+            labels: pod.metadata.labels,
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            service_account_name: pod.spec.and_then(|s| s.service_account_name),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
 fn key<K: kube::Resource>(obj: &K) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
 }
@@ -95,6 +129,8 @@ pub struct Index {
     secrets: Store<Secret>,
     services: Store<Service>,
     slices: Store<EndpointSlice>,
+    pods: Store<Pod>,
+    namespaces: Store<Namespace>,
 }
 
 impl Index {
@@ -106,6 +142,8 @@ impl Index {
             Change::Secret(e) => self.secrets.apply(e),
             Change::Service(e) => self.services.apply(e),
             Change::EndpointSlice(e) => self.slices.apply(e),
+            Change::Pod(e) => self.pods.apply(map_event(e, slim_pod)),
+            Change::Namespace(e) => self.namespaces.apply(e),
         }
     }
 
@@ -126,6 +164,8 @@ impl Index {
             secrets: self.secrets.objects.values().cloned().collect(),
             services: self.services.objects.values().cloned().collect(),
             endpoint_slices: self.slices.objects.values().cloned().collect(),
+            pods: self.pods.objects.values().cloned().collect(),
+            namespaces: self.namespaces.objects.values().cloned().collect(),
         }
     }
 
@@ -166,6 +206,8 @@ mod tests {
         index.apply(Change::Secret(Event::InitDone));
         index.apply(Change::Service(Event::InitDone));
         index.apply(Change::EndpointSlice(Event::InitDone));
+        index.apply(Change::Pod(Event::InitDone));
+        index.apply(Change::Namespace(Event::InitDone));
     }
 
     #[test]

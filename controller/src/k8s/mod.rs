@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::events::Reporter;
@@ -82,8 +82,21 @@ pub fn start(client: Client, cfg: Config) -> Handles {
     spawn_watch::<EndpointSlice>(
         Api::all(client.clone()),
         watcher::Config::default(),
-        tx,
+        tx.clone(),
         Change::EndpointSlice,
+    );
+    // Mesh enrolment: pod labels and service accounts, namespace labels.
+    spawn_watch::<Pod>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx.clone(),
+        Change::Pod,
+    );
+    spawn_watch::<Namespace>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        tx,
+        Change::Namespace,
     );
 
     let (translations_tx, translations) = watch::channel(None);

@@ -1,12 +1,12 @@
 //! Service backends: Service port resolution and EndpointSlice endpoints.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use k8s_openapi::api::core::v1::{Service, ServicePort};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use wharf_model::{AppProtocol, Cluster, Endpoint, ObjectRef};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServicePort};
+use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointSlice};
+use wharf_model::{AppProtocol, Cluster, Endpoint, Hbone, Identity, ObjectRef};
 
 use super::{Diagnostic, World};
 
@@ -46,14 +46,31 @@ pub fn cluster_id(ns: &str, name: &str, port: &ServicePortRef) -> String {
 const H2C: &str = "kubernetes.io/h2c";
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// Lookup tables over the Services and EndpointSlices of a [`World`].
+const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
+/// ztunnel's inbound HBONE port.
+pub const HBONE_PORT: u16 = 15008;
+
+/// Lookup tables over the Services, EndpointSlices, Pods and Namespaces of a [`World`].
 pub(super) struct Backends<'a> {
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    pods: HashMap<(&'a str, &'a str), &'a Pod>,
+    ambient_namespaces: std::collections::HashSet<&'a str>,
+    trust_domain: &'a str,
+}
+
+fn label<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
 }
 
 impl<'a> Backends<'a> {
-    pub(super) fn new(world: &'a World) -> Self {
+    pub(super) fn new(world: &'a World, trust_domain: &'a str) -> Self {
         let mut services = HashMap::new();
         for svc in &world.services {
             if let (Some(ns), Some(name)) = (
@@ -75,7 +92,64 @@ impl<'a> Backends<'a> {
                 slices.entry((ns, svc.as_str())).or_default().push(slice);
             }
         }
-        Backends { services, slices }
+        let pods = world
+            .pods
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    (
+                        p.metadata.namespace.as_deref()?,
+                        p.metadata.name.as_deref()?,
+                    ),
+                    p,
+                ))
+            })
+            .collect();
+        let ambient_namespaces = world
+            .namespaces
+            .iter()
+            .filter(|n: &&Namespace| label(&n.metadata, DATAPLANE_MODE) == Some("ambient"))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        Backends {
+            services,
+            slices,
+            pods,
+            ambient_namespaces,
+            trust_domain,
+        }
+    }
+
+    /// How to reach a slice endpoint: through HBONE when its pod is in the ambient mesh
+    /// (its namespace or itself labelled `istio.io/dataplane-mode=ambient`, and the pod not
+    /// opted out with `none`), directly otherwise.
+    fn hbone(&self, ep: &SliceEndpoint, target: SocketAddr) -> Option<Hbone> {
+        let r = ep
+            .target_ref
+            .as_ref()
+            .filter(|r| r.kind.as_deref() == Some("Pod"))?;
+        let pod = self
+            .pods
+            .get(&(r.namespace.as_deref()?, r.name.as_deref()?))?;
+        let ns = pod.metadata.namespace.as_deref()?;
+        let enrolled = match label(&pod.metadata, DATAPLANE_MODE) {
+            Some("ambient") => true,
+            Some("none") => false,
+            _ => self.ambient_namespaces.contains(ns),
+        };
+        if !enrolled {
+            return None;
+        }
+        let sa = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.service_account_name.as_deref())
+            .unwrap_or("default");
+        Some(Hbone {
+            dial: SocketAddr::new(target.ip(), HBONE_PORT),
+            identity: Identity::new(self.trust_domain, ns, sa),
+            authority: target.to_string(),
+        })
     }
 
     /// Resolves `ns/name:port` into a cluster (added to `clusters` once) and returns its id.
@@ -142,8 +216,8 @@ impl<'a> Backends<'a> {
     /// Ready endpoints of the Service port; if none are ready, those still serving while
     /// terminating (so a rollout's last pods keep answering).
     fn endpoints(&self, ns: &str, name: &str, sp: &ServicePort) -> Vec<Endpoint> {
-        let mut ready = BTreeSet::new();
-        let mut terminating = BTreeSet::new();
+        let mut ready = EndpointSet::default();
+        let mut terminating = EndpointSet::default();
         let want_name = sp.name.as_deref().unwrap_or("");
         for slice in self.slices.get(&(ns, name)).into_iter().flatten() {
             if slice.address_type == "FQDN" {
@@ -169,16 +243,20 @@ impl<'a> Backends<'a> {
                         continue;
                     };
                     let sa = SocketAddr::new(ip, port);
+                    let endpoint = Endpoint {
+                        addr: sa,
+                        hbone: self.hbone(ep, sa),
+                    };
                     if is_ready {
-                        ready.insert(sa);
+                        ready.insert(endpoint);
                     } else if serving && is_terminating {
-                        terminating.insert(sa);
+                        terminating.insert(endpoint);
                     }
                 }
             }
         }
         let chosen = if ready.is_empty() { terminating } else { ready };
-        chosen.into_iter().map(|addr| Endpoint { addr }).collect()
+        chosen.into_iter().collect()
     }
 }
 
@@ -186,5 +264,21 @@ fn describe_port(p: &ServicePort) -> String {
     match &p.name {
         Some(n) => format!("{} ({n})", p.port),
         None => p.port.to_string(),
+    }
+}
+
+/// Endpoints in address order, each address once.
+#[derive(Default)]
+struct EndpointSet(BTreeMap<SocketAddr, Endpoint>);
+
+impl EndpointSet {
+    fn insert(&mut self, e: Endpoint) {
+        self.0.entry(e.addr).or_insert(e);
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn into_iter(self) -> impl Iterator<Item = Endpoint> {
+        self.0.into_values()
     }
 }

@@ -6,7 +6,7 @@ mod tls;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 use wharf_model::{
@@ -29,6 +29,10 @@ pub struct World {
     pub services: Vec<Service>,
     /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
     pub endpoint_slices: Vec<EndpointSlice>,
+    /// Pods behind endpoints (labels and service account decide mesh enrolment).
+    pub pods: Vec<Pod>,
+    /// Namespaces (labels decide mesh enrolment).
+    pub namespaces: Vec<Namespace>,
 }
 
 /// A Service whose traffic a plain TCP port forwards to.
@@ -60,6 +64,8 @@ pub struct Options {
     pub auto_passthrough: bool,
     /// Cluster DNS domain for Service FQDNs.
     pub cluster_domain: String,
+    /// Mesh trust domain, for the SPIFFE identities of ambient endpoints.
+    pub trust_domain: String,
     /// The current time, Unix seconds (for certificate expiry).
     pub now: i64,
 }
@@ -73,6 +79,7 @@ impl Default for Options {
             tcp_services: Vec::new(),
             auto_passthrough: false,
             cluster_domain: "cluster.local".into(),
+            trust_domain: "cluster.local".into(),
             now: 0,
         }
     }
@@ -122,7 +129,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         opts,
         diags: Vec::new(),
         snapshot: Snapshot::default(),
-        backends: Backends::new(world),
+        backends: Backends::new(world, &opts.trust_domain),
     };
     let classes = class::Classes::new(&world.ingress_classes, opts);
     let mut ours: Vec<&Ingress> = world

@@ -1,5 +1,7 @@
 use serde_json::{json, Value};
 
+use k8s_openapi::api::core::v1::Pod;
+
 use super::*;
 
 fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
@@ -105,6 +107,7 @@ fn world(ingresses: Vec<Ingress>) -> World {
                 {"addresses": ["10.0.0.2"]},
             ]),
         )],
+        ..Default::default()
     }
 }
 
@@ -575,5 +578,82 @@ fn tcp_services_and_default_certificate() {
     assert_eq!(
         t.snapshot.default_certificate.as_deref(),
         Some("web/fallback")
+    );
+}
+
+#[test]
+fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
+    let mut w = world(vec![simple("i", 0, "a.com", "/")]);
+    let ep = |ip: &str, pod: &str| json!({"addresses": [ip], "targetRef": {"kind": "Pod", "namespace": "web", "name": pod}});
+    w.endpoint_slices = vec![slice(
+        "app",
+        "http",
+        8080,
+        json!([
+            ep("10.0.0.1", "in-ns"),
+            ep("10.0.0.2", "opted-out"),
+            ep("10.0.0.3", "no-pod")
+        ]),
+    )];
+    let pod = |name: &str, labels: Value, sa: Option<&str>| -> Pod {
+        obj(
+            json!({"metadata": {"name": name, "namespace": "web", "labels": labels}, "spec": {"containers": [], "serviceAccountName": sa}}),
+        )
+    };
+    w.pods = vec![
+        pod("in-ns", json!({}), Some("frontend")),
+        pod(
+            "opted-out",
+            json!({"istio.io/dataplane-mode": "none"}),
+            None,
+        ),
+    ];
+    let t = translate(&w, &opts(), None);
+    let eps = &t.snapshot.clusters["web/app:80"].endpoints;
+    assert!(
+        eps.iter().all(|e| e.hbone.is_none()),
+        "namespace not enrolled yet: direct"
+    );
+
+    w.namespaces = vec![obj(
+        json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}),
+    )];
+    let t = translate(
+        &w,
+        &Options {
+            trust_domain: "mesh.example".into(),
+            ..opts()
+        },
+        None,
+    );
+    let eps = &t.snapshot.clusters["web/app:80"].endpoints;
+    let h = eps[0].hbone.as_ref().expect("enrolled pod goes over HBONE");
+    assert_eq!(
+        h.identity.to_string(),
+        "spiffe://mesh.example/ns/web/sa/frontend"
+    );
+    assert_eq!(h.dial.to_string(), "10.0.0.1:15008");
+    assert_eq!(h.authority, "10.0.0.1:8080");
+    assert!(
+        eps[1].hbone.is_none(),
+        "pod opted out with istio.io/dataplane-mode=none"
+    );
+    assert!(eps[2].hbone.is_none(), "unknown pod: direct");
+
+    // A pod enrolled by its own label, in a namespace that is not; default service account.
+    w.namespaces.clear();
+    w.pods = vec![pod(
+        "in-ns",
+        json!({"istio.io/dataplane-mode": "ambient"}),
+        None,
+    )];
+    let t = translate(&w, &opts(), None);
+    let h = t.snapshot.clusters["web/app:80"].endpoints[0]
+        .hbone
+        .clone()
+        .unwrap();
+    assert_eq!(
+        h.identity.to_string(),
+        "spiffe://cluster.local/ns/web/sa/default"
     );
 }

@@ -53,7 +53,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net:
         tracing::info!(%client, sni = sni.as_deref().unwrap_or("-"), "passthrough: no route for this SNI; closing");
         return;
     };
-    let (mut up, ep) = match connect_any(&upstream, shared.opts.timeouts.connect).await {
+    let (mut up, ep) = match connect_any(&upstream, &shared.dialer, client).await {
         Ok(c) => c,
         Err(e) => {
             shared.metrics.upstream_error(e);

@@ -199,7 +199,7 @@ async fn forward(
     set_upstream_uri(&mut req, upstream.protocol, host_header);
 
     if let Some(down) = downstream_upgrade {
-        return upgrade_tunnel(shared, upstream, req, down).await;
+        return upgrade_tunnel(shared, upstream, req, down, conn.client).await;
     }
     let timeouts = &shared.opts.timeouts;
     let mut tried = Vec::new();
@@ -208,8 +208,12 @@ async fn forward(
     while let Some(i) = upstream.pick(&tried) {
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();
-        let c = match ep.conn(timeouts.connect, timeouts.upstream_idle).await {
+        let c = match ep
+            .conn(&shared.dialer, conn.client, timeouts.upstream_idle)
+            .await
+        {
             Ok(c) => c,
+            Err(UpstreamError::MeshDenied) => return Err(UpstreamError::MeshDenied),
             Err(e) => {
                 ep.eject();
                 tried.push(i);
@@ -290,9 +294,10 @@ async fn upgrade_tunnel(
     upstream: &Upstream,
     req: Request<Incoming>,
     downstream: hyper::upgrade::OnUpgrade,
+    client: SocketAddr,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
     let timeouts = &shared.opts.timeouts;
-    let (stream, ep) = upstream::connect_any(upstream, timeouts.connect).await?;
+    let (stream, ep) = upstream::connect_any(upstream, &shared.dialer, client).await?;
     let in_flight = ep.start();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await

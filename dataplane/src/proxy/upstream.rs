@@ -11,9 +11,11 @@ use crossbeam_queue::ArrayQueue;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use wharf_model::AppProtocol;
+use wharf_model::{AppProtocol, Hbone};
 
+use crate::hbone::HboneClient;
 use crate::metrics::UpstreamError;
 
 /// How long an endpoint that refused a connection is skipped.
@@ -76,9 +78,10 @@ impl Upstream {
 /// State of one endpoint that outlives config swaps: load, health, pooled connections.
 #[derive(Debug)]
 pub struct EndpointState {
-    /// Address dialed.
+    /// Address of the endpoint (the target inside the mesh for HBONE endpoints).
     pub addr: SocketAddr,
     protocol: AppProtocol,
+    hbone: Option<Hbone>,
     active: AtomicUsize,
     ejected_until: AtomicU64,
     idle: ArrayQueue<(http1::SendRequest<Incoming>, Instant)>,
@@ -106,10 +109,11 @@ pub enum Conn {
 
 impl EndpointState {
     /// Fresh state for an endpoint.
-    pub fn new(addr: SocketAddr, protocol: AppProtocol) -> Self {
+    pub fn new(addr: SocketAddr, protocol: AppProtocol, hbone: Option<Hbone>) -> Self {
         EndpointState {
             addr,
             protocol,
+            hbone,
             active: AtomicUsize::new(0),
             ejected_until: AtomicU64::new(0),
             idle: ArrayQueue::new(IDLE_PER_ENDPOINT),
@@ -132,7 +136,8 @@ impl EndpointState {
     /// A pooled connection, or a new one.
     pub async fn conn(
         &self,
-        connect_timeout: Duration,
+        dialer: &Dialer,
+        client: SocketAddr,
         idle_timeout: Duration,
     ) -> Result<Conn, UpstreamError> {
         match self.protocol {
@@ -142,7 +147,7 @@ impl EndpointState {
                         return Ok(Conn::H1(sender));
                     }
                 }
-                let io = connect(self.addr, connect_timeout).await?;
+                let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
                 let (sender, conn) = http1::handshake(io)
                     .await
                     .map_err(|_| UpstreamError::ConnectFailed)?;
@@ -159,7 +164,7 @@ impl EndpointState {
                         return Ok(Conn::H2((*s).clone()));
                     }
                 }
-                let io = connect(self.addr, connect_timeout).await?;
+                let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
                 let (sender, conn) = http2::Builder::new(TokioExecutor::new())
                     .timer(hyper_util::rt::TokioTimer::new())
                     .keep_alive_interval(Duration::from_secs(30))
@@ -193,15 +198,52 @@ impl EndpointState {
     }
 }
 
+/// A byte stream to an endpoint: a TCP connection or an HBONE tunnel.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+/// A boxed [`Io`].
+pub type BoxIo = Box<dyn Io>;
+
+/// Dials endpoints: directly, or through an HBONE tunnel for mesh endpoints.
+#[derive(Debug, Clone)]
+pub struct Dialer {
+    /// TCP connect timeout.
+    pub timeout: Duration,
+    /// The HBONE client, when a mesh identity is configured.
+    pub hbone: Option<Arc<HboneClient>>,
+}
+
+impl Dialer {
+    /// A connection to `ep`; `client` is the real client address, passed on in HBONE's
+    /// `forwarded` header.
+    pub async fn dial(
+        &self,
+        ep: &EndpointState,
+        client: Option<SocketAddr>,
+    ) -> Result<BoxIo, UpstreamError> {
+        let Some(target) = &ep.hbone else {
+            return Ok(Box::new(connect(ep.addr, self.timeout).await?));
+        };
+        let Some(hbone) = &self.hbone else {
+            tracing::warn!(endpoint = %ep.addr, identity = %target.identity, "endpoint is in the ambient mesh but no mesh identity is configured (--mesh-cert, --mesh-key, --mesh-roots)");
+            return Err(UpstreamError::MeshTls);
+        };
+        match hbone.open(target, client).await {
+            Ok(t) => Ok(Box::new(t)),
+            Err(e) => {
+                tracing::warn!(endpoint = %ep.addr, via = %target.dial, reason = e.reason(), error = %e, "HBONE tunnel failed");
+                Err(e.upstream_error())
+            }
+        }
+    }
+}
+
 /// Dials `addr` with a timeout; `TCP_NODELAY` on.
-pub async fn connect(
-    addr: SocketAddr,
-    timeout: Duration,
-) -> Result<TokioIo<TcpStream>, UpstreamError> {
+pub async fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, UpstreamError> {
     match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
-            Ok(TokioIo::new(s))
+            Ok(s)
         }
         Ok(Err(e)) => {
             tracing::debug!(%addr, error = %e, "upstream connect failed");
@@ -212,18 +254,21 @@ pub async fn connect(
 }
 
 /// Dials one endpoint of `upstream` after another (each at most once) until a connection
-/// succeeds. Failed endpoints are ejected for a while.
+/// succeeds. Failed endpoints are ejected for a while; a mesh policy denial ends the
+/// search (another endpoint would be denied too).
 pub async fn connect_any(
     upstream: &Upstream,
-    timeout: Duration,
-) -> Result<(TcpStream, Arc<EndpointState>), UpstreamError> {
+    dialer: &Dialer,
+    client: SocketAddr,
+) -> Result<(BoxIo, Arc<EndpointState>), UpstreamError> {
     let mut tried = Vec::new();
     let mut last = UpstreamError::NoEndpoints;
     while let Some(i) = upstream.pick(&tried) {
         tried.push(i);
         let ep = &upstream.endpoints[i];
-        match connect(ep.addr, timeout).await {
-            Ok(io) => return Ok((io.into_inner(), Arc::clone(ep))),
+        match dialer.dial(ep, Some(client)).await {
+            Ok(io) => return Ok((io, Arc::clone(ep))),
+            Err(UpstreamError::MeshDenied) => return Err(UpstreamError::MeshDenied),
             Err(e) => {
                 ep.eject();
                 last = e;

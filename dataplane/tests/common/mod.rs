@@ -33,6 +33,7 @@ pub async fn start_with(timeouts: Timeouts) -> Running {
         timeouts,
         https_redirect_port: 8443,
         access_log: false,
+        mesh: None,
     })
     .unwrap();
     let addrs = ListenerAddrs {
@@ -84,7 +85,7 @@ pub fn src(name: &str) -> ObjectRef {
 pub fn cluster(addrs: &[SocketAddr]) -> Cluster {
     Cluster {
         protocol: AppProtocol::Http1,
-        endpoints: addrs.iter().map(|a| Endpoint { addr: *a }).collect(),
+        endpoints: addrs.iter().map(|a| Endpoint::direct(*a)).collect(),
     }
 }
 

@@ -1,0 +1,356 @@
+//! The HBONE client: tunnels to ambient endpoints over pooled HTTP/2 connections, one pool
+//! per (address, expected identity, own certificate), at most
+//! [`MAX_STREAMS_PER_CONNECTION`] streams per connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::Empty;
+use hyper::client::conn::http2;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use wharf_model::{Hbone, Identity};
+
+use super::certs::{mesh_provider, MeshCerts, MeshIdentity};
+use super::verify::{CurrentKey, PeerVerifier};
+use super::{
+    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY,
+    PING_TIMEOUT, STREAM_WINDOW,
+};
+use crate::metrics::Metrics;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PoolKey {
+    dial: SocketAddr,
+    peer: Identity,
+    /// Our certificate generation: a rotated certificate gets new connections, while old
+    /// ones finish their tunnels.
+    own: usize,
+}
+
+#[derive(Debug)]
+struct Pooled {
+    sender: http2::SendRequest<Empty<Bytes>>,
+    streams: AtomicUsize,
+    last_used_ms: AtomicU64,
+}
+
+impl Pooled {
+    fn try_reserve(&self) -> bool {
+        !self.sender.is_closed()
+            && self
+                .streams
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < MAX_STREAMS_PER_CONNECTION).then_some(n + 1)
+                })
+                .is_ok()
+    }
+}
+
+/// Opens HBONE tunnels.
+#[derive(Debug)]
+pub struct HboneClient {
+    identity: Arc<MeshIdentity>,
+    pool: Mutex<HashMap<PoolKey, Vec<Arc<Pooled>>>>,
+    // One dial at a time per key, so a burst of tunnels shares a new connection instead of
+    // each opening its own.
+    dialing: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
+    connect_timeout: Duration,
+    metrics: Metrics,
+}
+
+/// An open tunnel: bytes to and from the target. Shutting down the write side sends
+/// END_STREAM (a half-close).
+#[derive(Debug)]
+pub struct Tunnel {
+    io: TokioIo<Upgraded>,
+    _slot: Slot,
+}
+
+#[derive(Debug)]
+struct Slot(Arc<Pooled>, Metrics);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::AcqRel);
+        self.0.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        self.1.hbone_active.dec();
+    }
+}
+
+impl AsyncRead for Tunnel {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tunnel {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl HboneClient {
+    /// A client presenting `identity`.
+    pub fn new(
+        identity: Arc<MeshIdentity>,
+        connect_timeout: Duration,
+        metrics: Metrics,
+    ) -> Arc<HboneClient> {
+        let client = Arc::new(HboneClient {
+            identity,
+            pool: Mutex::new(HashMap::new()),
+            dialing: Mutex::new(HashMap::new()),
+            connect_timeout,
+            metrics,
+        });
+        let weak = Arc::downgrade(&client);
+        tokio::spawn(async move {
+            // Idle connections are closed after a while; closed ones are dropped.
+            loop {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                let Some(c) = weak.upgrade() else { return };
+                c.reap(Duration::from_secs(90));
+            }
+        });
+        client
+    }
+
+    /// Opens a tunnel to `target`, telling the peer the real client address.
+    pub async fn open(
+        &self,
+        target: &Hbone,
+        client: Option<SocketAddr>,
+    ) -> Result<Tunnel, HboneError> {
+        let result = self.open_inner(target, client).await;
+        let label = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.reason(),
+        };
+        self.metrics.hbone_tunnel("outbound", label);
+        result
+    }
+
+    async fn open_inner(
+        &self,
+        target: &Hbone,
+        client: Option<SocketAddr>,
+    ) -> Result<Tunnel, HboneError> {
+        let certs = self.identity.load().ok_or(HboneError::NoIdentity)?;
+        let key = PoolKey {
+            dial: target.dial,
+            peer: target.identity.clone(),
+            own: Arc::as_ptr(&certs) as usize,
+        };
+        let mut fresh = false;
+        let conn = match self.checkout(&key) {
+            Some(c) => c,
+            None => {
+                let gate = {
+                    let mut d = self.dialing.lock().unwrap_or_else(|p| p.into_inner());
+                    Arc::clone(d.entry(key.clone()).or_default())
+                };
+                let _dialing = gate.lock().await;
+                match self.checkout(&key) {
+                    Some(c) => c,
+                    None => {
+                        let c = Arc::new(self.dial(target, &certs).await?);
+                        fresh = true;
+                        c.streams.store(1, Ordering::Release);
+                        self.lock().entry(key).or_default().push(Arc::clone(&c));
+                        self.metrics.hbone_pooled.inc();
+                        c
+                    }
+                }
+            }
+        };
+        self.metrics.hbone_active.inc();
+        let slot = Slot(Arc::clone(&conn), self.metrics.clone());
+        let mut req = Request::builder()
+            .method(Method::CONNECT)
+            .uri(target.authority.as_str());
+        if let Some(c) = client {
+            req = req.header("forwarded", format!("for=\"{c}\""));
+        }
+        req = req.header(
+            "traceparent",
+            format!(
+                "00-{:032x}-{:016x}-00",
+                fastrand::u128(1..),
+                fastrand::u64(1..)
+            ),
+        );
+        let req = req.body(Empty::new()).map_err(|e| HboneError::Http2 {
+            addr: target.dial,
+            message: e.to_string(),
+        })?;
+        let mut sender = conn.sender.clone();
+        let resp = sender.send_request(req).await.map_err(|e| {
+            if fresh {
+                // With TLS 1.3 a refused client certificate shows only now, as a closed
+                // connection on the first request.
+                HboneError::Tls {
+                    addr: target.dial,
+                    expected: target.identity.to_string(),
+                    message: format!("the peer closed the connection after the handshake ({e}): was our certificate refused?"),
+                }
+            } else {
+                HboneError::Http2 { addr: target.dial, message: e.to_string() }
+            }
+        })?;
+        if resp.status() != StatusCode::OK {
+            let status = resp.status().as_u16();
+            return Err(HboneError::Refused {
+                addr: target.dial,
+                authority: target.authority.clone(),
+                status,
+                hint: refusal_hint(status),
+            });
+        }
+        let upgraded = hyper::upgrade::on(resp)
+            .await
+            .map_err(|e| HboneError::Http2 {
+                addr: target.dial,
+                message: e.to_string(),
+            })?;
+        Ok(Tunnel {
+            io: TokioIo::new(upgraded),
+            _slot: slot,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, Vec<Arc<Pooled>>>> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn checkout(&self, key: &PoolKey) -> Option<Arc<Pooled>> {
+        let mut pool = self.lock();
+        let conns = pool.get_mut(key)?;
+        let before = conns.len();
+        conns.retain(|c| !c.sender.is_closed());
+        for _ in conns.len()..before {
+            self.metrics.hbone_pooled.dec();
+        }
+        conns.iter().find(|c| c.try_reserve()).cloned()
+    }
+
+    fn reap(&self, idle: Duration) {
+        let cutoff = now_ms().saturating_sub(idle.as_millis() as u64);
+        let mut pool = self.lock();
+        for conns in pool.values_mut() {
+            let before = conns.len();
+            conns.retain(|c| {
+                !c.sender.is_closed()
+                    && (c.streams.load(Ordering::Acquire) > 0
+                        || c.last_used_ms.load(Ordering::Relaxed) > cutoff)
+            });
+            for _ in conns.len()..before {
+                self.metrics.hbone_pooled.dec();
+            }
+        }
+        pool.retain(|_, v| !v.is_empty());
+    }
+
+    /// Number of pooled connections (for tests and metrics).
+    pub fn pooled_connections(&self) -> usize {
+        self.lock().values().map(Vec::len).sum()
+    }
+
+    async fn dial(&self, target: &Hbone, certs: &MeshCerts) -> Result<Pooled, HboneError> {
+        let addr = target.dial;
+        let tcp = match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => return Err(HboneError::Connect { addr, source }),
+            Err(_) => return Err(HboneError::ConnectTimeout(addr)),
+        };
+        let _ = tcp.set_nodelay(true);
+        let tls_err = |message: String| HboneError::Tls {
+            addr,
+            expected: target.identity.to_string(),
+            message,
+        };
+        let provider = mesh_provider();
+        let mut cfg = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| tls_err(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PeerVerifier {
+                roots: Arc::clone(&certs.roots),
+                expected: target.identity.clone(),
+                provider,
+            }))
+            .with_client_cert_resolver(Arc::new(CurrentKey(Arc::clone(&certs.key))));
+        cfg.alpn_protocols = vec![b"h2".to_vec()];
+        // No resumption and no SNI, as ztunnel: the name is the dialed IP.
+        cfg.resumption = rustls::client::Resumption::disabled();
+        let name = ServerName::IpAddress(addr.ip().into());
+        let tls = tokio::time::timeout(
+            self.connect_timeout,
+            tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp),
+        )
+        .await
+        .map_err(|_| tls_err("handshake timed out".into()))?
+        .map_err(|e| tls_err(e.to_string()))?;
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_frame_size(MAX_FRAME)
+            .max_header_list_size(16 * 1024)
+            .keep_alive_interval(PING_EVERY)
+            .keep_alive_timeout(PING_TIMEOUT)
+            .keep_alive_while_idle(true)
+            .handshake(TokioIo::new(tls))
+            .await
+            // With TLS 1.3 a refused client certificate shows up here, at the first read.
+            .map_err(|e| {
+                tls_err(format!(
+                    "the peer closed the connection: {e} (was our certificate refused?)"
+                ))
+            })?;
+        let peer = target.identity.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%addr, %peer, error = %e, "HBONE connection ended");
+            }
+        });
+        Ok(Pooled {
+            sender,
+            streams: AtomicUsize::new(0),
+            last_used_ms: AtomicU64::new(now_ms()),
+        })
+    }
+}
+
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}

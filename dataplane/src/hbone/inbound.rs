@@ -1,0 +1,149 @@
+//! The HBONE inbound side (east-west role): mutual TLS with the gateway's identity, client
+//! identities from our trust domain only, CONNECT only; 200 only once the upstream
+//! connection is up; half-closes passed on.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Empty;
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpStream;
+use tracing::Instrument;
+use wharf_model::identity::uri_sans;
+
+use super::certs::MeshIdentity;
+use super::{
+    CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW,
+};
+use crate::drain::Watch;
+use crate::metrics::Metrics;
+
+/// Serves one inbound connection.
+pub async fn serve_conn(
+    stream: TcpStream,
+    client: SocketAddr,
+    identity: Arc<MeshIdentity>,
+    connect_timeout: Duration,
+    metrics: Metrics,
+    mut drain: Watch,
+) {
+    let Some(certs) = identity.load() else {
+        tracing::warn!(%client, "HBONE inbound connection refused: no mesh identity loaded");
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&certs.server_config));
+    let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            metrics.hbone_tunnel("inbound", "tls");
+            tracing::info!(%client, error = %e, "HBONE inbound handshake refused");
+            return;
+        }
+        Err(_) => return,
+    };
+    let peer = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| uri_sans(c.as_ref()).join(","))
+        .unwrap_or_default();
+    let svc = service_fn(move |req| {
+        let metrics = metrics.clone();
+        let span = tracing::info_span!("hbone_inbound", %client, peer = %peer, authority = tracing::field::Empty);
+        async move {
+            Ok::<_, Infallible>(
+                connect(req, connect_timeout, metrics)
+                    .instrument(span)
+                    .await,
+            )
+        }
+    });
+    let conn = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME)
+        .max_concurrent_streams(200)
+        .max_header_list_size(64 * 1024)
+        .keep_alive_interval(PING_EVERY)
+        .keep_alive_timeout(PING_TIMEOUT)
+        .serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = drain.signaled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+fn status(code: StatusCode) -> Response<Empty<Bytes>> {
+    let mut r = Response::new(Empty::new());
+    *r.status_mut() = code;
+    r
+}
+
+async fn connect(
+    req: Request<Incoming>,
+    connect_timeout: Duration,
+    metrics: Metrics,
+) -> Response<Empty<Bytes>> {
+    if req.method() != Method::CONNECT {
+        metrics.hbone_tunnel("inbound", "not_connect");
+        return status(StatusCode::BAD_REQUEST);
+    }
+    let Some(target) = req
+        .uri()
+        .authority()
+        .and_then(|a| a.as_str().parse::<SocketAddr>().ok())
+    else {
+        metrics.hbone_tunnel("inbound", "bad_authority");
+        return status(StatusCode::BAD_REQUEST);
+    };
+    tracing::Span::current().record("authority", tracing::field::display(target));
+    if RESERVED_PORTS.contains(&target.port()) {
+        metrics.hbone_tunnel("inbound", "reserved_port");
+        return status(StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let upstream = match tokio::time::timeout(connect_timeout, TcpStream::connect(target)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            metrics.hbone_tunnel("inbound", "upstream_refused");
+            tracing::info!(error = %e, "HBONE inbound: upstream connect failed");
+            return status(StatusCode::SERVICE_UNAVAILABLE);
+        }
+        Err(_) => {
+            metrics.hbone_tunnel("inbound", "upstream_timeout");
+            return status(StatusCode::SERVICE_UNAVAILABLE);
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    metrics.hbone_tunnel("inbound", "ok");
+    let on_upgrade = hyper::upgrade::on(req);
+    let span = tracing::Span::current();
+    tokio::spawn(
+        async move {
+            let Ok(tunnel) = on_upgrade.await else { return };
+            let mut tunnel = TokioIo::new(tunnel);
+            let mut upstream = upstream;
+            metrics.hbone_active.inc();
+            let (to_up, to_down) = tokio::io::copy_bidirectional(&mut tunnel, &mut upstream)
+                .await
+                .unwrap_or((0, 0));
+            metrics.hbone_active.dec();
+            metrics.hbone_bytes(to_up, to_down);
+            tracing::debug!(to_up, to_down, "HBONE inbound tunnel closed");
+        }
+        .instrument(span),
+    );
+    status(StatusCode::OK)
+}

@@ -1,0 +1,394 @@
+//! HBONE: Wharf's client against Wharf's inbound over real sockets, mutual TLS with SPIFFE
+//! certificates from a test CA, and HTTP/2 CONNECT.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use wharf_dataplane::drain;
+use wharf_dataplane::hbone::{HboneClient, HboneError, MeshIdentity};
+use wharf_dataplane::testing::TestCa;
+use wharf_dataplane::{Gateway, ListenerAddrs, Metrics, Options};
+use wharf_model::{Hbone, Identity, PathMatch, TcpRoute};
+
+const GATEWAY: &str = "spiffe://cluster.local/ns/wharf/sa/gateway";
+const BACKEND: &str = "spiffe://cluster.local/ns/app/sa/backend";
+
+/// An HBONE inbound (a Wharf gateway in the east-west role) presenting `id`.
+async fn inbound(ca: &TestCa, id: &str) -> (Gateway, SocketAddr) {
+    let mesh = Arc::new(MeshIdentity::new("cluster.local"));
+    mesh.set(ca.mesh_certs(id, "cluster.local"));
+    let gw = Gateway::new(Options {
+        mesh: Some(mesh),
+        access_log: false,
+        ..Options::default()
+    })
+    .unwrap();
+    let bound = gw
+        .bind(&ListenerAddrs {
+            hbone: loopback(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let addr = bound.hbone_addr().unwrap();
+    let (signal, watch) = drain::channel();
+    tokio::spawn(bound.serve(gw.clone(), watch));
+    std::mem::forget(signal);
+    (gw, addr)
+}
+
+fn client(ca: &TestCa, id: &str, td: &str) -> (Arc<HboneClient>, Arc<MeshIdentity>) {
+    let mesh = Arc::new(MeshIdentity::new(td));
+    mesh.set(ca.mesh_certs(id, td));
+    (
+        HboneClient::new(Arc::clone(&mesh), Duration::from_secs(5), Metrics::new()),
+        mesh,
+    )
+}
+
+/// A TCP server echoing every byte until the client half-closes, then closing.
+async fn tcp_echo() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+fn target(dial: SocketAddr, id: &str, to: SocketAddr) -> Hbone {
+    Hbone {
+        dial,
+        identity: Identity::parse(id).unwrap(),
+        authority: to.to_string(),
+    }
+}
+
+async fn round_trip<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    t: &mut T,
+    msg: &[u8],
+) -> Vec<u8> {
+    t.write_all(msg).await.unwrap();
+    let mut got = vec![0u8; msg.len()];
+    t.read_exact(&mut got).await.unwrap();
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnel_carries_bytes_both_ways_with_half_close() {
+    let ca = TestCa::new("mesh root");
+    let (in_gw, addr) = inbound(&ca, BACKEND).await;
+    let echo = tcp_echo().await;
+    let (c, _) = client(&ca, GATEWAY, "cluster.local");
+    let mut t = c
+        .open(
+            &target(addr, BACKEND, echo),
+            Some("203.0.113.9:5555".parse().unwrap()),
+        )
+        .await
+        .unwrap();
+    // 10 MiB through one tunnel, then a half-close: the echo server sees EOF and closes.
+    let payload: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    let (mut r, mut w) = tokio::io::split(&mut t);
+    let send = async {
+        w.write_all(&payload).await.unwrap();
+        w.shutdown().await.unwrap();
+    };
+    let mut got = Vec::with_capacity(payload.len());
+    let (_, n) = tokio::join!(send, r.read_to_end(&mut got));
+    n.unwrap();
+    assert_eq!(got.len(), payload.len());
+    assert!(got == payload, "bytes changed in the tunnel");
+    let m = in_gw.metrics().render();
+    assert!(
+        m.contains("wharf_hbone_tunnels_total{direction=\"inbound\",result=\"ok\"} 1"),
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_told_apart() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, addr) = inbound(&ca, BACKEND).await;
+    let echo = tcp_echo().await;
+
+    // The peer is not who we expect.
+    let (c, _) = client(&ca, GATEWAY, "cluster.local");
+    let err = c
+        .open(
+            &target(addr, "spiffe://cluster.local/ns/app/sa/other", echo),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HboneError::Tls { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("spiffe://cluster.local/ns/app/sa/other"),
+        "{err}"
+    );
+
+    // We are in another trust domain (same root): the inbound side refuses us.
+    let (other_td, _) = client(
+        &ca,
+        "spiffe://other.local/ns/wharf/sa/gateway",
+        "other.local",
+    );
+    let err = other_td
+        .open(&target(addr, BACKEND, echo), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HboneError::Tls { .. }), "{err}");
+
+    // A certificate from another CA: refused.
+    let stranger = TestCa::new("not the mesh root");
+    let (untrusted, _) = client(&stranger, GATEWAY, "cluster.local");
+    assert!(untrusted
+        .open(&target(addr, BACKEND, echo), None)
+        .await
+        .is_err());
+
+    // Upstream refuses: 503, mapped to "mesh refused".
+    let dead = dead_addr().await;
+    let err = c
+        .open(&target(addr, BACKEND, dead), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, HboneError::Refused { status: 503, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        err.upstream_error().status(),
+        http::StatusCode::SERVICE_UNAVAILABLE
+    );
+
+    // ztunnel's own ports are never a target.
+    let reserved: SocketAddr = "127.0.0.1:15008".parse().unwrap();
+    let err = c
+        .open(&target(addr, BACKEND, reserved), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, HboneError::Refused { status: 503, .. }),
+        "{err}"
+    );
+
+    // Not an IP:port authority.
+    let mut bad = target(addr, BACKEND, echo);
+    bad.authority = "reviews.default.svc:9080".into();
+    let err = c.open(&bad, None).await.unwrap_err();
+    assert!(
+        matches!(err, HboneError::Refused { status: 400, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_without_certificate_is_refused() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, addr) = inbound(&ca, BACKEND).await;
+    // A TLS 1.3 client trusting the root but presenting no certificate.
+    let cfg = wharf_dataplane::testing::inspecting_client_config(&[b"h2"]);
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let result = async {
+        let mut tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(name, tcp)
+            .await?;
+        // With TLS 1.3 the refusal shows on first read.
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
+        let mut buf = [0u8; 64];
+        let n = tls.read(&mut buf).await?;
+        Ok::<usize, std::io::Error>(n)
+    }
+    .await;
+    assert!(
+        matches!(result, Err(_) | Ok(0)),
+        "a client without a certificate got {result:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_tunnels_share_one_connection_within_the_stream_limit() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, addr) = inbound(&ca, BACKEND).await;
+    let echo = tcp_echo().await;
+    let (c, _) = client(&ca, GATEWAY, "cluster.local");
+    let mut opens = Vec::new();
+    for _ in 0..100 {
+        let c = Arc::clone(&c);
+        opens.push(tokio::spawn(async move {
+            c.open(&target(addr, BACKEND, echo), None).await
+        }));
+    }
+    let mut tunnels = Vec::new();
+    for o in opens {
+        tunnels.push(o.await.unwrap().unwrap());
+    }
+    assert_eq!(c.pooled_connections(), 1);
+    for (i, t) in tunnels.iter_mut().enumerate() {
+        let msg = format!("tunnel {i}");
+        assert_eq!(round_trip(t, msg.as_bytes()).await, msg.as_bytes());
+    }
+    // The 101st stream needs a second connection.
+    let mut extra = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    assert_eq!(c.pooled_connections(), 2);
+    assert_eq!(round_trip(&mut extra, b"101").await, b"101");
+    // Closed tunnels free their streams for reuse.
+    drop(tunnels);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let _again = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    assert_eq!(c.pooled_connections(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_keeps_open_tunnels_and_new_ones_use_the_new_certificate() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, addr) = inbound(&ca, BACKEND).await;
+    let echo = tcp_echo().await;
+    let (c, mesh) = client(&ca, GATEWAY, "cluster.local");
+    let mut old = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
+    let mut new = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    assert_eq!(
+        c.pooled_connections(),
+        2,
+        "the new certificate needs its own connection"
+    );
+    assert_eq!(
+        round_trip(&mut old, b"opened before rotation").await,
+        b"opened before rotation"
+    );
+    assert_eq!(round_trip(&mut new, b"opened after").await, b"opened after");
+}
+
+#[tokio::test(start_paused = false)]
+async fn quiet_connection_answers_pings_for_a_minute() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, addr) = inbound(&ca, BACKEND).await;
+    let echo = tcp_echo().await;
+    let (c, _) = client(&ca, GATEWAY, "cluster.local");
+    let mut t = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    // Virtual time: both sides PING every 10 s and give up after 20 s without an answer.
+    tokio::time::pause();
+    for _ in 0..30 {
+        tokio::time::advance(Duration::from_secs(2)).await;
+        // Let the real sockets carry PINGs and PONGs.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    tokio::time::resume();
+    assert_eq!(round_trip(&mut t, b"still here").await, b"still here");
+    assert_eq!(c.pooled_connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_routes_http_and_tcp_over_hbone() {
+    let ca = TestCa::new("mesh root");
+    let (_in, hbone_addr) = inbound(&ca, BACKEND).await;
+    let http_backend = echo("in-mesh").await;
+    let tcp_backend = tcp_echo().await;
+    let mesh = Arc::new(MeshIdentity::new("cluster.local"));
+    mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
+    let gw = Gateway::new(Options {
+        mesh: Some(mesh),
+        access_log: false,
+        ..Options::default()
+    })
+    .unwrap();
+    let bound = gw
+        .bind(&ListenerAddrs {
+            http: loopback(),
+            tcp: vec![(SocketAddr::from(([127, 0, 0, 1], 0)), 31400)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (http, tcp) = (bound.http_addr().unwrap(), bound.tcp_addrs()[0]);
+    let (signal, watch) = drain::channel();
+    tokio::spawn(bound.serve(gw.clone(), watch));
+    let mesh_cluster = |to: SocketAddr| wharf_model::Cluster {
+        protocol: wharf_model::AppProtocol::Http1,
+        endpoints: vec![wharf_model::Endpoint {
+            addr: to,
+            hbone: Some(target(hbone_addr, BACKEND, to)),
+        }],
+    };
+    let mut s = snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "web", false)],
+        )],
+        vec![
+            ("web", mesh_cluster(http_backend)),
+            ("db", mesh_cluster(tcp_backend)),
+        ],
+    );
+    s.tcp_routes = vec![TcpRoute {
+        port: 31400,
+        cluster: "db".into(),
+    }];
+    gw.apply(s).unwrap();
+    let seen = http_get(http, "a.test", "/x").await.unwrap();
+    assert_eq!(
+        (seen.status, seen.echo_name().as_str()),
+        (200, "in-mesh"),
+        "{}",
+        seen.body
+    );
+    // The backend sees the inbound side's connection, and the client address in XFF.
+    assert_eq!(seen.json()["headers"]["x-forwarded-for"], "127.0.0.1");
+    let mut t = tokio::net::TcpStream::connect(tcp).await.unwrap();
+    assert_eq!(
+        round_trip(&mut t, b"tcp over hbone").await,
+        b"tcp over hbone"
+    );
+    let m = gw.metrics().render();
+    assert!(
+        m.contains("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"} 2"),
+        "{m}"
+    );
+    drop(signal);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mesh_endpoint_without_identity_is_a_clear_502() {
+    let r = start().await;
+    let backend = echo("x").await;
+    let c = wharf_model::Cluster {
+        protocol: wharf_model::AppProtocol::Http1,
+        endpoints: vec![wharf_model::Endpoint {
+            addr: backend,
+            hbone: Some(target(backend, BACKEND, backend)),
+        }],
+    };
+    r.gw.apply(snapshot(
+        vec![(
+            host("a.test"),
+            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
+        )],
+        vec![("c", c)],
+    ))
+    .unwrap();
+    let seen = http_get(r.http, "a.test", "/").await.unwrap();
+    assert_eq!(seen.status, 502);
+    assert!(seen.body.contains("mesh_tunnel_failed"), "{}", seen.body);
+}

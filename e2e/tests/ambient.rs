@@ -1,0 +1,162 @@
+//! An Ingress whose backend pods are enrolled in the Istio ambient mesh is served over
+//! HBONE with the gateway's mesh identity; one whose pods are not goes direct. The
+//! backend's "ztunnel" is a Wharf HBONE inbound listener in the backend network
+//! namespace, presenting the pod's service-account identity.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::json;
+use wharf_e2e::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("ambient").await.unwrap();
+    let ca = TestCa::new("e2e mesh root");
+    let dir = std::env::temp_dir().join(format!("wharf-e2e-mesh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, leaf: &Leaf| {
+        std::fs::write(dir.join(format!("{name}.crt")), &leaf.chain_pem).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), &leaf.key_pem).unwrap();
+    };
+    std::fs::write(dir.join("roots.pem"), &ca.root_pem).unwrap();
+    write(
+        "gateway",
+        &ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf"),
+    );
+    write(
+        "backend",
+        &ca.workload(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)),
+    );
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+
+    // The ztunnel stand-in on the backend address, port 15008.
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let ztunnel = spawn_at_backend(
+        &env,
+        &[
+            "run",
+            "-f",
+            &empty.to_string_lossy(),
+            "--listen-address",
+            &env.backend_ip,
+            "--http-port",
+            "0",
+            "--https-port",
+            "0",
+            "--passthrough-port",
+            "0",
+            "--admin-port",
+            "0",
+            "--hbone-port",
+            "15008",
+            "--mesh-cert",
+            &p("backend.crt"),
+            "--mesh-key",
+            &p("backend.key"),
+            "--mesh-roots",
+            &p("roots.pem"),
+        ],
+    )
+    .unwrap();
+    let hbone_addr: std::net::SocketAddr = format!("{}:15008", env.backend_ip).parse().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            tokio::net::TcpStream::connect(hbone_addr).await.is_ok()
+        })
+        .await,
+        "{}",
+        ztunnel.log()
+    );
+
+    let c = Controller::start(
+        &env,
+        &s,
+        "ambient-0",
+        &[
+            "--mesh-cert",
+            &p("gateway.crt"),
+            "--mesh-key",
+            &p("gateway.key"),
+            "--mesh-roots",
+            &p("roots.pem"),
+        ],
+    )
+    .await
+    .unwrap();
+    let (_m, mesh_addr) = backend(&env, "in-mesh").await.unwrap();
+    let (_d, direct_addr) = backend(&env, "direct").await.unwrap();
+    s.pod(
+        "mesh-0",
+        json!({"app": "mesh", "istio.io/dataplane-mode": "ambient"}),
+        "backend",
+    )
+    .await
+    .unwrap();
+    s.pod("direct-0", json!({"app": "direct"}), "backend")
+        .await
+        .unwrap();
+    s.service_for_pod("mesh", mesh_addr, Some("mesh-0"))
+        .await
+        .unwrap();
+    s.service_for_pod("direct", direct_addr, Some("direct-0"))
+        .await
+        .unwrap();
+    s.ingress("mesh", "mesh.e2e.test", "mesh", None)
+        .await
+        .unwrap();
+    s.ingress("direct", "direct.e2e.test", "direct", None)
+        .await
+        .unwrap();
+
+    let http = c.http;
+    let served = eventually(Duration::from_secs(10), || async move {
+        http_get(http, "mesh.e2e.test", "/")
+            .await
+            .map(|r| r.echo_name())
+            .unwrap_or_default()
+            == "in-mesh"
+    })
+    .await;
+    assert!(
+        served,
+        "not served over HBONE; controller log:\n{}\nztunnel log:\n{}",
+        c.proc.log(),
+        ztunnel.log()
+    );
+    let tunnels = |m: &str| {
+        m.lines()
+            .find(|l| {
+                l.starts_with("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"}")
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = tunnels(&http_get(c.admin, "a", "/metrics").await.unwrap().body);
+    assert!(before >= 1, "no HBONE tunnel counted");
+    // The config dump shows the endpoint's mesh identity.
+    let dump = http_get(c.admin, "a", "/debug/config").await.unwrap().body;
+    assert!(
+        dump.contains(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)),
+        "{dump}"
+    );
+
+    // The other Service's pods are not enrolled: direct, no new tunnel.
+    for _ in 0..3 {
+        assert_eq!(
+            http_get(http, "direct.e2e.test", "/")
+                .await
+                .unwrap()
+                .echo_name(),
+            "direct"
+        );
+    }
+    assert_eq!(
+        tunnels(&http_get(c.admin, "a", "/metrics").await.unwrap().body),
+        before
+    );
+}
