@@ -14,13 +14,7 @@ use crate::logging::LogFormat;
 #[command(name = "wharf", version, about)]
 pub struct Cli {
     /// Log format.
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        default_value = "text",
-        env = "WHARF_LOG_FORMAT"
-    )]
+    #[arg(long, global = true, value_enum, default_value = "text", env = "WHARF_LOG_FORMAT")]
     pub log_format: LogFormat,
     /// What to run.
     #[command(subcommand)]
@@ -44,13 +38,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Files or directories of multi-document YAML (repeatable).
-    #[arg(
-        short = 'f',
-        long = "file",
-        required = true,
-        env = "WHARF_FILES",
-        value_delimiter = ','
-    )]
+    #[arg(short = 'f', long = "file", required = true, env = "WHARF_FILES", value_delimiter = ',')]
     pub files: Vec<PathBuf>,
     /// How often the files are checked for changes.
     #[arg(long, default_value = "250ms", value_parser = parse_duration, env = "WHARF_WATCH_INTERVAL")]
@@ -80,11 +68,7 @@ pub struct ControllerArgs {
     #[arg(long, value_parser = parse_ns_name, env = "WHARF_PUBLISH_SERVICE")]
     pub publish_service: Option<(String, String)>,
     /// IP or hostname written into Ingress status instead (repeatable).
-    #[arg(
-        long = "publish-address",
-        env = "WHARF_PUBLISH_ADDRESSES",
-        value_delimiter = ','
-    )]
+    #[arg(long = "publish-address", env = "WHARF_PUBLISH_ADDRESSES", value_delimiter = ',')]
     pub publish_addresses: Vec<String>,
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
@@ -150,11 +134,7 @@ pub struct ListenArgs {
 #[derive(Debug, Args)]
 pub struct TranslateArgs {
     /// `spec.controller` of the IngressClasses Wharf serves.
-    #[arg(
-        long,
-        default_value = "wharf.dev/ingress-controller",
-        env = "WHARF_CONTROLLER_NAME"
-    )]
+    #[arg(long, default_value = "wharf.dev/ingress-controller", env = "WHARF_CONTROLLER_NAME")]
     pub controller_name: String,
     /// Value of the legacy `kubernetes.io/ingress.class` annotation Wharf serves.
     #[arg(long, default_value = "wharf", env = "WHARF_INGRESS_CLASS")]
@@ -212,13 +192,27 @@ pub struct MeshArgs {
     /// PEM mesh root certificates.
     #[arg(long, env = "WHARF_MESH_ROOTS", requires = "mesh_cert")]
     pub mesh_roots: Option<PathBuf>,
-    /// HBONE inbound port (east-west role; 0 turns it off). Needs the mesh identity.
-    #[arg(
-        long,
-        default_value_t = 0,
-        env = "WHARF_HBONE_PORT",
-        requires = "mesh_cert"
-    )]
+    /// Get the mesh certificate from the Istio CA at this address instead of files
+    /// (e.g. `https://istiod.istio-system.svc:15012`), renewed at half its lifetime.
+    #[arg(long, env = "WHARF_ISTIO_CA_ADDRESS", conflicts_with = "mesh_cert", requires = "mesh_service_account")]
+    pub istio_ca_address: Option<http::Uri>,
+    /// Projected service-account token (audience `istio-ca`) sent to the Istio CA.
+    #[arg(long, default_value = "/var/run/secrets/tokens/istio-token", env = "WHARF_ISTIO_CA_TOKEN")]
+    pub istio_ca_token: PathBuf,
+    /// Mesh root certificates when using the Istio CA (the `istio-ca-root-cert` ConfigMap).
+    #[arg(long, default_value = "/var/run/secrets/istio/root-cert.pem", env = "WHARF_ISTIO_CA_ROOTS")]
+    pub istio_ca_roots: PathBuf,
+    /// Lifetime to ask the Istio CA for.
+    #[arg(long, default_value = "24h", value_parser = parse_duration, env = "WHARF_ISTIO_CA_TTL")]
+    pub istio_ca_ttl: Duration,
+    /// Namespace of the gateway's mesh identity (Istio CA).
+    #[arg(long, default_value = "default", env = "POD_NAMESPACE")]
+    pub mesh_namespace: String,
+    /// Service account of the gateway's mesh identity (Istio CA).
+    #[arg(long, env = "WHARF_MESH_SERVICE_ACCOUNT")]
+    pub mesh_service_account: Option<String>,
+    /// HBONE inbound port (east-west role; 0 turns it off). Needs a mesh identity.
+    #[arg(long, default_value_t = 0, env = "WHARF_HBONE_PORT")]
     pub hbone_port: u16,
 }
 
@@ -236,13 +230,9 @@ pub struct EchoArgs {
 /// `500ms`, `5s`, `2m`, `1h`, or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "" | "s" => n,
@@ -255,16 +245,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub fn parse_ns_name(s: &str) -> Result<(String, String), String> {
     match s.split_once('/') {
-        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
-            Ok((ns.to_owned(), name.to_owned()))
-        }
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok((ns.to_owned(), name.to_owned())),
         _ => Err(format!("{s:?} is not NAMESPACE/NAME")),
     }
 }
 
 fn parse_tcp_service(s: &str) -> Result<wharf_controller::TcpService, String> {
-    let err =
-        || format!("{s:?} is not PORT=NAMESPACE/SERVICE:SERVICEPORT (e.g. 31400=default/db:5432)");
+    let err = || format!("{s:?} is not PORT=NAMESPACE/SERVICE:SERVICEPORT (e.g. 31400=default/db:5432)");
     let (port, rest) = s.split_once('=').ok_or_else(err)?;
     let (ns_name, svc_port) = rest.rsplit_once(':').ok_or_else(err)?;
     let (namespace, service) = parse_ns_name(ns_name).map_err(|_| err())?;
@@ -292,10 +279,7 @@ mod tests {
     #[test]
     fn tcp_services() {
         let t = parse_tcp_service("31400=default/db:5432").unwrap();
-        assert_eq!(
-            (t.listen_port, t.namespace.as_str(), t.service.as_str()),
-            (31400, "default", "db")
-        );
+        assert_eq!((t.listen_port, t.namespace.as_str(), t.service.as_str()), (31400, "default", "db"));
         assert!(parse_tcp_service("31400=db:5432").is_err());
         assert!(parse_tcp_service("x=a/b:1").is_err());
     }

@@ -11,14 +11,7 @@ use crate::gateway::{self, shutdown_signal};
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = client(&args).await?;
-    let serving = gateway::start(
-        &args.listen,
-        &args.proxy,
-        &args.mesh,
-        &args.translate.trust_domain,
-        443,
-    )
-    .await?;
+    let serving = gateway::start(&args.listen, &args.proxy, &args.mesh, &args.translate.trust_domain, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
     let publish = if !args.publish_addresses.is_empty() {
         Publish::Addresses(args.publish_addresses.clone())
@@ -77,10 +70,15 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
 async fn client(args: &ControllerArgs) -> anyhow::Result<kube::Client> {
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.with_context(|| format!("kubeconfig {} is not usable", path.display()))?
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {} is not usable", path.display()))?
         }
-        None => kube::Config::infer().await.context("no Kubernetes config found: not in a cluster, no KUBECONFIG, no ~/.kube/config; pass --kubeconfig")?,
+        None => kube::Config::infer().await.context(
+            "no Kubernetes config found: not in a cluster, no KUBECONFIG, no ~/.kube/config; pass --kubeconfig",
+        )?,
     };
     kube::Client::try_from(config).context("cannot create the Kubernetes client")
 }

@@ -51,16 +51,7 @@ pub async fn start(
         passthrough: addr(l.passthrough_port),
         admin: addr(l.admin_port),
         hbone: addr(mesh.hbone_port),
-        tcp: l
-            .tcp_services
-            .iter()
-            .map(|t| {
-                (
-                    SocketAddr::new(l.listen_address, t.listen_port),
-                    t.listen_port,
-                )
-            })
-            .collect(),
+        tcp: l.tcp_services.iter().map(|t| (SocketAddr::new(l.listen_address, t.listen_port), t.listen_port)).collect(),
         ..Default::default()
     };
     let bound = gateway.bind(&addrs).await?;
@@ -70,11 +61,7 @@ pub async fn start(
     );
     let (signal, watch) = drain::channel();
     let task = tokio::spawn(bound.serve(gateway.clone(), watch));
-    Ok(Serving {
-        gateway,
-        signal,
-        task,
-    })
+    Ok(Serving { gateway, signal, task })
 }
 
 impl Serving {
@@ -91,19 +78,12 @@ impl Serving {
 
 /// Loads the mesh identity from files (and keeps reloading it), if configured.
 fn mesh_identity(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<Option<Arc<MeshIdentity>>> {
-    let (Some(cert), Some(key), Some(roots)) = (&mesh.mesh_cert, &mesh.mesh_key, &mesh.mesh_roots)
-    else {
+    let (Some(cert), Some(key), Some(roots)) = (&mesh.mesh_cert, &mesh.mesh_key, &mesh.mesh_roots) else {
         return Ok(None);
     };
-    let files = MeshFiles {
-        cert: cert.clone(),
-        key: key.clone(),
-        roots: roots.clone(),
-    };
+    let files = MeshFiles { cert: cert.clone(), key: key.clone(), roots: roots.clone() };
     let identity = Arc::new(MeshIdentity::new(trust_domain));
-    let certs = files
-        .load(trust_domain)
-        .context("cannot load the mesh identity")?;
+    let certs = files.load(trust_domain).context("cannot load the mesh identity")?;
     identity.set(certs);
     tokio::spawn(files.watch(Arc::clone(&identity), Duration::from_secs(1)));
     Ok(Some(identity))

@@ -16,10 +16,7 @@ fn main() -> std::process::ExitCode {
     }
     // One crypto provider for the whole process.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the async runtime");

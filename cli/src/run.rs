@@ -12,14 +12,9 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
-    let serving = gateway::start(
-        &args.listen,
-        &args.proxy,
-        &args.mesh,
-        &args.translate.trust_domain,
-        args.listen.https_port,
-    )
-    .await?;
+    let serving =
+        gateway::start(&args.listen, &args.proxy, &args.mesh, &args.translate.trust_domain, args.listen.https_port)
+            .await?;
     let mut reloader = Reloader {
         files: args.files.clone(),
         opts: gateway::translate_options(&args.translate, &args.listen),
@@ -76,11 +71,7 @@ impl Reloader {
             tracing::debug!(object = %ignored, "ignored: not a kind Wharf reads");
         }
         self.opts.now = wharf_controller::unix_now();
-        let Translation {
-            snapshot,
-            diagnostics,
-            ingresses,
-        } = translate(&loaded.world, &self.opts, self.last.as_ref());
+        let Translation { snapshot, diagnostics, ingresses } = translate(&loaded.world, &self.opts, self.last.as_ref());
         self.log.report(&diagnostics);
         if self.last.as_ref() == Some(&snapshot) {
             tracing::debug!("files changed but the config did not");

@@ -10,9 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wharf_dataplane::testing::{
-    eventually, http_get, https_get, inspecting_client_config, Leaf, TestCa,
-};
+use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, TestCa};
 
 /// A running `wharf run` whose log is collected.
 struct Wharf {
@@ -26,10 +24,7 @@ struct Wharf {
 }
 
 fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
+    StdListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
 }
 
 fn addr(port: u16) -> SocketAddr {
@@ -38,36 +33,20 @@ fn addr(port: u16) -> SocketAddr {
 
 impl Wharf {
     fn start(files: &[&Path], extra: &[&str]) -> Wharf {
-        let (http, https, passthrough, tcp, admin) = (
-            free_port(),
-            free_port(),
-            free_port(),
-            free_port(),
-            free_port(),
-        );
+        let (http, https, passthrough, tcp, admin) = (free_port(), free_port(), free_port(), free_port(), free_port());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_wharf"));
         cmd.arg("run").args(["--listen-address", "127.0.0.1"]);
         for f in files {
             cmd.arg("-f").arg(f);
         }
-        cmd.args([
-            "--http-port",
-            &http.to_string(),
-            "--https-port",
-            &https.to_string(),
-        ])
-        .args([
-            "--passthrough-port",
-            &passthrough.to_string(),
-            "--admin-port",
-            &admin.to_string(),
-        ])
-        .args(["--tcp-service", &format!("{tcp}=quickstart/api:80")])
-        .args(["--watch-interval", "50ms", "--drain-timeout", "5s"])
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        cmd.args(["--http-port", &http.to_string(), "--https-port", &https.to_string()])
+            .args(["--passthrough-port", &passthrough.to_string(), "--admin-port", &admin.to_string()])
+            .args(["--tcp-service", &format!("{tcp}=quickstart/api:80")])
+            .args(["--watch-interval", "50ms", "--drain-timeout", "5s"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
@@ -79,15 +58,7 @@ impl Wharf {
                 l.push('\n');
             }
         });
-        Wharf {
-            child,
-            log,
-            http,
-            https,
-            passthrough,
-            tcp,
-            admin,
-        }
+        Wharf { child, log, http, https, passthrough, tcp, admin }
     }
 
     fn log(&self) -> String {
@@ -97,10 +68,7 @@ impl Wharf {
     async fn wait_ready(&self) {
         let admin = addr(self.admin);
         let ok = eventually(Duration::from_secs(10), || async move {
-            http_get(admin, "x", "/healthz/ready")
-                .await
-                .map(|s| s.status)
-                == Ok(200)
+            http_get(admin, "x", "/healthz/ready").await.map(|s| s.status) == Ok(200)
         })
         .await;
         assert!(ok, "not ready; log:\n{}", self.log());
@@ -166,10 +134,7 @@ async fn quickstart(name: &str) -> Quickstart {
         ("apps-wildcard-tls", ca.leaf(&["*.apps.example.com"])),
         ("default-tls", ca.leaf(&["wharf.local"])),
     ];
-    let secrets: String = leaves
-        .iter()
-        .map(|(n, l)| secret_yaml(n, &l.chain_pem, &l.key_pem))
-        .collect();
+    let secrets: String = leaves.iter().map(|(n, l)| secret_yaml(n, &l.chain_pem, &l.key_pem)).collect();
     std::fs::write(dir.join("30-secrets.yaml"), secrets).unwrap();
     std::fs::write(dir.join("ca.pem"), &ca.root_pem).unwrap();
     Quickstart { ca, leaves, dir }
@@ -182,25 +147,14 @@ impl Quickstart {
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-        || Command::new(tool)
-            .arg("version")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+    Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
+        || Command::new(tool).arg("version").output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_serves_each_host_with_its_certificate() {
     let q = quickstart("sni").await;
-    let w = Wharf::start(
-        &[&q.dir],
-        &["--default-ssl-certificate", "quickstart/default-tls"],
-    );
+    let w = Wharf::start(&[&q.dir], &["--default-ssl-certificate", "quickstart/default-tls"]);
     w.wait_ready().await;
     let inspect = inspecting_client_config(&[b"h2", b"http/1.1"]);
     let cases = [
@@ -213,81 +167,43 @@ async fn quickstart_serves_each_host_with_its_certificate() {
     ];
     for (sni, path, cert, backend) in cases {
         let host = sni.unwrap_or("127.0.0.1");
-        let seen = https_get(addr(w.https), sni, inspect.clone(), host, path)
-            .await
-            .unwrap();
-        assert_eq!(
-            seen.peer_cert.as_ref(),
-            Some(&q.leaf(cert).leaf_der()),
-            "{sni:?}"
-        );
+        let seen = https_get(addr(w.https), sni, inspect.clone(), host, path).await.unwrap();
+        assert_eq!(seen.peer_cert.as_ref(), Some(&q.leaf(cert).leaf_der()), "{sni:?}");
         assert_eq!(seen.echo_name(), backend, "{sni:?}{path}: {}", seen.body);
         if backend.is_empty() {
             assert_eq!(seen.status, 404);
         }
     }
     // A verifying client with the test CA, over HTTP/2.
-    let seen = https_get(
-        addr(w.https),
-        Some("shop.example.com"),
-        q.ca.client_config(&[b"h2"]),
-        "shop.example.com",
-        "/",
-    )
-    .await
-    .unwrap();
+    let seen =
+        https_get(addr(w.https), Some("shop.example.com"), q.ca.client_config(&[b"h2"]), "shop.example.com", "/")
+            .await
+            .unwrap();
     assert_eq!((seen.status, seen.alpn.as_deref()), (200, Some(&b"h2"[..])));
 
     // :80 redirects the TLS host, not the one that opted out.
-    let r = http_get(addr(w.http), "shop.example.com", "/cart?id=1")
-        .await
-        .unwrap();
+    let r = http_get(addr(w.http), "shop.example.com", "/cart?id=1").await.unwrap();
     assert_eq!(r.status, 308);
-    assert_eq!(
-        r.headers["location"],
-        format!("https://shop.example.com:{}/cart?id=1", w.https)
-    );
-    assert_eq!(
-        http_get(addr(w.http), "blog.example.com", "/")
-            .await
-            .unwrap()
-            .echo_name(),
-        "blog"
-    );
+    assert_eq!(r.headers["location"], format!("https://shop.example.com:{}/cart?id=1", w.https));
+    assert_eq!(http_get(addr(w.http), "blog.example.com", "/").await.unwrap().echo_name(), "blog");
 
     // Plain TCP on the configured port reaches the api Service.
-    assert_eq!(
-        http_get(addr(w.tcp), "anything", "/")
-            .await
-            .unwrap()
-            .echo_name(),
-        "api"
-    );
+    assert_eq!(http_get(addr(w.tcp), "anything", "/").await.unwrap().echo_name(), "api");
 
     if have("curl") {
         let out = Command::new("curl")
             .args(["-sS", "--http2", "--cacert"])
             .arg(q.dir.join("ca.pem"))
-            .args([
-                "--resolve",
-                &format!("shop.example.com:{}:127.0.0.1", w.https),
-            ])
+            .args(["--resolve", &format!("shop.example.com:{}:127.0.0.1", w.https)])
             .arg(format!("https://shop.example.com:{}/api/x", w.https))
             .output()
             .unwrap();
         let body = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "curl failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
         assert!(body.contains("\"name\":\"api\""), "{body}");
     }
     if have("openssl") {
-        for (sni, cn) in [
-            (Some("blog.example.com"), "blog.example.com"),
-            (None, "wharf.local"),
-        ] {
+        for (sni, cn) in [(Some("blog.example.com"), "blog.example.com"), (None, "wharf.local")] {
             let mut cmd = Command::new("openssl");
             cmd.args(["s_client", "-connect", &format!("127.0.0.1:{}", w.https)]);
             if let Some(s) = sni {
@@ -297,10 +213,7 @@ async fn quickstart_serves_each_host_with_its_certificate() {
             }
             let out = cmd.stdin(Stdio::null()).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout).replace(' ', "");
-            assert!(
-                text.contains(&format!("subject=CN={cn}")),
-                "openssl with SNI {sni:?}:\n{text}"
-            );
+            assert!(text.contains(&format!("subject=CN={cn}")), "openssl with SNI {sni:?}:\n{text}");
         }
     }
 }
@@ -311,16 +224,12 @@ async fn passthrough_reaches_backend_with_client_tls_intact() {
     // The vault backend: a TLS server with its own certificate from another CA.
     let backend_ca = TestCa::new("Vault CA");
     let vault = backend_ca.leaf(&["vault.example.com"]);
-    let ck = wharf_model::tls::load(vault.chain_pem.as_bytes(), vault.key_pem.as_bytes(), 0)
+    let ck = wharf_model::tls::load(vault.chain_pem.as_bytes(), vault.key_pem.as_bytes(), 0).unwrap().certified_key;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
         .unwrap()
-        .certified_key;
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
     let mut cfg = cfg;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -333,11 +242,9 @@ async fn passthrough_reaches_backend_with_client_tls_intact() {
             tokio::spawn(async move {
                 if let Ok(tls) = acceptor.accept(s).await {
                     let svc = hyper::service::service_fn(move |_req| async move {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from(format!(
-                                "{{\"name\":\"vault\",\"remote\":\"{remote}\"}}"
-                            ))),
-                        ))
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from(format!("{{\"name\":\"vault\",\"remote\":\"{remote}\"}}")),
+                        )))
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
@@ -347,9 +254,7 @@ async fn passthrough_reaches_backend_with_client_tls_intact() {
         }
     });
     let slices = q.dir.join("10-backends.yaml");
-    let text = std::fs::read_to_string(&slices)
-        .unwrap()
-        .replace("9443", &vault_port.to_string());
+    let text = std::fs::read_to_string(&slices).unwrap().replace("9443", &vault_port.to_string());
     std::fs::write(&slices, text).unwrap();
     let w = Wharf::start(&[&q.dir], &[]);
     w.wait_ready().await;
@@ -362,31 +267,16 @@ async fn passthrough_reaches_backend_with_client_tls_intact() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        seen.peer_cert.as_ref(),
-        Some(&vault.leaf_der()),
-        "the client must see the backend's own certificate"
-    );
+    assert_eq!(seen.peer_cert.as_ref(), Some(&vault.leaf_der()), "the client must see the backend's own certificate");
     assert_eq!(seen.echo_name(), "vault");
     // An SNI nobody routes: closed.
-    assert!(https_get(
-        addr(w.passthrough),
-        Some("shop.example.com"),
-        q.ca.client_config(&[]),
-        "x",
-        "/"
-    )
-    .await
-    .is_err());
+    assert!(https_get(addr(w.passthrough), Some("shop.example.com"), q.ca.client_config(&[]), "x", "/").await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     let q = quickstart("reload").await;
-    let w = Wharf::start(
-        &[&q.dir],
-        &["--default-ssl-certificate", "quickstart/default-tls"],
-    );
+    let w = Wharf::start(&[&q.dir], &["--default-ssl-certificate", "quickstart/default-tls"]);
     w.wait_ready().await;
     let https = addr(w.https);
     let inspect = inspecting_client_config(&[b"http/1.1"]);
@@ -397,11 +287,7 @@ async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     let http = addr(w.http);
     assert!(
         eventually(Duration::from_secs(5), || async move {
-            http_get(http, "new.example.com", "/")
-                .await
-                .map(|s| s.echo_name())
-                .unwrap_or_default()
-                == "api"
+            http_get(http, "new.example.com", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "api"
         })
         .await
     );
@@ -423,10 +309,7 @@ async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     let (found, log) = log_has("40-new.yaml: document 1 (Ingress new)".into()).await;
     assert!(found, "error does not name file and object:\n{log}");
     assert_eq!(
-        http_get(http, "new.example.com", "/")
-            .await
-            .unwrap()
-            .echo_name(),
+        http_get(http, "new.example.com", "/").await.unwrap().echo_name(),
         "api",
         "last good config must keep serving"
     );
@@ -435,51 +318,20 @@ async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     // other hosts keep their certificates, the broken host falls back to the default.
     std::fs::remove_file(&extra).unwrap();
     let mut secrets = std::fs::read_to_string(q.dir.join("30-secrets.yaml")).unwrap();
-    let blog = q
-        .leaf("blog-tls")
-        .chain_pem
-        .lines()
-        .nth(3)
-        .unwrap()
-        .to_owned();
+    let blog = q.leaf("blog-tls").chain_pem.lines().nth(3).unwrap().to_owned();
     secrets = secrets.replacen(&blog, "this is not base64 at all!", 1);
     std::fs::write(q.dir.join("30-secrets.yaml"), &secrets).unwrap();
     let (found, log) = log_has("TLS Secret quickstart/blog-tls".into()).await;
     assert!(found, "bad certificate not reported:\n{log}");
     assert!(log.contains("Ingress quickstart/blog"), "{log}");
-    assert!(
-        log.contains("BadCertificatePEM") || log.contains("BadCertificate"),
-        "{log}"
-    );
+    assert!(log.contains("BadCertificatePEM") || log.contains("BadCertificate"), "{log}");
     assert!(log.contains("last good certificate"), "{log}");
-    let shop = https_get(
-        https,
-        Some("shop.example.com"),
-        inspect.clone(),
-        "shop.example.com",
-        "/",
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        shop.peer_cert.as_ref(),
-        Some(&q.leaf("shop-tls").leaf_der())
-    );
+    let shop = https_get(https, Some("shop.example.com"), inspect.clone(), "shop.example.com", "/").await.unwrap();
+    assert_eq!(shop.peer_cert.as_ref(), Some(&q.leaf("shop-tls").leaf_der()));
     assert_eq!(shop.echo_name(), "web");
     // The process saw the good blog certificate first, so that one keeps serving.
-    let blog_seen = https_get(
-        https,
-        Some("blog.example.com"),
-        inspect.clone(),
-        "blog.example.com",
-        "/",
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        blog_seen.peer_cert.as_ref(),
-        Some(&q.leaf("blog-tls").leaf_der())
-    );
+    let blog_seen = https_get(https, Some("blog.example.com"), inspect.clone(), "blog.example.com", "/").await.unwrap();
+    assert_eq!(blog_seen.peer_cert.as_ref(), Some(&q.leaf("blog-tls").leaf_der()));
     assert_eq!(blog_seen.echo_name(), "blog");
 }
 
@@ -488,51 +340,24 @@ async fn bad_certificate_at_start_serves_default_for_that_host_only() {
     let q = quickstart("badstart").await;
     let mut secrets = std::fs::read_to_string(q.dir.join("30-secrets.yaml")).unwrap();
     // blog's key replaced with shop's: a key that does not match the certificate.
-    let (blog_key, shop_key) = (
-        q.leaf("blog-tls").key_pem.clone(),
-        q.leaf("shop-tls").key_pem.clone(),
-    );
+    let (blog_key, shop_key) = (q.leaf("blog-tls").key_pem.clone(), q.leaf("shop-tls").key_pem.clone());
     let indent = |s: &str| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
     secrets = secrets.replace(&indent(&blog_key), &indent(&shop_key));
     std::fs::write(q.dir.join("30-secrets.yaml"), &secrets).unwrap();
-    let w = Wharf::start(
-        &[&q.dir],
-        &["--default-ssl-certificate", "quickstart/default-tls"],
-    );
+    let w = Wharf::start(&[&q.dir], &["--default-ssl-certificate", "quickstart/default-tls"]);
     w.wait_ready().await;
     let inspect = inspecting_client_config(&[b"http/1.1"]);
-    let blog = https_get(
-        addr(w.https),
-        Some("blog.example.com"),
-        inspect.clone(),
-        "blog.example.com",
-        "/",
-    )
-    .await
-    .unwrap();
+    let blog =
+        https_get(addr(w.https), Some("blog.example.com"), inspect.clone(), "blog.example.com", "/").await.unwrap();
     assert_eq!(
         blog.peer_cert.as_ref(),
         Some(&q.leaf("default-tls").leaf_der()),
         "a mismatched key must never be served"
     );
-    let shop = https_get(
-        addr(w.https),
-        Some("shop.example.com"),
-        inspect,
-        "shop.example.com",
-        "/",
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        shop.peer_cert.as_ref(),
-        Some(&q.leaf("shop-tls").leaf_der())
-    );
+    let shop = https_get(addr(w.https), Some("shop.example.com"), inspect, "shop.example.com", "/").await.unwrap();
+    assert_eq!(shop.peer_cert.as_ref(), Some(&q.leaf("shop-tls").leaf_der()));
     let log = w.log();
-    assert!(
-        log.contains("KeyMismatch") && log.contains("Ingress quickstart/blog"),
-        "{log}"
-    );
+    assert!(log.contains("KeyMismatch") && log.contains("Ingress quickstart/blog"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -541,31 +366,18 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let mut w = Wharf::start(&[&q.dir], &[]);
     w.wait_ready().await;
     let http = addr(w.http);
-    let slow =
-        tokio::spawn(async move { http_get(http, "blog.example.com", "/?delay_ms=500").await });
+    let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/?delay_ms=500").await });
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let kill = Command::new("kill")
-        .args(["-TERM", &w.child.id().to_string()])
-        .status()
-        .unwrap();
+    let kill = Command::new("kill").args(["-TERM", &w.child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let seen = slow.await.unwrap().unwrap();
-    assert_eq!(
-        (seen.status, seen.echo_name().as_str()),
-        (200, "blog"),
-        "in-flight request was dropped"
-    );
+    assert_eq!((seen.status, seen.echo_name().as_str()), (200, "blog"), "in-flight request was dropped");
     let status = tokio::task::spawn_blocking(move || {
         let s = w.child.wait().unwrap();
         (s, w)
     })
     .await
     .unwrap();
-    assert!(
-        status.0.success(),
-        "exit status {:?}; log:\n{}",
-        status.0,
-        status.1.log()
-    );
+    assert!(status.0.success(), "exit status {:?}; log:\n{}", status.0, status.1.log());
     assert!(status.1.log().contains("drained"), "{}", status.1.log());
 }

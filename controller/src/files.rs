@@ -90,32 +90,21 @@ fn walk(path: &Path, explicit: bool, out: &mut Vec<PathBuf>, errors: &mut Vec<Fi
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(source) => {
-            errors.push(FileError::Read {
-                path: path.to_owned(),
-                source,
-            });
+            errors.push(FileError::Read { path: path.to_owned(), source });
             return;
         }
     };
     if meta.is_dir() {
         let mut entries = match std::fs::read_dir(path) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .collect::<Vec<_>>(),
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect::<Vec<_>>(),
             Err(source) => {
-                errors.push(FileError::Read {
-                    path: path.to_owned(),
-                    source,
-                });
+                errors.push(FileError::Read { path: path.to_owned(), source });
                 return;
             }
         };
         entries.sort();
         for e in entries {
-            let hidden = e
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'));
+            let hidden = e.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
             if !hidden {
                 walk(&e, false, out, errors);
             }
@@ -126,21 +115,14 @@ fn walk(path: &Path, explicit: bool, out: &mut Vec<PathBuf>, errors: &mut Vec<Fi
 }
 
 fn is_manifest(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml" | "json")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
 /// Parses a multi-document manifest text into `loaded`.
 pub fn parse_into(path: &Path, text: &str, loaded: &mut Loaded, errors: &mut Vec<FileError>) {
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let err = |object: String, message: String| FileError::Parse {
-            path: path.to_owned(),
-            doc: i + 1,
-            object,
-            message,
-        };
+        let err =
+            |object: String, message: String| FileError::Parse { path: path.to_owned(), doc: i + 1, object, message };
         let value = match serde_yaml::Value::deserialize(doc) {
             Ok(serde_yaml::Value::Null) => continue,
             Ok(v) => v,
@@ -159,8 +141,7 @@ pub fn parse_into(path: &Path, text: &str, loaded: &mut Loaded, errors: &mut Vec
 use serde::Deserialize;
 
 fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (String, String)> {
-    let str_field =
-        |v: &serde_yaml::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+    let str_field = |v: &serde_yaml::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
     let kind = str_field(&value, "kind");
     let api_version = str_field(&value, "apiVersion");
     let meta = value.get("metadata");
@@ -170,11 +151,7 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
         return Err((label, "missing apiVersion or kind".into()));
     }
     if kind == "List" {
-        let items = value
-            .get("items")
-            .and_then(|i| i.as_sequence())
-            .cloned()
-            .unwrap_or_default();
+        let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
         for item in items {
             add_object(item, loaded)?;
         }
@@ -185,17 +162,12 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
         ("networking.k8s.io/v1", "IngressClass") => w.ingress_classes.push(decode(value, &label)?),
         ("networking.k8s.io/v1", "Ingress") => {
             let mut ing: Ingress = decode(value, &label)?;
-            ing.metadata
-                .namespace
-                .get_or_insert_with(|| "default".into());
+            ing.metadata.namespace.get_or_insert_with(|| "default".into());
             w.ingresses.push(ing);
         }
         ("v1", "Secret") => {
             let mut secret: Secret = decode(value, &label)?;
-            secret
-                .metadata
-                .namespace
-                .get_or_insert_with(|| "default".into());
+            secret.metadata.namespace.get_or_insert_with(|| "default".into());
             // What the API server does on write: stringData wins over data.
             if let Some(string_data) = secret.string_data.take() {
                 let data = secret.data.get_or_insert_with(Default::default);
@@ -207,17 +179,12 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
         }
         ("v1", "Service") => {
             let mut svc: Service = decode(value, &label)?;
-            svc.metadata
-                .namespace
-                .get_or_insert_with(|| "default".into());
+            svc.metadata.namespace.get_or_insert_with(|| "default".into());
             w.services.push(svc);
         }
         ("discovery.k8s.io/v1", "EndpointSlice") => {
             let mut slice: EndpointSlice = decode(value, &label)?;
-            slice
-                .metadata
-                .namespace
-                .get_or_insert_with(|| "default".into());
+            slice.metadata.namespace.get_or_insert_with(|| "default".into());
             w.endpoint_slices.push(slice);
         }
         _ => loaded.ignored.push(format!("{kind} {name}")),
@@ -225,10 +192,7 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
     Ok(())
 }
 
-fn decode<T: DeserializeOwned>(
-    value: serde_yaml::Value,
-    label: &str,
-) -> Result<T, (String, String)> {
+fn decode<T: DeserializeOwned>(value: serde_yaml::Value, label: &str) -> Result<T, (String, String)> {
     serde_yaml::from_value(value).map_err(|e| (label.to_owned(), e.to_string()))
 }
 
@@ -253,17 +217,8 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let s = &loaded.world.secrets[0];
         assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
-        assert_eq!(
-            s.data
-                .as_ref()
-                .and_then(|d| d.get("tls.crt"))
-                .map(|b| b.0.as_slice()),
-            Some(&b"abc"[..])
-        );
-        assert_eq!(
-            loaded.world.ingresses[0].metadata.namespace.as_deref(),
-            Some("web")
-        );
+        assert_eq!(s.data.as_ref().and_then(|d| d.get("tls.crt")).map(|b| b.0.as_slice()), Some(&b"abc"[..]));
+        assert_eq!(loaded.world.ingresses[0].metadata.namespace.as_deref(), Some("web"));
         assert_eq!(loaded.ignored, ["Deployment d"]);
     }
 
@@ -273,20 +228,9 @@ mod tests {
             "apiVersion: v1\nkind: Service\nmetadata: {name: ok}\n---\n\
              apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: broken}\nspec: {rules: 7}\n",
         );
-        let msg = errors
-            .iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            msg.starts_with("x.yaml: document 2 (Ingress broken): "),
-            "{msg}"
-        );
+        let msg = errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n");
+        assert!(msg.starts_with("x.yaml: document 2 (Ingress broken): "), "{msg}");
         let (_, errors) = parse("a: [\n");
-        assert!(
-            errors[0].to_string().starts_with("x.yaml: document 1: "),
-            "{}",
-            errors[0]
-        );
+        assert!(errors[0].to_string().starts_with("x.yaml: document 1: "), "{}", errors[0]);
     }
 }

@@ -8,9 +8,7 @@ pub mod files;
 pub mod k8s;
 pub mod translate;
 
-pub use translate::{
-    translate, Diagnostic, Options, ServicePortRef, TcpService, Translation, World,
-};
+pub use translate::{translate, Diagnostic, Options, ServicePortRef, TcpService, Translation, World};
 
 /// Logs each diagnostic once per appearance (not on every rebuild).
 #[derive(Debug, Default)]
@@ -32,7 +30,5 @@ impl DiagnosticLog {
 
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }

@@ -27,9 +27,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut drain: Watch)
                 let s = Arc::clone(&s);
                 async move { Ok::<_, std::convert::Infallible>(respond(&s, &req)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
         });
     }
 }
@@ -37,35 +35,19 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut drain: Watch)
 fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let cfg = shared.config.load();
     let (status, ctype, body) = match req.uri().path() {
-        "/healthz/ready" if cfg.version > 0 => (
-            StatusCode::OK,
-            "text/plain",
-            format!("ready: config version {}\n", cfg.version),
-        ),
-        "/healthz/ready" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready: no config applied yet\n".to_owned(),
-        ),
+        "/healthz/ready" if cfg.version > 0 => {
+            (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version))
+        }
+        "/healthz/ready" => {
+            (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready: no config applied yet\n".to_owned())
+        }
         "/healthz/live" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/metrics" => (
-            StatusCode::OK,
-            "text/plain; version=0.0.4",
-            shared.metrics.render(),
-        ),
+        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", shared.metrics.render()),
         "/debug/config" => {
             let dump = serde_json::json!({ "version": cfg.version, "snapshot": &*cfg.snapshot });
-            (
-                StatusCode::OK,
-                "application/json",
-                serde_json::to_string_pretty(&dump).unwrap_or_default(),
-            )
+            (StatusCode::OK, "application/json", serde_json::to_string_pretty(&dump).unwrap_or_default())
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "try /healthz/ready, /metrics or /debug/config\n".to_owned(),
-        ),
+        _ => (StatusCode::NOT_FOUND, "text/plain", "try /healthz/ready, /metrics or /debug/config\n".to_owned()),
     };
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;

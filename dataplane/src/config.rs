@@ -81,11 +81,7 @@ impl Router {
         self.exact
             .get(host)
             .and_then(|r| first(r, path))
-            .or_else(|| {
-                Host::wildcard_key(host)
-                    .and_then(|k| self.wildcard.get(k))
-                    .and_then(|r| first(r, path))
-            })
+            .or_else(|| Host::wildcard_key(host).and_then(|k| self.wildcard.get(k)).and_then(|r| first(r, path)))
             .or_else(|| first(&self.any, path))
             .or(self.default.as_ref())
     }
@@ -124,11 +120,7 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
 }
 
 /// Endpoint state is kept across configs for the same address, protocol and mesh route.
-type EndpointKey = (
-    std::net::SocketAddr,
-    AppProtocol,
-    Option<wharf_model::Hbone>,
-);
+type EndpointKey = (std::net::SocketAddr, AppProtocol, Option<wharf_model::Hbone>);
 
 /// Parsed certificates by id, with the PEM they came from (to notice changes).
 type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
@@ -164,11 +156,7 @@ pub struct Compiler {
 impl Compiler {
     /// A compiler whose configs share `resumption` state.
     pub fn new(metrics: Metrics, resumption: Resumption, fallback_cert: Arc<CertifiedKey>) -> Self {
-        Compiler {
-            metrics,
-            resumption,
-            fallback_cert,
-        }
+        Compiler { metrics, resumption, fallback_cert }
     }
 
     /// An empty config: no routes, the fallback certificate.
@@ -211,30 +199,18 @@ impl Compiler {
                         .and_then(|p| p.endpoints.get(&key))
                         .or_else(|| endpoints.get(&key))
                         .cloned()
-                        .unwrap_or_else(|| {
-                            Arc::new(EndpointState::new(
-                                e.addr,
-                                cluster.protocol,
-                                e.hbone.clone(),
-                            ))
-                        });
+                        .unwrap_or_else(|| Arc::new(EndpointState::new(e.addr, cluster.protocol, e.hbone.clone())));
                     endpoints.insert(key, Arc::clone(&state));
                     state
                 })
                 .collect();
-            upstreams.insert(
-                id,
-                Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)),
-            );
+            upstreams.insert(id, Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)));
         }
 
         let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::new();
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
-            let metrics = route_metrics
-                .entry(source.clone())
-                .or_insert_with(|| self.metrics.route(&source))
-                .clone();
+            let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
             CompiledRoute {
                 path: r.path.clone(),
                 upstream: upstreams.get(r.cluster.as_str()).cloned(),
@@ -274,47 +250,25 @@ impl Compiler {
             .filter_map(|r| Some((r.port, upstreams.get(r.cluster.as_str())?.clone())))
             .collect();
 
-        Ok(CompiledConfig {
-            version,
-            snapshot,
-            tls,
-            router,
-            passthrough,
-            tcp,
-            endpoints,
-            certs,
-        })
+        Ok(CompiledConfig { version, snapshot, tls, router, passthrough, tcp, endpoints, certs })
     }
 
-    fn certificates(
-        &self,
-        snapshot: &Snapshot,
-        previous: Option<&CompiledConfig>,
-    ) -> Result<CertCache, CompileError> {
+    fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
         let mut out = HashMap::with_capacity(snapshot.certificates.len());
         for (id, c) in &snapshot.certificates {
-            let reused = previous
-                .and_then(|p| p.certs.get(id))
-                .filter(|(chain, key, _)| {
-                    Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
-                        || (chain.as_ref() == c.chain_pem.as_ref()
-                            && key.as_ref() == c.key_pem.as_ref())
-                });
+            let reused = previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
+                Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
+                    || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
+            });
             let ck = match reused {
                 Some((_, _, ck)) => Arc::clone(ck),
                 None => {
                     wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
-                        .map_err(|source| CompileError::Certificate {
-                            id: id.clone(),
-                            source,
-                        })?
+                        .map_err(|source| CompileError::Certificate { id: id.clone(), source })?
                         .certified_key
                 }
             };
-            out.insert(
-                id.clone(),
-                (Arc::clone(&c.chain_pem), Arc::clone(&c.key_pem), ck),
-            );
+            out.insert(id.clone(), (Arc::clone(&c.chain_pem), Arc::clone(&c.key_pem), ck));
         }
         Ok(out)
     }
@@ -324,10 +278,7 @@ fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedK
     certs
         .get(id)
         .map(|(_, _, ck)| Arc::clone(ck))
-        .ok_or_else(|| CompileError::MissingCertificate {
-            host: host.to_owned(),
-            id: id.to_owned(),
-        })
+        .ok_or_else(|| CompileError::MissingCertificate { host: host.to_owned(), id: id.to_owned() })
 }
 
 #[cfg(test)]

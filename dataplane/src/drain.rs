@@ -23,9 +23,7 @@ impl Signal {
     /// Tells everyone to drain and waits up to `deadline` for them. True when all finished.
     pub async fn drain(self, deadline: Duration) -> bool {
         let _ = self.0.send(true);
-        tokio::time::timeout(deadline, self.0.closed())
-            .await
-            .is_ok()
+        tokio::time::timeout(deadline, self.0.closed()).await.is_ok()
     }
 }
 

@@ -63,28 +63,19 @@ async fn respond(
         let mut resp = Response::new(Full::new(Bytes::new()));
         *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
         resp.headers_mut().insert(header::UPGRADE, upgrade);
-        resp.headers_mut().insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("upgrade"),
-        );
+        resp.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("upgrade"));
         return Ok(resp);
     }
     let headers: serde_json::Map<String, serde_json::Value> = req
         .headers()
         .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                serde_json::Value::from(String::from_utf8_lossy(v.as_bytes())),
-            )
-        })
+        .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::from(String::from_utf8_lossy(v.as_bytes()))))
         .collect();
-    let host = req.uri().authority().map(|a| a.to_string()).or_else(|| {
-        req.headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_owned)
-    });
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.to_string())
+        .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned));
     let mut body = serde_json::json!({
         "name": &*name,
         "method": req.method().as_str(),
@@ -112,10 +103,7 @@ async fn respond(
         .unwrap_or(StatusCode::OK);
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     if let Ok(v) = header::HeaderValue::from_str(&name) {
         resp.headers_mut().insert("x-echo-name", v);
     }

@@ -75,12 +75,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            timeouts: Timeouts::default(),
-            https_redirect_port: 443,
-            access_log: true,
-            mesh: None,
-        }
+        Options { timeouts: Timeouts::default(), https_redirect_port: 443, access_log: true, mesh: None }
     }
 }
 
@@ -131,9 +126,10 @@ impl Gateway {
         let empty = compiler.empty()?;
         let dialer = proxy::upstream::Dialer {
             timeout: opts.timeouts.connect,
-            hbone: opts.mesh.as_ref().map(|m| {
-                hbone::HboneClient::new(Arc::clone(m), opts.timeouts.connect, metrics.clone())
-            }),
+            hbone: opts
+                .mesh
+                .as_ref()
+                .map(|m| hbone::HboneClient::new(Arc::clone(m), opts.timeouts.connect, metrics.clone())),
         };
         Ok(Gateway {
             shared: Arc::new(Shared {
@@ -155,10 +151,7 @@ impl Gateway {
         let _serial = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
         let previous = s.config.load_full();
         let version = s.version.load(Ordering::Relaxed) + 1;
-        match s
-            .compiler
-            .compile(Arc::new(snapshot), version, Some(&previous))
-        {
+        match s.compiler.compile(Arc::new(snapshot), version, Some(&previous)) {
             Ok(compiled) => {
                 s.config.store(Arc::new(compiled));
                 s.version.store(version, Ordering::Relaxed);

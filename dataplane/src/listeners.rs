@@ -51,16 +51,15 @@ pub struct Bound {
 async fn bind(addr: Option<SocketAddr>, what: &str) -> std::io::Result<Option<TcpListener>> {
     match addr {
         None => Ok(None),
-        Some(a) => TcpListener::bind(a).await.map(Some).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot listen on {a} ({what}): {e}"))
-        }),
+        Some(a) => TcpListener::bind(a)
+            .await
+            .map(Some)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {a} ({what}): {e}"))),
     }
 }
 
 fn port(l: &Option<TcpListener>) -> u16 {
-    l.as_ref()
-        .and_then(|l| l.local_addr().ok())
-        .map_or(0, |a| a.port())
+    l.as_ref().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port())
 }
 
 impl Gateway {
@@ -102,10 +101,7 @@ impl Bound {
     }
     /// Local addresses of the TCP listeners.
     pub fn tcp_addrs(&self) -> Vec<SocketAddr> {
-        self.tcp
-            .iter()
-            .filter_map(|(l, _)| l.local_addr().ok())
-            .collect()
+        self.tcp.iter().filter_map(|(l, _)| l.local_addr().ok()).collect()
     }
     /// Local address of the HBONE inbound listener.
     pub fn hbone_addr(&self) -> Option<SocketAddr> {
@@ -123,84 +119,40 @@ impl Bound {
         let mut set = JoinSet::new();
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(
-                l,
-                drain.clone(),
-                Listener::Http,
-                s.clone(),
-                move |stream, client, w| {
-                    serve_http(
-                        s.clone(),
-                        stream,
-                        ConnInfo {
-                            client,
-                            scheme: Scheme::Http,
-                            port,
-                        },
-                        w,
-                    )
-                },
-            ));
+            set.spawn(accept_loop(l, drain.clone(), Listener::Http, s.clone(), move |stream, client, w| {
+                serve_http(s.clone(), stream, ConnInfo { client, scheme: Scheme::Http, port }, w)
+            }));
         }
         if let Some((l, port)) = self.https {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(
-                l,
-                drain.clone(),
-                Listener::Https,
-                s.clone(),
-                move |stream, client, w| {
-                    serve_https(
-                        s.clone(),
-                        stream,
-                        ConnInfo {
-                            client,
-                            scheme: Scheme::Https,
-                            port,
-                        },
-                        w,
-                    )
-                },
-            ));
+            set.spawn(accept_loop(l, drain.clone(), Listener::Https, s.clone(), move |stream, client, w| {
+                serve_https(s.clone(), stream, ConnInfo { client, scheme: Scheme::Https, port }, w)
+            }));
         }
         if let Some(l) = self.passthrough {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(
-                l,
-                drain.clone(),
-                Listener::Passthrough,
-                s.clone(),
-                move |stream, client, _w| passthrough::serve(s.clone(), stream, client),
-            ));
+            set.spawn(accept_loop(l, drain.clone(), Listener::Passthrough, s.clone(), move |stream, client, _w| {
+                passthrough::serve(s.clone(), stream, client)
+            }));
         }
         for (l, route_port) in self.tcp {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(
-                l,
-                drain.clone(),
-                Listener::Tcp,
-                s.clone(),
-                move |stream, client, _w| tcp::serve(s.clone(), stream, client, route_port),
-            ));
+            set.spawn(accept_loop(l, drain.clone(), Listener::Tcp, s.clone(), move |stream, client, _w| {
+                tcp::serve(s.clone(), stream, client, route_port)
+            }));
         }
         if let (Some(l), Some(mesh)) = (self.hbone, shared.opts.mesh.clone()) {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(
-                l,
-                drain.clone(),
-                Listener::Hbone,
-                s.clone(),
-                move |stream, client, w| {
-                    crate::hbone::inbound::serve_conn(
-                        stream,
-                        client,
-                        Arc::clone(&mesh),
-                        s.opts.timeouts.connect,
-                        s.metrics.clone(),
-                        w,
-                    )
-                },
-            ));
+            set.spawn(accept_loop(l, drain.clone(), Listener::Hbone, s.clone(), move |stream, client, w| {
+                crate::hbone::inbound::serve_conn(
+                    stream,
+                    client,
+                    Arc::clone(&mesh),
+                    s.opts.timeouts.connect,
+                    s.metrics.clone(),
+                    w,
+                )
+            }));
         }
         if let Some(l) = self.admin {
             set.spawn(admin::serve(l, Arc::clone(&shared), drain.clone()));
@@ -210,13 +162,8 @@ impl Bound {
     }
 }
 
-async fn accept_loop<F, Fut>(
-    listener: TcpListener,
-    mut drain: Watch,
-    kind: Listener,
-    shared: Arc<Shared>,
-    handle: F,
-) where
+async fn accept_loop<F, Fut>(listener: TcpListener, mut drain: Watch, kind: Listener, shared: Arc<Shared>, handle: F)
+where
     F: Fn(TcpStream, SocketAddr, Watch) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -270,11 +217,7 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.opts.timeouts.client_idle)
-        .keep_alive(true);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(shared.opts.timeouts.client_idle).keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -2,8 +2,8 @@
 //! resolved when a snapshot is compiled, so the request path never looks a label up.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Why a proxied request or connection failed upstream.
@@ -168,21 +168,12 @@ impl Metrics {
             &["route", "code"],
         );
         let duration = HistogramVec::new(
-            HistogramOpts::new(
-                "wharf_http_request_duration_seconds",
-                "Time to response headers, by route",
-            )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0,
-            ]),
+            HistogramOpts::new("wharf_http_request_duration_seconds", "Time to response headers, by route")
+                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
             &["route"],
         );
         let handshakes = IntCounterVec::new(
-            Opts::new(
-                "wharf_tls_handshakes_total",
-                "TLS handshakes by listener and result",
-            ),
+            Opts::new("wharf_tls_handshakes_total", "TLS handshakes by listener and result"),
             &["listener", "result"],
         );
         let sni = IntCounterVec::new(
@@ -193,21 +184,13 @@ impl Metrics {
             &["match"],
         );
         let active = IntGaugeVec::new(
-            Opts::new(
-                "wharf_active_connections",
-                "Open downstream connections by listener",
-            ),
+            Opts::new("wharf_active_connections", "Open downstream connections by listener"),
             &["listener"],
         );
-        let upstream = IntCounterVec::new(
-            Opts::new("wharf_upstream_errors_total", "Upstream failures by reason"),
-            &["reason"],
-        );
+        let upstream =
+            IntCounterVec::new(Opts::new("wharf_upstream_errors_total", "Upstream failures by reason"), &["reason"]);
         let bytes = IntCounterVec::new(
-            Opts::new(
-                "wharf_proxied_bytes_total",
-                "Bytes relayed by the TCP and passthrough listeners, by direction",
-            ),
+            Opts::new("wharf_proxied_bytes_total", "Bytes relayed by the TCP and passthrough listeners, by direction"),
             &["listener", "direction"],
         );
         let gauge = |n: &str, h: &str| IntGauge::new(n, h);
@@ -253,7 +236,10 @@ impl Metrics {
                 )?,
                 hbone_active: gauge("wharf_hbone_active_tunnels", "Open HBONE tunnels")?,
                 hbone_pooled: gauge("wharf_hbone_pooled_connections", "Pooled HBONE client connections")?,
-                hbone_bytes: IntCounterVec::new(Opts::new("wharf_hbone_bytes_total", "Bytes through inbound HBONE tunnels, by direction"), &["direction"])?,
+                hbone_bytes: IntCounterVec::new(
+                    Opts::new("wharf_hbone_bytes_total", "Bytes through HBONE tunnels, by tunnel direction (outbound, inbound) and byte direction (upstream, downstream)"),
+                    &["tunnel", "direction"],
+                )?,
             };
             registry.register(Box::new(m.hbone_tunnels.clone()))?;
             registry.register(Box::new(m.hbone_active.clone()))?;
@@ -279,8 +265,7 @@ impl Metrics {
     /// Handles for one route label.
     pub fn route(&self, route: &str) -> RouteMetrics {
         RouteMetrics {
-            by_class: ["1xx", "2xx", "3xx", "4xx", "5xx"]
-                .map(|c| self.requests.with_label_values(&[route, c])),
+            by_class: ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|c| self.requests.with_label_values(&[route, c])),
             duration: self.duration.with_label_values(&[route]),
         }
     }
@@ -309,28 +294,20 @@ impl Metrics {
     /// Byte counters of a listener (to the upstream, to the client).
     pub fn bytes(&self, listener: Listener) -> (IntCounter, IntCounter) {
         (
-            self.bytes
-                .with_label_values(&[listener.label(), "upstream"]),
-            self.bytes
-                .with_label_values(&[listener.label(), "downstream"]),
+            self.bytes.with_label_values(&[listener.label(), "upstream"]),
+            self.bytes.with_label_values(&[listener.label(), "downstream"]),
         )
     }
 
     /// Counts an HBONE tunnel attempt.
     pub fn hbone_tunnel(&self, direction: &str, result: &str) {
-        self.hbone_tunnels
-            .with_label_values(&[direction, result])
-            .inc();
+        self.hbone_tunnels.with_label_values(&[direction, result]).inc();
     }
 
-    /// Adds bytes relayed by an inbound tunnel.
-    pub fn hbone_bytes(&self, to_upstream: u64, to_client: u64) {
-        self.hbone_bytes
-            .with_label_values(&["upstream"])
-            .inc_by(to_upstream);
-        self.hbone_bytes
-            .with_label_values(&["downstream"])
-            .inc_by(to_client);
+    /// Adds the bytes a closed tunnel carried (`tunnel`: outbound or inbound).
+    pub fn hbone_bytes(&self, tunnel: &str, to_upstream: u64, to_client: u64) {
+        self.hbone_bytes.with_label_values(&[tunnel, "upstream"]).inc_by(to_upstream);
+        self.hbone_bytes.with_label_values(&[tunnel, "downstream"]).inc_by(to_client);
     }
 
     /// Prometheus text exposition.

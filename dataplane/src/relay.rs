@@ -17,9 +17,7 @@ where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let (to_up, to_down) = tokio::io::copy_bidirectional(down, up)
-        .await
-        .unwrap_or((0, 0));
+    let (to_up, to_down) = tokio::io::copy_bidirectional(down, up).await.unwrap_or((0, 0));
     let (up_c, down_c) = metrics.bytes(listener);
     up_c.inc_by(to_up + already_sent);
     down_c.inc_by(to_down);

@@ -10,12 +10,7 @@ use crate::relay::relay;
 use crate::Shared;
 
 /// Serves one TCP connection that arrived on gateway port `route_port`.
-pub async fn serve(
-    shared: Arc<Shared>,
-    mut stream: TcpStream,
-    client: std::net::SocketAddr,
-    route_port: u16,
-) {
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net::SocketAddr, route_port: u16) {
     let upstream = shared.config.load().tcp.get(&route_port).cloned();
     let Some(upstream) = upstream else {
         tracing::info!(%client, port = route_port, "tcp: no route for this port; closing");

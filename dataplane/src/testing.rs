@@ -40,16 +40,9 @@ impl TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
         let cert = params.self_signed(&key).expect("CA cert");
-        TestCa {
-            root_pem: cert.pem(),
-            root_der: cert.der().clone(),
-            issuer: Issuer::new(params, key),
-        }
+        TestCa { root_pem: cert.pem(), root_der: cert.der().clone(), issuer: Issuer::new(params, key) }
     }
 
     /// A server certificate for `names` (the first is also the CN).
@@ -60,16 +53,12 @@ impl TestCa {
     pub fn leaf(&self, names: &[&str]) -> Leaf {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("leaf key");
         let mut params =
-            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("leaf params");
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("leaf params");
         if let Some(cn) = names.first() {
             params.distinguished_name.push(DnType::CommonName, *cn);
         }
         let cert = params.signed_by(&key, &self.issuer).expect("leaf cert");
-        Leaf {
-            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
-            key_pem: key.serialize_pem(),
-        }
+        Leaf { chain_pem: format!("{}{}", cert.pem(), self.root_pem), key_pem: key.serialize_pem() }
     }
 
     /// A mesh workload certificate: URI SAN `spiffe_id` only, server and client usage.
@@ -80,18 +69,12 @@ impl TestCa {
     pub fn workload(&self, spiffe_id: &str) -> Leaf {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("workload key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("workload params");
-        params.subject_alt_names = vec![rcgen::SanType::URI(
-            rcgen::string::Ia5String::try_from(spiffe_id).expect("ASCII URI"),
-        )];
-        params.extended_key_usages = vec![
-            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
-            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
-        ];
+        params.subject_alt_names =
+            vec![rcgen::SanType::URI(rcgen::string::Ia5String::try_from(spiffe_id).expect("ASCII URI"))];
+        params.extended_key_usages =
+            vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let cert = params.signed_by(&key, &self.issuer).expect("workload cert");
-        Leaf {
-            chain_pem: format!("{}{}", cert.pem(), self.root_pem),
-            key_pem: key.serialize_pem(),
-        }
+        Leaf { chain_pem: format!("{}{}", cert.pem(), self.root_pem), key_pem: key.serialize_pem() }
     }
 
     /// The gateway-side mesh identity for `spiffe_id`, trusting this CA as the mesh root.
@@ -111,6 +94,34 @@ impl TestCa {
         .expect("valid mesh certificate")
     }
 
+    /// Signs a PEM CSR as a mesh CA would: the CSR's subject alternative names, server and
+    /// client usage. Returns the leaf PEM.
+    ///
+    /// # Errors
+    /// If the CSR does not parse.
+    pub fn sign_csr(&self, csr_pem: &str) -> Result<String, String> {
+        let mut csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| e.to_string())?;
+        csr.params.extended_key_usages =
+            vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        Ok(csr.signed_by(&self.issuer).map_err(|e| e.to_string())?.pem())
+    }
+
+    /// The URI SANs a PEM CSR asks for.
+    pub fn csr_uris(csr_pem: &str) -> Vec<String> {
+        rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+            .map(|c| {
+                c.params
+                    .subject_alt_names
+                    .iter()
+                    .filter_map(|s| match s {
+                        rcgen::SanType::URI(u) => Some(u.as_str().to_owned()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// A rustls client config trusting this CA, offering `alpn`.
     ///
     /// # Panics
@@ -119,13 +130,12 @@ impl TestCa {
     pub fn client_config(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.root_der.clone()).expect("root");
-        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let mut cfg =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
         cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
         Arc::new(cfg)
     }
@@ -138,8 +148,7 @@ impl Leaf {
     /// If the certificate does not validate.
     #[allow(clippy::expect_used)]
     pub fn certificate(&self) -> wharf_model::Certificate {
-        let loaded = wharf_model::tls::load(self.chain_pem.as_bytes(), self.key_pem.as_bytes(), 0)
-            .expect("valid leaf");
+        let loaded = wharf_model::tls::load(self.chain_pem.as_bytes(), self.key_pem.as_bytes(), 0).expect("valid leaf");
         wharf_model::Certificate {
             chain_pem: Arc::from(self.chain_pem.as_str()),
             key_pem: Arc::from(self.key_pem.as_str()),
@@ -188,12 +197,7 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -202,12 +206,7 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
@@ -223,10 +222,7 @@ impl Leaf {
     #[allow(clippy::expect_used)]
     pub fn leaf_der(&self) -> CertificateDer<'static> {
         use rustls::pki_types::pem::PemObject;
-        CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
-            .next()
-            .expect("a certificate")
-            .expect("valid PEM")
+        CertificateDer::pem_slice_iter(self.chain_pem.as_bytes()).next().expect("a certificate").expect("valid PEM")
     }
 }
 
@@ -278,24 +274,11 @@ pub async fn https_get(
         Some(s) => ServerName::try_from(s.to_owned()).map_err(|e| e.to_string())?,
         None => ServerName::IpAddress(addr.ip().into()),
     };
-    let tls = tokio_rustls::TlsConnector::from(cfg)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.map_err(|e| e.to_string())?;
     let (_, conn) = tls.get_ref();
-    let peer_cert = conn
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| c.clone().into_owned());
+    let peer_cert = conn.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned());
     let alpn = conn.alpn_protocol().map(|a| a.to_vec());
-    let mut seen = request(
-        TokioIo::new(tls),
-        alpn.as_deref() == Some(b"h2"),
-        host,
-        path,
-        "https",
-    )
-    .await?;
+    let mut seen = request(TokioIo::new(tls), alpn.as_deref() == Some(b"h2"), host, path, "https").await?;
     seen.peer_cert = peer_cert;
     seen.alpn = alpn;
     Ok(seen)
@@ -312,23 +295,18 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let resp = if h2 {
-        let (mut s, c) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (mut s, c) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.map_err(|e| e.to_string())?;
         tokio::spawn(c);
         let req = http::Request::get(format!("{scheme}://{host}{path}"))
             .body(Empty::<Bytes>::new())
             .map_err(|e| e.to_string())?;
         s.send_request(req).await.map_err(|e| e.to_string())?
     } else {
-        let (mut s, c) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (mut s, c) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
         tokio::spawn(c);
-        let req = http::Request::get(path)
-            .header("host", host)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
+        let req =
+            http::Request::get(path).header("host", host).body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
         s.send_request(req).await.map_err(|e| e.to_string())?
     };
     let (parts, body) = resp.into_parts();

@@ -23,12 +23,7 @@ pub struct SniResolver {
 impl SniResolver {
     /// A resolver serving `default` when nothing else matches.
     pub fn new(default: Arc<CertifiedKey>, metrics: Metrics) -> Self {
-        SniResolver {
-            exact: HashMap::new(),
-            wildcard: HashMap::new(),
-            default,
-            metrics,
-        }
+        SniResolver { exact: HashMap::new(), wildcard: HashMap::new(), default, metrics }
     }
 
     /// Serves `cert` for exactly `host` (lower-case).
@@ -55,9 +50,7 @@ impl SniResolver {
             if let Some(c) = self.exact.get(name) {
                 return (c, SniMatch::Exact);
             }
-            if let Some(c) =
-                wharf_model::Host::wildcard_key(name).and_then(|k| self.wildcard.get(k))
-            {
+            if let Some(c) = wharf_model::Host::wildcard_key(name).and_then(|k| self.wildcard.get(k)) {
                 return (c, SniMatch::Wildcard);
             }
         }
@@ -91,10 +84,7 @@ impl Resumption {
 }
 
 /// The HTTPS listener's rustls config: TLS 1.2 and 1.3, ALPN h2 and http/1.1, resumption.
-pub fn server_config(
-    resolver: SniResolver,
-    resumption: &Resumption,
-) -> Result<Arc<ServerConfig>, rustls::Error> {
+pub fn server_config(resolver: SniResolver, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
@@ -109,15 +99,11 @@ pub fn server_config(
 /// A self-signed certificate served when no default certificate is configured, so clients
 /// without SNI or with unknown names get a handshake (and a 404) instead of a reset.
 pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, String> {
-    let key =
-        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
-    let mut params =
-        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Wharf default certificate");
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, "Wharf default certificate");
     let cert = params.self_signed(&key).map_err(|e| e.to_string())?;
-    let loaded = wharf_model::tls::load(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0)
-        .map_err(|e| e.to_string())?;
+    let loaded =
+        wharf_model::tls::load(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0).map_err(|e| e.to_string())?;
     Ok(loaded.certified_key)
 }

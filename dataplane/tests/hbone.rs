@@ -25,19 +25,8 @@ const BACKEND: &str = "spiffe://cluster.local/ns/app/sa/backend";
 async fn inbound(ca: &TestCa, id: &str) -> (Gateway, SocketAddr) {
     let mesh = Arc::new(MeshIdentity::new("cluster.local"));
     mesh.set(ca.mesh_certs(id, "cluster.local"));
-    let gw = Gateway::new(Options {
-        mesh: Some(mesh),
-        access_log: false,
-        ..Options::default()
-    })
-    .unwrap();
-    let bound = gw
-        .bind(&ListenerAddrs {
-            hbone: loopback(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, ..Options::default() }).unwrap();
+    let bound = gw.bind(&ListenerAddrs { hbone: loopback(), ..Default::default() }).await.unwrap();
     let addr = bound.hbone_addr().unwrap();
     let (signal, watch) = drain::channel();
     tokio::spawn(bound.serve(gw.clone(), watch));
@@ -48,10 +37,7 @@ async fn inbound(ca: &TestCa, id: &str) -> (Gateway, SocketAddr) {
 fn client(ca: &TestCa, id: &str, td: &str) -> (Arc<HboneClient>, Arc<MeshIdentity>) {
     let mesh = Arc::new(MeshIdentity::new(td));
     mesh.set(ca.mesh_certs(id, td));
-    (
-        HboneClient::new(Arc::clone(&mesh), Duration::from_secs(5), Metrics::new()),
-        mesh,
-    )
+    (HboneClient::new(Arc::clone(&mesh), Duration::from_secs(5), Metrics::new()), mesh)
 }
 
 /// A TCP server echoing every byte until the client half-closes, then closing.
@@ -72,17 +58,10 @@ async fn tcp_echo() -> SocketAddr {
 }
 
 fn target(dial: SocketAddr, id: &str, to: SocketAddr) -> Hbone {
-    Hbone {
-        dial,
-        identity: Identity::parse(id).unwrap(),
-        authority: to.to_string(),
-    }
+    Hbone { dial, identity: Identity::parse(id).unwrap(), authority: to.to_string() }
 }
 
-async fn round_trip<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
-    t: &mut T,
-    msg: &[u8],
-) -> Vec<u8> {
+async fn round_trip<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(t: &mut T, msg: &[u8]) -> Vec<u8> {
     t.write_all(msg).await.unwrap();
     let mut got = vec![0u8; msg.len()];
     t.read_exact(&mut got).await.unwrap();
@@ -94,14 +73,11 @@ async fn tunnel_carries_bytes_both_ways_with_half_close() {
     let ca = TestCa::new("mesh root");
     let (in_gw, addr) = inbound(&ca, BACKEND).await;
     let echo = tcp_echo().await;
-    let (c, _) = client(&ca, GATEWAY, "cluster.local");
-    let mut t = c
-        .open(
-            &target(addr, BACKEND, echo),
-            Some("203.0.113.9:5555".parse().unwrap()),
-        )
-        .await
-        .unwrap();
+    let mesh = Arc::new(MeshIdentity::new("cluster.local"));
+    mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
+    let c_metrics = Metrics::new();
+    let c = HboneClient::new(mesh, Duration::from_secs(5), c_metrics.clone());
+    let mut t = c.open(&target(addr, BACKEND, echo), Some("203.0.113.9:5555".parse().unwrap())).await.unwrap();
     // 10 MiB through one tunnel, then a half-close: the echo server sees EOF and closes.
     let payload: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
     let (mut r, mut w) = tokio::io::split(&mut t);
@@ -114,11 +90,23 @@ async fn tunnel_carries_bytes_both_ways_with_half_close() {
     n.unwrap();
     assert_eq!(got.len(), payload.len());
     assert!(got == payload, "bytes changed in the tunnel");
+    drop(t);
     let m = in_gw.metrics().render();
-    assert!(
-        m.contains("wharf_hbone_tunnels_total{direction=\"inbound\",result=\"ok\"} 1"),
-        "{m}"
-    );
+    assert!(m.contains("wharf_hbone_tunnels_total{direction=\"inbound\",result=\"ok\"} 1"), "{m}");
+    let ten_mib = "10485760";
+    let outbound = c_metrics.render();
+    let want = format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"outbound\"}} {ten_mib}");
+    assert!(outbound.contains(&want), "{outbound}");
+    let counted = eventually(Duration::from_secs(2), || {
+        let gw = in_gw.clone();
+        async move {
+            gw.metrics()
+                .render()
+                .contains(&format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"inbound\"}} {ten_mib}"))
+        }
+    })
+    .await;
+    assert!(counted, "{}", in_gw.metrics().render());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,74 +117,36 @@ async fn refusals_are_told_apart() {
 
     // The peer is not who we expect.
     let (c, _) = client(&ca, GATEWAY, "cluster.local");
-    let err = c
-        .open(
-            &target(addr, "spiffe://cluster.local/ns/app/sa/other", echo),
-            None,
-        )
-        .await
-        .unwrap_err();
+    let err = c.open(&target(addr, "spiffe://cluster.local/ns/app/sa/other", echo), None).await.unwrap_err();
     assert!(matches!(err, HboneError::Tls { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .contains("spiffe://cluster.local/ns/app/sa/other"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("spiffe://cluster.local/ns/app/sa/other"), "{err}");
 
     // We are in another trust domain (same root): the inbound side refuses us.
-    let (other_td, _) = client(
-        &ca,
-        "spiffe://other.local/ns/wharf/sa/gateway",
-        "other.local",
-    );
-    let err = other_td
-        .open(&target(addr, BACKEND, echo), None)
-        .await
-        .unwrap_err();
+    let (other_td, _) = client(&ca, "spiffe://other.local/ns/wharf/sa/gateway", "other.local");
+    let err = other_td.open(&target(addr, BACKEND, echo), None).await.unwrap_err();
     assert!(matches!(err, HboneError::Tls { .. }), "{err}");
 
     // A certificate from another CA: refused.
     let stranger = TestCa::new("not the mesh root");
     let (untrusted, _) = client(&stranger, GATEWAY, "cluster.local");
-    assert!(untrusted
-        .open(&target(addr, BACKEND, echo), None)
-        .await
-        .is_err());
+    assert!(untrusted.open(&target(addr, BACKEND, echo), None).await.is_err());
 
     // Upstream refuses: 503, mapped to "mesh refused".
     let dead = dead_addr().await;
-    let err = c
-        .open(&target(addr, BACKEND, dead), None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, HboneError::Refused { status: 503, .. }),
-        "{err}"
-    );
-    assert_eq!(
-        err.upstream_error().status(),
-        http::StatusCode::SERVICE_UNAVAILABLE
-    );
+    let err = c.open(&target(addr, BACKEND, dead), None).await.unwrap_err();
+    assert!(matches!(err, HboneError::Refused { status: 503, .. }), "{err}");
+    assert_eq!(err.upstream_error().status(), http::StatusCode::SERVICE_UNAVAILABLE);
 
     // ztunnel's own ports are never a target.
     let reserved: SocketAddr = "127.0.0.1:15008".parse().unwrap();
-    let err = c
-        .open(&target(addr, BACKEND, reserved), None)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, HboneError::Refused { status: 503, .. }),
-        "{err}"
-    );
+    let err = c.open(&target(addr, BACKEND, reserved), None).await.unwrap_err();
+    assert!(matches!(err, HboneError::Refused { status: 503, .. }), "{err}");
 
     // Not an IP:port authority.
     let mut bad = target(addr, BACKEND, echo);
     bad.authority = "reviews.default.svc:9080".into();
     let err = c.open(&bad, None).await.unwrap_err();
-    assert!(
-        matches!(err, HboneError::Refused { status: 400, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, HboneError::Refused { status: 400, .. }), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,9 +158,7 @@ async fn client_without_certificate_is_refused() {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
     let result = async {
-        let mut tls = tokio_rustls::TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await?;
+        let mut tls = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await?;
         // With TLS 1.3 the refusal shows on first read.
         tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
         let mut buf = [0u8; 64];
@@ -218,10 +166,7 @@ async fn client_without_certificate_is_refused() {
         Ok::<usize, std::io::Error>(n)
     }
     .await;
-    assert!(
-        matches!(result, Err(_) | Ok(0)),
-        "a client without a certificate got {result:?}"
-    );
+    assert!(matches!(result, Err(_) | Ok(0)), "a client without a certificate got {result:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,9 +178,7 @@ async fn hundred_tunnels_share_one_connection_within_the_stream_limit() {
     let mut opens = Vec::new();
     for _ in 0..100 {
         let c = Arc::clone(&c);
-        opens.push(tokio::spawn(async move {
-            c.open(&target(addr, BACKEND, echo), None).await
-        }));
+        opens.push(tokio::spawn(async move { c.open(&target(addr, BACKEND, echo), None).await }));
     }
     let mut tunnels = Vec::new();
     for o in opens {
@@ -266,15 +209,8 @@ async fn rotation_keeps_open_tunnels_and_new_ones_use_the_new_certificate() {
     let mut old = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
     mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
     let mut new = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
-    assert_eq!(
-        c.pooled_connections(),
-        2,
-        "the new certificate needs its own connection"
-    );
-    assert_eq!(
-        round_trip(&mut old, b"opened before rotation").await,
-        b"opened before rotation"
-    );
+    assert_eq!(c.pooled_connections(), 2, "the new certificate needs its own connection");
+    assert_eq!(round_trip(&mut old, b"opened before rotation").await, b"opened before rotation");
     assert_eq!(round_trip(&mut new, b"opened after").await, b"opened after");
 }
 
@@ -308,12 +244,7 @@ async fn gateway_routes_http_and_tcp_over_hbone() {
     let tcp_backend = tcp_echo().await;
     let mesh = Arc::new(MeshIdentity::new("cluster.local"));
     mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
-    let gw = Gateway::new(Options {
-        mesh: Some(mesh),
-        access_log: false,
-        ..Options::default()
-    })
-    .unwrap();
+    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, ..Options::default() }).unwrap();
     let bound = gw
         .bind(&ListenerAddrs {
             http: loopback(),
@@ -327,45 +258,22 @@ async fn gateway_routes_http_and_tcp_over_hbone() {
     tokio::spawn(bound.serve(gw.clone(), watch));
     let mesh_cluster = |to: SocketAddr| wharf_model::Cluster {
         protocol: wharf_model::AppProtocol::Http1,
-        endpoints: vec![wharf_model::Endpoint {
-            addr: to,
-            hbone: Some(target(hbone_addr, BACKEND, to)),
-        }],
+        endpoints: vec![wharf_model::Endpoint { addr: to, hbone: Some(target(hbone_addr, BACKEND, to)) }],
     };
     let mut s = snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "web", false)],
-        )],
-        vec![
-            ("web", mesh_cluster(http_backend)),
-            ("db", mesh_cluster(tcp_backend)),
-        ],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "web", false)])],
+        vec![("web", mesh_cluster(http_backend)), ("db", mesh_cluster(tcp_backend))],
     );
-    s.tcp_routes = vec![TcpRoute {
-        port: 31400,
-        cluster: "db".into(),
-    }];
+    s.tcp_routes = vec![TcpRoute { port: 31400, cluster: "db".into() }];
     gw.apply(s).unwrap();
     let seen = http_get(http, "a.test", "/x").await.unwrap();
-    assert_eq!(
-        (seen.status, seen.echo_name().as_str()),
-        (200, "in-mesh"),
-        "{}",
-        seen.body
-    );
+    assert_eq!((seen.status, seen.echo_name().as_str()), (200, "in-mesh"), "{}", seen.body);
     // The backend sees the inbound side's connection, and the client address in XFF.
     assert_eq!(seen.json()["headers"]["x-forwarded-for"], "127.0.0.1");
     let mut t = tokio::net::TcpStream::connect(tcp).await.unwrap();
-    assert_eq!(
-        round_trip(&mut t, b"tcp over hbone").await,
-        b"tcp over hbone"
-    );
+    assert_eq!(round_trip(&mut t, b"tcp over hbone").await, b"tcp over hbone");
     let m = gw.metrics().render();
-    assert!(
-        m.contains("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"} 2"),
-        "{m}"
-    );
+    assert!(m.contains("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"} 2"), "{m}");
     drop(signal);
 }
 
@@ -375,16 +283,10 @@ async fn mesh_endpoint_without_identity_is_a_clear_502() {
     let backend = echo("x").await;
     let c = wharf_model::Cluster {
         protocol: wharf_model::AppProtocol::Http1,
-        endpoints: vec![wharf_model::Endpoint {
-            addr: backend,
-            hbone: Some(target(backend, BACKEND, backend)),
-        }],
+        endpoints: vec![wharf_model::Endpoint { addr: backend, hbone: Some(target(backend, BACKEND, backend)) }],
     };
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", c)],
     ))
     .unwrap();

@@ -18,29 +18,15 @@ async fn http1_and_http2_clients_reach_http1_backend_with_forwarded_headers() {
     let leaf = ca.leaf(&["a.test"]);
     let backend = echo("app").await;
     let mut s = snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::Prefix("/".into()), "app", true)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::Prefix("/".into()), "app", true)])],
         vec![("app", cluster(&[backend]))],
     );
     s.certificates.insert("a".into(), leaf.certificate());
-    s.tls_hosts = vec![TlsHost {
-        host: host("a.test"),
-        certificate: "a".into(),
-    }];
+    s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }];
     r.gw.apply(s).unwrap();
 
     for alpn in [&b"h2"[..], &b"http/1.1"[..]] {
-        let seen = https_get(
-            r.https,
-            Some("a.test"),
-            ca.client_config(&[alpn]),
-            "a.test",
-            "/hello?x=1",
-        )
-        .await
-        .unwrap();
+        let seen = https_get(r.https, Some("a.test"), ca.client_config(&[alpn]), "a.test", "/hello?x=1").await.unwrap();
         assert_eq!(seen.alpn.as_deref(), Some(alpn));
         assert_eq!(seen.status, 200, "{}", seen.body);
         let j = seen.json();
@@ -67,14 +53,7 @@ async fn http1_and_http2_clients_reach_http1_backend_with_forwarded_headers() {
 async fn path_precedence_as_kubernetes_defines_it() {
     let r = start().await;
     let mut names = Vec::new();
-    for n in [
-        "root",
-        "prefix-foo",
-        "exact-foo",
-        "foo-bar",
-        "any-host",
-        "wild",
-    ] {
+    for n in ["root", "prefix-foo", "exact-foo", "foo-bar", "any-host", "wild"] {
         names.push((n, cluster(&[echo(n).await])));
     }
     let mut routes = vec![
@@ -87,14 +66,8 @@ async fn path_precedence_as_kubernetes_defines_it() {
     let s = snapshot(
         vec![
             (host("a.test"), routes),
-            (
-                host("*.w.test"),
-                vec![route(PathMatch::prefix("/").unwrap(), "wild", false)],
-            ),
-            (
-                wharf_model::Host::Any,
-                vec![route(PathMatch::prefix("/any").unwrap(), "any-host", false)],
-            ),
+            (host("*.w.test"), vec![route(PathMatch::prefix("/").unwrap(), "wild", false)]),
+            (wharf_model::Host::Any, vec![route(PathMatch::prefix("/any").unwrap(), "any-host", false)]),
         ],
         names,
     );
@@ -121,10 +94,7 @@ async fn path_precedence_as_kubernetes_defines_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_failures_map_to_502_503_504_and_failover() {
-    let timeouts = Timeouts {
-        request: Duration::from_millis(300),
-        ..Timeouts::default()
-    };
+    let timeouts = Timeouts { request: Duration::from_millis(300), ..Timeouts::default() };
     let r = start_with(timeouts).await;
     let (good, dead) = (echo("good").await, dead_addr().await);
     let s = snapshot(
@@ -137,32 +107,13 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
                 route(PathMatch::prefix("/").unwrap(), "mixed", false),
             ],
         )],
-        vec![
-            ("dead", cluster(&[dead])),
-            ("empty", cluster(&[])),
-            ("mixed", cluster(&[dead, good])),
-        ],
+        vec![("dead", cluster(&[dead])), ("empty", cluster(&[])), ("mixed", cluster(&[dead, good]))],
     );
     r.gw.apply(s).unwrap();
-    assert_eq!(
-        http_get(r.http, "a.test", "/dead").await.unwrap().status,
-        502
-    );
-    assert_eq!(
-        http_get(r.http, "a.test", "/empty").await.unwrap().status,
-        503
-    );
-    assert_eq!(
-        http_get(r.http, "a.test", "/missing").await.unwrap().status,
-        503
-    );
-    assert_eq!(
-        http_get(r.http, "a.test", "/slow?delay_ms=2000")
-            .await
-            .unwrap()
-            .status,
-        504
-    );
+    assert_eq!(http_get(r.http, "a.test", "/dead").await.unwrap().status, 502);
+    assert_eq!(http_get(r.http, "a.test", "/empty").await.unwrap().status, 503);
+    assert_eq!(http_get(r.http, "a.test", "/missing").await.unwrap().status, 503);
+    assert_eq!(http_get(r.http, "a.test", "/slow?delay_ms=2000").await.unwrap().status, 504);
     // One endpoint refuses connections: every request still succeeds on the other.
     for _ in 0..20 {
         let seen = http_get(r.http, "a.test", "/").await.unwrap();
@@ -185,10 +136,7 @@ async fn load_is_spread_over_endpoints() {
     let r = start().await;
     let (a, b) = (echo("one").await, echo("two").await);
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", cluster(&[a, b]))],
     ))
     .unwrap();
@@ -206,10 +154,7 @@ async fn h2c_backend_gets_http2() {
     let mut c = cluster(&[b]);
     c.protocol = wharf_model::AppProtocol::H2c;
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", c)],
     ))
     .unwrap();
@@ -225,10 +170,7 @@ async fn websocket_upgrade_passes_through() {
     let r = start().await;
     let b = echo("ws").await;
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", cluster(&[b]))],
     ))
     .unwrap();
@@ -251,17 +193,13 @@ async fn admin_endpoints() {
     assert_eq!(admin_get(&r, "/healthz/ready").await.status, 503);
     let ca = TestCa::default();
     let mut s = snapshot(vec![], vec![]);
-    s.certificates
-        .insert("a".into(), ca.leaf(&["a.test"]).certificate());
+    s.certificates.insert("a".into(), ca.leaf(&["a.test"]).certificate());
     s.default_certificate = Some("a".into());
     r.gw.apply(s).unwrap();
     assert_eq!(admin_get(&r, "/healthz/ready").await.status, 200);
     let dump = admin_get(&r, "/debug/config").await.body;
     assert!(dump.contains("\"key_pem\": \"<redacted>\""), "{dump}");
-    assert!(
-        !dump.contains("PRIVATE KEY"),
-        "a private key leaked into /debug/config"
-    );
+    assert!(!dump.contains("PRIVATE KEY"), "a private key leaked into /debug/config");
     assert!(dump.contains("BEGIN CERTIFICATE"));
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.contains("wharf_config_version 1"), "{m}");
@@ -274,24 +212,15 @@ async fn bad_snapshot_is_rejected_whole_and_previous_keeps_serving() {
     let r = start().await;
     let b = echo("v1").await;
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", cluster(&[b]))],
     ))
     .unwrap();
     let mut bad = snapshot(vec![], vec![]);
-    bad.tls_hosts = vec![TlsHost {
-        host: host("x.test"),
-        certificate: "nope".into(),
-    }];
+    bad.tls_hosts = vec![TlsHost { host: host("x.test"), certificate: "nope".into() }];
     let err = r.gw.apply(bad).unwrap_err();
     assert_eq!(err.reason(), "missing_certificate");
-    assert_eq!(
-        http_get(r.http, "a.test", "/").await.unwrap().echo_name(),
-        "v1"
-    );
+    assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().echo_name(), "v1");
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.contains("wharf_config_rejects_total 1"), "{m}");
     assert!(m.contains("wharf_config_version 1"), "{m}");

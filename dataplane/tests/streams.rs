@@ -17,16 +17,12 @@ use wharf_model::{Host, PassthroughRoute, PathMatch, TcpRoute};
 
 /// A TLS server that answers every line with "tls-backend:" + the line.
 async fn tls_backend(leaf: &wharf_dataplane::testing::Leaf) -> SocketAddr {
-    let ck = wharf_model::tls::load(leaf.chain_pem.as_bytes(), leaf.key_pem.as_bytes(), 0)
+    let ck = wharf_model::tls::load(leaf.chain_pem.as_bytes(), leaf.key_pem.as_bytes(), 0).unwrap().certified_key;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
         .unwrap()
-        .certified_key;
-    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -74,11 +70,7 @@ async fn passthrough_keeps_client_tls_end_to_end() {
     let backend = tls_backend(&leaf).await;
     let mut s = snapshot(vec![], vec![("db", cluster(&[backend]))]);
     s.passthrough = vec![
-        PassthroughRoute {
-            host: Host::parse("db.test").unwrap(),
-            cluster: "db".into(),
-            source: src("db"),
-        },
+        PassthroughRoute { host: Host::parse("db.test").unwrap(), cluster: "db".into(), source: src("db") },
         PassthroughRoute {
             host: Host::Exact("outbound_.5432_._.db.prod.svc.cluster.local".into()),
             cluster: "db".into(),
@@ -96,14 +88,8 @@ async fn passthrough_keeps_client_tls_end_to_end() {
         } else {
             wharf_dataplane::testing::inspecting_client_config(&[])
         };
-        let mut tls = tokio_rustls::TlsConnector::from(cfg)
-            .connect(name, tcp)
-            .await
-            .unwrap();
-        assert_eq!(
-            tls.get_ref().1.peer_certificates().unwrap()[0],
-            leaf.leaf_der()
-        );
+        let mut tls = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.unwrap();
+        assert_eq!(tls.get_ref().1.peer_certificates().unwrap()[0], leaf.leaf_der());
         tls.write_all(b"hello").await.unwrap();
         let mut got = Vec::new();
         tls.read_to_end(&mut got).await.unwrap();
@@ -113,10 +99,7 @@ async fn passthrough_keeps_client_tls_end_to_end() {
     // Unknown SNI: closed without a word, and counted.
     let tcp = TcpStream::connect(r.passthrough).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("nope.test").unwrap();
-    assert!(tokio_rustls::TlsConnector::from(ca.client_config(&[]))
-        .connect(name, tcp)
-        .await
-        .is_err());
+    assert!(tokio_rustls::TlsConnector::from(ca.client_config(&[])).connect(name, tcp).await.is_err());
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.contains("wharf_passthrough_unknown_sni_total 1"), "{m}");
 }
@@ -126,10 +109,7 @@ async fn tcp_round_trip_with_half_close() {
     let r = start().await;
     let backend = tcp_echo().await;
     let mut s = snapshot(vec![], vec![("tcp", cluster(&[backend]))]);
-    s.tcp_routes = vec![TcpRoute {
-        port: 31400,
-        cluster: "tcp".into(),
-    }];
+    s.tcp_routes = vec![TcpRoute { port: 31400, cluster: "tcp".into() }];
     r.gw.apply(s).unwrap();
     let mut c = TcpStream::connect(r.tcp).await.unwrap();
     let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
@@ -144,10 +124,7 @@ async fn tcp_round_trip_with_half_close() {
     n.unwrap();
     assert_eq!(got, payload);
     let m = admin_get(&r, "/metrics").await.body;
-    assert!(
-        m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"tcp\"} 200000"),
-        "{m}"
-    );
+    assert!(m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"tcp\"} 200000"), "{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,10 +133,7 @@ async fn snapshot_swaps_under_load_lose_no_request() {
     let (a, b) = (echo("blue").await, echo("green").await);
     let snap = |name: &str, addr| {
         snapshot(
-            vec![(
-                host("a.test"),
-                vec![route(PathMatch::prefix("/").unwrap(), name, false)],
-            )],
+            vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), name, false)])],
             vec![(name, cluster(&[addr]))],
         )
     };
@@ -172,10 +146,7 @@ async fn snapshot_swaps_under_load_lose_no_request() {
         clients.push(tokio::spawn(async move {
             // Keep-alive connection per client, like real load.
             let tcp = TcpStream::connect(addr).await.unwrap();
-            let (mut s, c) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-                    .await
-                    .unwrap();
+            let (mut s, c) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await.unwrap();
             tokio::spawn(c);
             for _ in 0..60 {
                 let req = http::Request::get("/?delay_ms=2")
@@ -196,11 +167,7 @@ async fn snapshot_swaps_under_load_lose_no_request() {
         }));
     }
     for i in 0..50 {
-        let s = if i % 2 == 0 {
-            snap("green", b)
-        } else {
-            snap("blue", a)
-        };
+        let s = if i % 2 == 0 { snap("green", b) } else { snap("blue", a) };
         r.gw.apply(s).unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -217,10 +184,7 @@ async fn drain_finishes_in_flight_requests_then_stops_listening() {
     let mut r = start().await;
     let b = echo("slow").await;
     r.gw.apply(snapshot(
-        vec![(
-            host("a.test"),
-            vec![route(PathMatch::prefix("/").unwrap(), "c", false)],
-        )],
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", cluster(&[b]))],
     ))
     .unwrap();
@@ -231,13 +195,7 @@ async fn drain_finishes_in_flight_requests_then_stops_listening() {
     let drained = tokio::spawn(signal.drain(Duration::from_secs(5)));
     let seen = in_flight.await.unwrap().unwrap();
     assert_eq!((seen.status, seen.echo_name().as_str()), (200, "slow"));
-    assert!(
-        drained.await.unwrap(),
-        "drain did not finish before its deadline"
-    );
+    assert!(drained.await.unwrap(), "drain did not finish before its deadline");
     (&mut r.done).await.unwrap();
-    assert!(
-        TcpStream::connect(r.http).await.is_err(),
-        "listener still accepting after drain"
-    );
+    assert!(TcpStream::connect(r.http).await.is_err(), "listener still accepting after drain");
 }

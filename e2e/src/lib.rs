@@ -16,9 +16,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
-pub use wharf_dataplane::testing::{
-    eventually, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa,
-};
+pub use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa};
 
 /// Settings from the environment `e2e/harness/up.sh` (or `e2e/kind.sh`) writes.
 #[derive(Debug, Clone)]
@@ -38,10 +36,7 @@ pub struct Env {
 impl Env {
     /// Reads the environment; fails with what is missing.
     pub fn from_env() -> Result<Env> {
-        let var = |k: &str| {
-            std::env::var(k)
-                .with_context(|| format!("{k} is not set: run the suite with e2e/run.sh"))
-        };
+        let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set: run the suite with e2e/run.sh"));
         Ok(Env {
             controller_kubeconfig: var("WHARF_CONTROLLER_KUBECONFIG")?,
             wharf_bin: var("WHARF_BIN")?,
@@ -58,9 +53,7 @@ impl Env {
 
 /// An admin client from `KUBECONFIG`.
 pub async fn admin() -> Result<Client> {
-    Client::try_default()
-        .await
-        .context("cannot build a client from KUBECONFIG")
+    Client::try_default().await.context("cannot build a client from KUBECONFIG")
 }
 
 /// A fresh namespace and IngressClass for one test, so tests run side by side.
@@ -94,31 +87,14 @@ impl Scope {
         );
         let ns = format!("e2e-{name}-{suffix}");
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-            )
-            .await?;
+        namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}}))?).await?;
         let class = format!("wharf-{name}-{suffix}");
         let controller_name = format!("wharf.dev/e2e-{name}-{suffix}");
         let classes: Api<IngressClass> = Api::all(client.clone());
-        let ic: IngressClass = serde_json::from_value(
-            json!({"metadata": {"name": class}, "spec": {"controller": controller_name}}),
-        )?;
-        classes
-            .patch(
-                &class,
-                &PatchParams::apply("wharf-e2e").force(),
-                &Patch::Apply(&ic),
-            )
-            .await?;
-        Ok(Scope {
-            client,
-            ns,
-            class,
-            controller_name,
-        })
+        let ic: IngressClass =
+            serde_json::from_value(json!({"metadata": {"name": class}, "spec": {"controller": controller_name}}))?;
+        classes.patch(&class, &PatchParams::apply("wharf-e2e").force(), &Patch::Apply(&ic)).await?;
+        Ok(Scope { client, ns, class, controller_name })
     }
 
     /// Server-side applies a namespaced object given as JSON.
@@ -134,13 +110,7 @@ impl Scope {
         let k: K = serde_json::from_value(obj)?;
         let name = k.meta().name.clone().context("object has no name")?;
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns);
-        Ok(api
-            .patch(
-                &name,
-                &PatchParams::apply("wharf-e2e").force(),
-                &Patch::Apply(&k),
-            )
-            .await?)
+        Ok(api.patch(&name, &PatchParams::apply("wharf-e2e").force(), &Patch::Apply(&k)).await?)
     }
 
     /// Deletes a namespaced object.
@@ -191,12 +161,7 @@ impl Scope {
     }
 
     /// Like [`Scope::service`], with the endpoint's `targetRef` naming Pod `pod`.
-    pub async fn service_for_pod(
-        &self,
-        name: &str,
-        backend: SocketAddr,
-        pod: Option<&str>,
-    ) -> Result<()> {
+    pub async fn service_for_pod(&self, name: &str, backend: SocketAddr, pod: Option<&str>) -> Result<()> {
         self.apply::<Service>(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": self.ns},
@@ -219,13 +184,7 @@ impl Scope {
     }
 
     /// An Ingress of this scope's class: `host` `/` to `service`, TLS from `secret` if given.
-    pub async fn ingress(
-        &self,
-        name: &str,
-        host: &str,
-        service: &str,
-        secret: Option<&str>,
-    ) -> Result<Ingress> {
+    pub async fn ingress(&self, name: &str, host: &str, service: &str, secret: Option<&str>) -> Result<Ingress> {
         let mut spec = json!({
             "ingressClassName": self.class,
             "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
@@ -251,18 +210,13 @@ impl Scope {
         .await?;
         let api: Api<Service> = Api::namespaced(self.client.clone(), &self.ns);
         let body = json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await?;
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body)).await?;
         Ok(())
     }
 
     /// `kubectl ARGS -n <ns>` output.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new("kubectl")
-            .args(args)
-            .args(["-n", &self.ns])
-            .output()
-            .context("cannot run kubectl")?;
+        let out = Command::new("kubectl").args(args).args(["-n", &self.ns]).output().context("cannot run kubectl")?;
         if !out.status.success() {
             bail!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -271,10 +225,7 @@ impl Scope {
 }
 
 fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    StdListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
 /// A process whose stderr is collected; killed on drop.
@@ -288,17 +239,12 @@ pub struct Proc {
 impl Proc {
     fn spawn(mut cmd: Command) -> Result<Proc> {
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {cmd:?}"))?;
+        let mut child = cmd.spawn().with_context(|| format!("cannot start {cmd:?}"))?;
         let log = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = child.stderr.take() {
             let sink = Arc::clone(&log);
             std::thread::spawn(move || {
-                for line in BufReader::new(stderr)
-                    .lines()
-                    .map_while(std::result::Result::ok)
-                {
+                for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
                     if let Ok(mut l) = sink.lock() {
                         l.push_str(&line);
                         l.push('\n');
@@ -342,12 +288,7 @@ pub struct Controller {
 
 impl Controller {
     /// Starts a controller for `scope`'s class with `extra` flags, and waits until it serves.
-    pub async fn start(
-        env: &Env,
-        scope: &Scope,
-        identity: &str,
-        extra: &[&str],
-    ) -> Result<Controller> {
+    pub async fn start(env: &Env, scope: &Scope, identity: &str, extra: &[&str]) -> Result<Controller> {
         let (http, https, admin) = (free_port(), free_port(), free_port());
         let mut cmd = Command::new(&env.wharf_bin);
         cmd.arg("controller")
@@ -361,18 +302,8 @@ impl Controller {
                 "--admin-port",
                 &admin.to_string(),
             ])
-            .args([
-                "--controller-name",
-                &scope.controller_name,
-                "--ingress-class",
-                &scope.class,
-            ])
-            .args([
-                "--election-namespace",
-                "wharf-system",
-                "--election-id",
-                &format!("lease-{}", scope.class),
-            ])
+            .args(["--controller-name", &scope.controller_name, "--ingress-class", &scope.class])
+            .args(["--election-namespace", "wharf-system", "--election-id", &format!("lease-{}", scope.class)])
             .args([
                 "--pod-name",
                 identity,
@@ -395,17 +326,11 @@ impl Controller {
         };
         let admin_addr = c.admin;
         let ready = eventually(Duration::from_secs(20), || async move {
-            http_get(admin_addr, "admin", "/healthz/ready")
-                .await
-                .map(|s| s.status)
-                == Ok(200)
+            http_get(admin_addr, "admin", "/healthz/ready").await.map(|s| s.status) == Ok(200)
         })
         .await;
         if !ready {
-            bail!(
-                "controller {identity} not ready in 20s; log:\n{}",
-                c.proc.log()
-            );
+            bail!("controller {identity} not ready in 20s; log:\n{}", c.proc.log());
         }
         Ok(c)
     }
@@ -433,14 +358,10 @@ pub async fn backend(env: &Env, name: &str) -> Result<(Proc, SocketAddr)> {
     for _ in 0..20 {
         let port = base + NEXT_PORT.fetch_add(1, Ordering::Relaxed);
         let addr: SocketAddr = format!("{}:{port}", env.backend_ip).parse()?;
-        let mut proc = spawn_at_backend(
-            env,
-            &["echo", "--listen", &addr.to_string(), "--name", name],
-        )?;
-        let up = eventually(Duration::from_secs(5), || async move {
-            tokio::net::TcpStream::connect(addr).await.is_ok()
-        })
-        .await;
+        let mut proc = spawn_at_backend(env, &["echo", "--listen", &addr.to_string(), "--name", name])?;
+        let up =
+            eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(addr).await.is_ok() })
+                .await;
         if up {
             return Ok((proc, addr));
         }

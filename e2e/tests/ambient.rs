@@ -22,14 +22,8 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
         std::fs::write(dir.join(format!("{name}.key")), &leaf.key_pem).unwrap();
     };
     std::fs::write(dir.join("roots.pem"), &ca.root_pem).unwrap();
-    write(
-        "gateway",
-        &ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf"),
-    );
-    write(
-        "backend",
-        &ca.workload(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)),
-    );
+    write("gateway", &ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf"));
+    write("backend", &ca.workload(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)));
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
 
     // The ztunnel stand-in on the backend address, port 15008.
@@ -64,10 +58,8 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
     .unwrap();
     let hbone_addr: std::net::SocketAddr = format!("{}:15008", env.backend_ip).parse().unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || async move {
-            tokio::net::TcpStream::connect(hbone_addr).await.is_ok()
-        })
-        .await,
+        eventually(Duration::from_secs(10), || async move { tokio::net::TcpStream::connect(hbone_addr).await.is_ok() })
+            .await,
         "{}",
         ztunnel.log()
     );
@@ -76,62 +68,28 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
         &env,
         &s,
         "ambient-0",
-        &[
-            "--mesh-cert",
-            &p("gateway.crt"),
-            "--mesh-key",
-            &p("gateway.key"),
-            "--mesh-roots",
-            &p("roots.pem"),
-        ],
+        &["--mesh-cert", &p("gateway.crt"), "--mesh-key", &p("gateway.key"), "--mesh-roots", &p("roots.pem")],
     )
     .await
     .unwrap();
     let (_m, mesh_addr) = backend(&env, "in-mesh").await.unwrap();
     let (_d, direct_addr) = backend(&env, "direct").await.unwrap();
-    s.pod(
-        "mesh-0",
-        json!({"app": "mesh", "istio.io/dataplane-mode": "ambient"}),
-        "backend",
-    )
-    .await
-    .unwrap();
-    s.pod("direct-0", json!({"app": "direct"}), "backend")
-        .await
-        .unwrap();
-    s.service_for_pod("mesh", mesh_addr, Some("mesh-0"))
-        .await
-        .unwrap();
-    s.service_for_pod("direct", direct_addr, Some("direct-0"))
-        .await
-        .unwrap();
-    s.ingress("mesh", "mesh.e2e.test", "mesh", None)
-        .await
-        .unwrap();
-    s.ingress("direct", "direct.e2e.test", "direct", None)
-        .await
-        .unwrap();
+    s.pod("mesh-0", json!({"app": "mesh", "istio.io/dataplane-mode": "ambient"}), "backend").await.unwrap();
+    s.pod("direct-0", json!({"app": "direct"}), "backend").await.unwrap();
+    s.service_for_pod("mesh", mesh_addr, Some("mesh-0")).await.unwrap();
+    s.service_for_pod("direct", direct_addr, Some("direct-0")).await.unwrap();
+    s.ingress("mesh", "mesh.e2e.test", "mesh", None).await.unwrap();
+    s.ingress("direct", "direct.e2e.test", "direct", None).await.unwrap();
 
     let http = c.http;
     let served = eventually(Duration::from_secs(10), || async move {
-        http_get(http, "mesh.e2e.test", "/")
-            .await
-            .map(|r| r.echo_name())
-            .unwrap_or_default()
-            == "in-mesh"
+        http_get(http, "mesh.e2e.test", "/").await.map(|r| r.echo_name()).unwrap_or_default() == "in-mesh"
     })
     .await;
-    assert!(
-        served,
-        "not served over HBONE; controller log:\n{}\nztunnel log:\n{}",
-        c.proc.log(),
-        ztunnel.log()
-    );
+    assert!(served, "not served over HBONE; controller log:\n{}\nztunnel log:\n{}", c.proc.log(), ztunnel.log());
     let tunnels = |m: &str| {
         m.lines()
-            .find(|l| {
-                l.starts_with("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"}")
-            })
+            .find(|l| l.starts_with("wharf_hbone_tunnels_total{direction=\"outbound\",result=\"ok\"}"))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(0)
@@ -140,23 +98,11 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
     assert!(before >= 1, "no HBONE tunnel counted");
     // The config dump shows the endpoint's mesh identity.
     let dump = http_get(c.admin, "a", "/debug/config").await.unwrap().body;
-    assert!(
-        dump.contains(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)),
-        "{dump}"
-    );
+    assert!(dump.contains(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)), "{dump}");
 
     // The other Service's pods are not enrolled: direct, no new tunnel.
     for _ in 0..3 {
-        assert_eq!(
-            http_get(http, "direct.e2e.test", "/")
-                .await
-                .unwrap()
-                .echo_name(),
-            "direct"
-        );
+        assert_eq!(http_get(http, "direct.e2e.test", "/").await.unwrap().echo_name(), "direct");
     }
-    assert_eq!(
-        tunnels(&http_get(c.admin, "a", "/metrics").await.unwrap().body),
-        before
-    );
+    assert_eq!(tunnels(&http_get(c.admin, "a", "/metrics").await.unwrap().body), before);
 }

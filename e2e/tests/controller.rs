@@ -10,16 +10,10 @@ use k8s_openapi::api::networking::v1::Ingress;
 use wharf_e2e::*;
 
 async fn cert_for(c: &Controller, sni: &str) -> Option<Vec<u8>> {
-    https_get(
-        c.https,
-        Some(sni),
-        inspecting_client_config(&[b"http/1.1"]),
-        sni,
-        "/",
-    )
-    .await
-    .ok()
-    .and_then(|s| s.peer_cert.map(|c| c.as_ref().to_vec()))
+    https_get(c.https, Some(sni), inspecting_client_config(&[b"http/1.1"]), sni, "/")
+        .await
+        .ok()
+        .and_then(|s| s.peer_cert.map(|c| c.as_ref().to_vec()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,26 +21,15 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("live").await.unwrap();
     s.set_load_balancer("gateway", "203.0.113.7").await.unwrap();
-    let c = Controller::start(
-        &env,
-        &s,
-        "live-0",
-        &["--publish-service", &format!("{}/gateway", s.ns)],
-    )
-    .await
-    .unwrap();
+    let c = Controller::start(&env, &s, "live-0", &["--publish-service", &format!("{}/gateway", s.ns)]).await.unwrap();
     let (_b, addr) = backend(&env, "shop").await.unwrap();
     let ca = TestCa::default();
     let leaf = ca.leaf(&["shop.e2e.test"]);
 
     let created = Instant::now();
-    s.tls_secret("shop-tls", &leaf.chain_pem, &leaf.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("shop-tls", &leaf.chain_pem, &leaf.key_pem).await.unwrap();
     s.service("shop", addr).await.unwrap();
-    s.ingress("shop", "shop.e2e.test", "shop", Some("shop-tls"))
-        .await
-        .unwrap();
+    s.ingress("shop", "shop.e2e.test", "shop", Some("shop-tls")).await.unwrap();
     let https = c.https;
     let cfg = ca.client_config(&[b"h2"]);
     let live = eventually(Duration::from_secs(1), || {
@@ -60,20 +43,11 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
         }
     })
     .await;
-    assert!(
-        live,
-        "not live within 1s of creation; log:\n{}",
-        c.proc.log()
-    );
-    eprintln!(
-        "live {:?} after the objects were created",
-        created.elapsed()
-    );
+    assert!(live, "not live within 1s of creation; log:\n{}", c.proc.log());
+    eprintln!("live {:?} after the objects were created", created.elapsed());
 
     let shown = eventually(Duration::from_secs(5), || async {
-        s.kubectl(&["get", "ingress", "shop"])
-            .unwrap_or_default()
-            .contains("203.0.113.7")
+        s.kubectl(&["get", "ingress", "shop"]).unwrap_or_default().contains("203.0.113.7")
     })
     .await;
     assert!(
@@ -86,9 +60,7 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
     // The published address changes: status follows.
     s.set_load_balancer("gateway", "203.0.113.8").await.unwrap();
     let followed = eventually(Duration::from_secs(5), || async {
-        s.kubectl(&["get", "ingress", "shop"])
-            .unwrap_or_default()
-            .contains("203.0.113.8")
+        s.kubectl(&["get", "ingress", "shop"]).unwrap_or_default().contains("203.0.113.8")
     })
     .await;
     assert!(followed, "status did not follow the Service");
@@ -100,19 +72,12 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
         "spec": {"ingressClassName": "someone-else", "rules": [{"host": "shop.e2e.test"}]},
     }))
     .unwrap();
-    s.apply::<Ingress>(serde_json::to_value(ing).unwrap())
-        .await
-        .unwrap();
+    s.apply::<Ingress>(serde_json::to_value(ing).unwrap()).await.unwrap();
     let cleared = eventually(Duration::from_secs(5), || async {
-        !s.kubectl(&["get", "ingress", "shop"])
-            .unwrap_or_default()
-            .contains("203.0.113")
+        !s.kubectl(&["get", "ingress", "shop"]).unwrap_or_default().contains("203.0.113")
     })
     .await;
-    assert!(
-        cleared,
-        "status not cleared after the Ingress left our class"
-    );
+    assert!(cleared, "status not cleared after the Ingress left our class");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,43 +88,27 @@ async fn secret_update_serves_new_certificate_and_keeps_old_connections() {
     let (_b, addr) = backend(&env, "app").await.unwrap();
     let ca = TestCa::default();
     let (old, new) = (ca.leaf(&["app.e2e.test"]), ca.leaf(&["app.e2e.test"]));
-    s.tls_secret("app-tls", &old.chain_pem, &old.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("app-tls", &old.chain_pem, &old.key_pem).await.unwrap();
     s.service("app", addr).await.unwrap();
-    s.ingress("app", "app.e2e.test", "app", Some("app-tls"))
-        .await
-        .unwrap();
+    s.ingress("app", "app.e2e.test", "app", Some("app-tls")).await.unwrap();
     let want_old = old.leaf_der().as_ref().to_vec();
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            cert_for(&c, "app.e2e.test").await == Some(want_old.clone())
-        })
-        .await
+        eventually(Duration::from_secs(5), || async { cert_for(&c, "app.e2e.test").await == Some(want_old.clone()) })
+            .await
     );
 
     // A keep-alive connection opened before the rotation.
     let tcp = tokio::net::TcpStream::connect(c.https).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("app.e2e.test").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"]))
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"])).connect(name, tcp).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
 
-    s.tls_secret("app-tls", &new.chain_pem, &new.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("app-tls", &new.chain_pem, &new.key_pem).await.unwrap();
     let want_new = new.leaf_der().as_ref().to_vec();
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            cert_for(&c, "app.e2e.test").await == Some(want_new.clone())
-        })
-        .await,
+        eventually(Duration::from_secs(5), || async { cert_for(&c, "app.e2e.test").await == Some(want_new.clone()) })
+            .await,
         "new certificate not served"
     );
 
@@ -168,10 +117,7 @@ async fn secret_update_serves_new_certificate_and_keeps_old_connections() {
             .header("host", "app.e2e.test")
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .unwrap();
-        let resp = sender
-            .send_request(req)
-            .await
-            .expect("the connection opened before the rotation broke");
+        let resp = sender.send_request(req).await.expect("the connection opened before the rotation broke");
         assert_eq!(resp.status(), 200);
         use http_body_util::BodyExt;
         let _ = resp.into_body().collect().await;
@@ -186,13 +132,9 @@ async fn deleted_ingress_host_is_gone() {
     let (_b, addr) = backend(&env, "gone").await.unwrap();
     let ca = TestCa::default();
     let leaf = ca.leaf(&["gone.e2e.test"]);
-    s.tls_secret("gone-tls", &leaf.chain_pem, &leaf.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("gone-tls", &leaf.chain_pem, &leaf.key_pem).await.unwrap();
     s.service("gone", addr).await.unwrap();
-    s.ingress("gone", "gone.e2e.test", "gone", Some("gone-tls"))
-        .await
-        .unwrap();
+    s.ingress("gone", "gone.e2e.test", "gone", Some("gone-tls")).await.unwrap();
     let http = c.http;
     assert!(
         eventually(Duration::from_secs(5), || async move {
@@ -208,95 +150,54 @@ async fn deleted_ingress_host_is_gone() {
         .await
     );
     let served = cert_for(&c, "gone.e2e.test").await.unwrap();
-    assert_ne!(
-        served,
-        leaf.leaf_der().as_ref().to_vec(),
-        "a deleted Ingress's certificate is still served"
-    );
+    assert_ne!(served, leaf.leaf_der().as_ref().to_vec(), "a deleted Ingress's certificate is still served");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_secret_gets_an_event_and_other_hosts_are_unaffected() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("badsecret").await.unwrap();
-    let c = Controller::start(&env, &s, "badsecret-0", &[])
-        .await
-        .unwrap();
+    let c = Controller::start(&env, &s, "badsecret-0", &[]).await.unwrap();
     let (_b, addr) = backend(&env, "ok").await.unwrap();
     let ca = TestCa::default();
     let (good, other) = (ca.leaf(&["good.e2e.test"]), ca.leaf(&["bad.e2e.test"]));
     s.service("ok", addr).await.unwrap();
-    s.tls_secret("good-tls", &good.chain_pem, &good.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("good-tls", &good.chain_pem, &good.key_pem).await.unwrap();
     // A key that belongs to another certificate.
-    s.tls_secret("bad-tls", &other.chain_pem, &good.key_pem)
-        .await
-        .unwrap();
-    s.ingress("good", "good.e2e.test", "ok", Some("good-tls"))
-        .await
-        .unwrap();
-    s.ingress("bad", "bad.e2e.test", "ok", Some("bad-tls"))
-        .await
-        .unwrap();
+    s.tls_secret("bad-tls", &other.chain_pem, &good.key_pem).await.unwrap();
+    s.ingress("good", "good.e2e.test", "ok", Some("good-tls")).await.unwrap();
+    s.ingress("bad", "bad.e2e.test", "ok", Some("bad-tls")).await.unwrap();
     let want = good.leaf_der().as_ref().to_vec();
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            cert_for(&c, "good.e2e.test").await == Some(want.clone())
-        })
-        .await
+        eventually(Duration::from_secs(5), || async { cert_for(&c, "good.e2e.test").await == Some(want.clone()) })
+            .await
     );
     let bad_cert = cert_for(&c, "bad.e2e.test").await.unwrap();
-    assert_ne!(
-        bad_cert,
-        other.leaf_der().as_ref().to_vec(),
-        "a certificate with a mismatched key was served"
-    );
+    assert_ne!(bad_cert, other.leaf_der().as_ref().to_vec(), "a certificate with a mismatched key was served");
 
     let described = eventually(Duration::from_secs(10), || async {
-        s.kubectl(&["describe", "ingress", "bad"])
-            .unwrap_or_default()
-            .contains("KeyMismatch")
+        s.kubectl(&["describe", "ingress", "bad"]).unwrap_or_default().contains("KeyMismatch")
     })
     .await;
-    let text = s
-        .kubectl(&["describe", "ingress", "bad"])
-        .unwrap_or_default();
-    assert!(
-        described,
-        "no KeyMismatch Event in kubectl describe:\n{text}\nlog:\n{}",
-        c.proc.log()
-    );
+    let text = s.kubectl(&["describe", "ingress", "bad"]).unwrap_or_default();
+    assert!(described, "no KeyMismatch Event in kubectl describe:\n{text}\nlog:\n{}", c.proc.log());
     assert!(text.contains("Warning"), "{text}");
     assert!(text.contains("does not match the certificate"), "{text}");
 
     // Resyncs and unrelated changes do not repeat the Event.
-    s.ingress("good", "good.e2e.test", "ok", None)
-        .await
-        .unwrap();
+    s.ingress("good", "good.e2e.test", "ok", None).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let events = s
-        .kubectl(&[
-            "get",
-            "events",
-            "--field-selector",
-            "involvedObject.name=bad,reason=KeyMismatch",
-            "-o",
-            "name",
-        ])
+        .kubectl(&["get", "events", "--field-selector", "involvedObject.name=bad,reason=KeyMismatch", "-o", "name"])
         .unwrap();
     assert_eq!(events.lines().count(), 1, "{events}");
 
     // Fixing the Secret serves the right certificate.
-    s.tls_secret("bad-tls", &other.chain_pem, &other.key_pem)
-        .await
-        .unwrap();
+    s.tls_secret("bad-tls", &other.chain_pem, &other.key_pem).await.unwrap();
     let fixed = other.leaf_der().as_ref().to_vec();
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            cert_for(&c, "bad.e2e.test").await == Some(fixed.clone())
-        })
-        .await
+        eventually(Duration::from_secs(5), || async { cert_for(&c, "bad.e2e.test").await == Some(fixed.clone()) })
+            .await
     );
     let _ = s.delete::<Secret>("bad-tls").await;
 }
@@ -305,53 +206,30 @@ async fn bad_secret_gets_an_event_and_other_hosts_are_unaffected() {
 async fn older_ingress_wins_a_host_and_the_other_gets_an_event() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("conflict").await.unwrap();
-    let c = Controller::start(&env, &s, "conflict-0", &[])
-        .await
-        .unwrap();
+    let c = Controller::start(&env, &s, "conflict-0", &[]).await.unwrap();
     let (_a, a) = backend(&env, "first").await.unwrap();
     let (_b, b) = backend(&env, "second").await.unwrap();
     s.service("first", a).await.unwrap();
     s.service("second", b).await.unwrap();
-    s.ingress("first", "same.e2e.test", "first", None)
-        .await
-        .unwrap();
+    s.ingress("first", "same.e2e.test", "first", None).await.unwrap();
     // creationTimestamp has one-second resolution.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    s.ingress("second", "same.e2e.test", "second", None)
-        .await
-        .unwrap();
+    s.ingress("second", "same.e2e.test", "second", None).await.unwrap();
     let http = c.http;
     tokio::time::sleep(Duration::from_millis(500)).await;
     for _ in 0..5 {
-        assert_eq!(
-            http_get(http, "same.e2e.test", "/")
-                .await
-                .unwrap()
-                .echo_name(),
-            "first"
-        );
+        assert_eq!(http_get(http, "same.e2e.test", "/").await.unwrap().echo_name(), "first");
     }
     let told = eventually(Duration::from_secs(10), || async {
-        s.kubectl(&["describe", "ingress", "second"])
-            .unwrap_or_default()
-            .contains("HostPathConflict")
+        s.kubectl(&["describe", "ingress", "second"]).unwrap_or_default().contains("HostPathConflict")
     })
     .await;
-    assert!(
-        told,
-        "{}",
-        s.kubectl(&["describe", "ingress", "second"])
-            .unwrap_or_default()
-    );
+    assert!(told, "{}", s.kubectl(&["describe", "ingress", "second"]).unwrap_or_default());
     // The winner goes away: the other takes the host.
     s.delete::<Ingress>("first").await.unwrap();
     assert!(
         eventually(Duration::from_secs(5), || async move {
-            http_get(http, "same.e2e.test", "/")
-                .await
-                .map(|r| r.echo_name())
-                .unwrap_or_default()
-                == "second"
+            http_get(http, "same.e2e.test", "/").await.map(|r| r.echo_name()).unwrap_or_default() == "second"
         })
         .await
     );

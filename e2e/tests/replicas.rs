@@ -18,44 +18,25 @@ async fn one_leader_writes_status_and_the_other_takes_over() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("replicas").await.unwrap();
     let publish = ["--publish-address", "203.0.113.20"];
-    let a = Controller::start(&env, &s, "replica-a", &publish)
-        .await
-        .unwrap();
-    let b = Controller::start(&env, &s, "replica-b", &publish)
-        .await
-        .unwrap();
+    let a = Controller::start(&env, &s, "replica-a", &publish).await.unwrap();
+    let b = Controller::start(&env, &s, "replica-b", &publish).await.unwrap();
     let (_be, addr) = backend(&env, "app").await.unwrap();
     s.service("app", addr).await.unwrap();
     for i in 0..3 {
-        s.ingress(
-            &format!("app-{i}"),
-            &format!("app{i}.e2e.test"),
-            "app",
-            None,
-        )
-        .await
-        .unwrap();
+        s.ingress(&format!("app-{i}"), &format!("app{i}.e2e.test"), "app", None).await.unwrap();
     }
     for i in 0..3 {
         let name = format!("app-{i}");
         assert!(
             eventually(Duration::from_secs(10), || async {
-                s.kubectl(&["get", "ingress", &name])
-                    .unwrap_or_default()
-                    .contains("203.0.113.20")
+                s.kubectl(&["get", "ingress", &name]).unwrap_or_default().contains("203.0.113.20")
             })
             .await
         );
     }
     // Both replicas serve traffic.
     for c in [&a, &b] {
-        assert_eq!(
-            http_get(c.http, "app0.e2e.test", "/")
-                .await
-                .unwrap()
-                .echo_name(),
-            "app"
-        );
+        assert_eq!(http_get(c.http, "app0.e2e.test", "/").await.unwrap().echo_name(), "app");
     }
     // Exactly one wrote status.
     let (wa, wb) = (status_writes(&a), status_writes(&b));
@@ -68,34 +49,19 @@ async fn one_leader_writes_status_and_the_other_takes_over() {
     let leases: Api<Lease> = Api::namespaced(s.client.clone(), "wharf-system");
     let lease = leases.get(&format!("lease-{}", s.class)).await.unwrap();
     let holder = lease.spec.unwrap().holder_identity.unwrap();
-    let (mut leader, follower, follower_name) = if wa == 3 {
-        (a, b, "replica-b")
-    } else {
-        (b, a, "replica-a")
-    };
+    let (mut leader, follower, follower_name) = if wa == 3 { (a, b, "replica-b") } else { (b, a, "replica-a") };
     assert_eq!(holder, if wa == 3 { "replica-a" } else { "replica-b" });
 
     // The leader dies without releasing the lease: the follower takes over within the
     // lease duration (4s here) and writes status for a new Ingress.
     leader.proc.kill();
-    s.ingress("app-late", "late.e2e.test", "app", None)
-        .await
-        .unwrap();
+    s.ingress("app-late", "late.e2e.test", "app", None).await.unwrap();
     let took_over = eventually(Duration::from_secs(15), || async {
-        s.kubectl(&["get", "ingress", "app-late"])
-            .unwrap_or_default()
-            .contains("203.0.113.20")
+        s.kubectl(&["get", "ingress", "app-late"]).unwrap_or_default().contains("203.0.113.20")
     })
     .await;
-    assert!(
-        took_over,
-        "follower did not take over; log:\n{}",
-        follower.proc.log()
-    );
+    assert!(took_over, "follower did not take over; log:\n{}", follower.proc.log());
     let lease = leases.get(&format!("lease-{}", s.class)).await.unwrap();
-    assert_eq!(
-        lease.spec.unwrap().holder_identity.as_deref(),
-        Some(follower_name)
-    );
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some(follower_name));
     assert!(follower.proc.log().contains("became the leader"));
 }

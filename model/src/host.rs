@@ -48,11 +48,7 @@ impl Host {
         if !is_dns_name(rest) {
             return Err(HostError::Invalid(name.to_owned()));
         }
-        Ok(if wildcard {
-            Host::Wildcard(format!(".{rest}"))
-        } else {
-            Host::Exact(lower)
-        })
+        Ok(if wildcard { Host::Wildcard(format!(".{rest}")) } else { Host::Exact(lower) })
     }
 
     /// True when a request for `name` (already lower-case, without port) matches.
@@ -95,9 +91,7 @@ pub(crate) fn is_dns_name(name: &str) -> bool {
     name.split('.').all(|label| {
         !label.is_empty()
             && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !label.starts_with('-')
             && !label.ends_with('-')
     })
@@ -125,33 +119,12 @@ mod tests {
 
     #[test]
     fn parses_exact_wildcard_and_rejects_bad_names() {
-        assert_eq!(
-            Host::parse("Foo.Example.com"),
-            Ok(Host::Exact("foo.example.com".into()))
-        );
-        assert_eq!(
-            Host::parse("*.example.com"),
-            Ok(Host::Wildcard(".example.com".into()))
-        );
+        assert_eq!(Host::parse("Foo.Example.com"), Ok(Host::Exact("foo.example.com".into())));
+        assert_eq!(Host::parse("*.example.com"), Ok(Host::Wildcard(".example.com".into())));
         assert_eq!(Host::parse(""), Err(HostError::Empty));
-        assert!(matches!(
-            Host::parse("10.0.0.1"),
-            Err(HostError::IpAddress(_))
-        ));
-        for bad in [
-            "foo_bar.com",
-            "-a.com",
-            "a-.com",
-            "a..com",
-            "*.",
-            "*",
-            "foo.*.com",
-            "a.com.",
-        ] {
-            assert!(
-                matches!(Host::parse(bad), Err(HostError::Invalid(_))),
-                "{bad}"
-            );
+        assert!(matches!(Host::parse("10.0.0.1"), Err(HostError::IpAddress(_))));
+        for bad in ["foo_bar.com", "-a.com", "a-.com", "a..com", "*.", "*", "foo.*.com", "a.com."] {
+            assert!(matches!(Host::parse(bad), Err(HostError::Invalid(_))), "{bad}");
         }
     }
 

@@ -47,11 +47,7 @@ impl Identity {
 
 impl fmt::Display for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "spiffe://{}/ns/{}/sa/{}",
-            self.trust_domain, self.namespace, self.service_account
-        )
+        write!(f, "spiffe://{}/ns/{}/sa/{}", self.trust_domain, self.namespace, self.service_account)
     }
 }
 

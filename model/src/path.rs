@@ -32,11 +32,7 @@ impl PathMatch {
     pub fn prefix(path: &str) -> Result<PathMatch, PathMatchError> {
         check_absolute(path)?;
         let trimmed = path.trim_end_matches('/');
-        Ok(PathMatch::Prefix(if trimmed.is_empty() {
-            "/".to_owned()
-        } else {
-            trimmed.to_owned()
-        }))
+        Ok(PathMatch::Prefix(if trimmed.is_empty() { "/".to_owned() } else { trimmed.to_owned() }))
     }
 
     /// True when the request path (without query) matches.
@@ -116,21 +112,11 @@ mod tests {
 
     #[test]
     fn precedence_longest_then_exact() {
-        let mut v = [
-            prefix("/"),
-            prefix("/foo"),
-            PathMatch::Exact("/foo".into()),
-            prefix("/foo/bar"),
-        ];
+        let mut v = [prefix("/"), prefix("/foo"), PathMatch::Exact("/foo".into()), prefix("/foo/bar")];
         v.sort_by_key(PathMatch::precedence_key);
         assert_eq!(
             v.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>(),
-            [
-                r#"Prefix("/foo/bar")"#,
-                r#"Exact("/foo")"#,
-                r#"Prefix("/foo")"#,
-                r#"Prefix("/")"#
-            ]
+            [r#"Prefix("/foo/bar")"#, r#"Exact("/foo")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]
         );
     }
 

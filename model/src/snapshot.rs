@@ -44,11 +44,7 @@ pub struct ObjectRef {
 impl ObjectRef {
     /// A reference to a namespaced object.
     pub fn new(kind: &str, namespace: &str, name: &str) -> ObjectRef {
-        ObjectRef {
-            kind: kind.to_owned(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        }
+        ObjectRef { kind: kind.to_owned(), namespace: namespace.to_owned(), name: name.to_owned() }
     }
 }
 

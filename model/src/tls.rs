@@ -27,9 +27,7 @@ pub enum CertError {
     #[error("tls.key uses an unsupported key type: {0}")]
     UnsupportedKey(String),
     /// The key does not belong to the leaf certificate.
-    #[error(
-        "tls.key does not match the certificate in tls.crt (was the Secret updated half-way?)"
-    )]
+    #[error("tls.key does not match the certificate in tls.crt (was the Secret updated half-way?)")]
     KeyMismatch,
     /// The leaf certificate has expired.
     #[error("the certificate expired at {not_after} (Unix seconds); renew it")]
@@ -79,28 +77,19 @@ pub fn load(chain_pem: &[u8], key_pem: &[u8], now: i64) -> Result<LoadedCert, Ce
     let leaf = chain.first().ok_or(CertError::NoCertificate)?;
     let info = inspect(leaf)?;
     if info.not_after < now {
-        return Err(CertError::Expired {
-            not_after: info.not_after,
-        });
+        return Err(CertError::Expired { not_after: info.not_after });
     }
-    let key =
-        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertError::BadKey(e.to_string()))?;
-    let signing_key =
-        any_supported_type(&key).map_err(|e| CertError::UnsupportedKey(e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertError::BadKey(e.to_string()))?;
+    let signing_key = any_supported_type(&key).map_err(|e| CertError::UnsupportedKey(e.to_string()))?;
     let certified_key = CertifiedKey::new(chain, signing_key);
-    certified_key
-        .keys_match()
-        .map_err(|_| CertError::KeyMismatch)?;
-    Ok(LoadedCert {
-        certified_key: Arc::new(certified_key),
-        info,
-    })
+    certified_key.keys_match().map_err(|_| CertError::KeyMismatch)?;
+    Ok(LoadedCert { certified_key: Arc::new(certified_key), info })
 }
 
 fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
     use x509_parser::extensions::GeneralName;
-    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref())
-        .map_err(|e| CertError::BadCertificate(e.to_string()))?;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(leaf.as_ref()).map_err(|e| CertError::BadCertificate(e.to_string()))?;
     let mut dns_names = Vec::new();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         for name in &san.value.general_names {
@@ -109,10 +98,7 @@ fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
             }
         }
     }
-    Ok(CertInfo {
-        dns_names,
-        not_after: cert.validity().not_after.timestamp(),
-    })
+    Ok(CertInfo { dns_names, not_after: cert.validity().not_after.timestamp() })
 }
 
 /// True when the certificate's DNS names cover `host` (exact, or a `*.` SAN covering one
@@ -120,9 +106,7 @@ fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
 pub fn covers(dns_names: &[String], host: &str) -> bool {
     dns_names.iter().any(|san| {
         san == host
-            || (san.starts_with("*.")
-                && !host.starts_with("*.")
-                && crate::Host::wildcard_key(host) == Some(&san[1..]))
+            || (san.starts_with("*.") && !host.starts_with("*.") && crate::Host::wildcard_key(host) == Some(&san[1..]))
     })
 }
 
@@ -133,9 +117,7 @@ mod tests {
 
     fn make(names: &[&str], days_valid: i64) -> (String, String) {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let mut params =
-            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .unwrap();
+        let mut params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(DnType::CommonName, names[0]);
         let now = time_now();
         params.not_before = rcgen::date_time_ymd(2020, 1, 1);
@@ -145,10 +127,7 @@ mod tests {
     }
 
     fn time_now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
     }
 
     fn offset(now: i64, days: i64) -> time::OffsetDateTime {
@@ -169,24 +148,12 @@ mod tests {
         let (c, k) = make(&["a.example.com"], 30);
         let (_, other_key) = make(&["a.example.com"], 30);
         let now = time_now();
-        assert_eq!(
-            load(b"", k.as_bytes(), now).unwrap_err(),
-            CertError::NoCertificate
-        );
-        assert_eq!(
-            load(c.as_bytes(), other_key.as_bytes(), now).unwrap_err(),
-            CertError::KeyMismatch
-        );
-        assert!(matches!(
-            load(c.as_bytes(), b"junk", now),
-            Err(CertError::BadKey(_))
-        ));
+        assert_eq!(load(b"", k.as_bytes(), now).unwrap_err(), CertError::NoCertificate);
+        assert_eq!(load(c.as_bytes(), other_key.as_bytes(), now).unwrap_err(), CertError::KeyMismatch);
+        assert!(matches!(load(c.as_bytes(), b"junk", now), Err(CertError::BadKey(_))));
         let broken = c.replace("MII", "MIX");
         assert!(load(broken.as_bytes(), k.as_bytes(), now).is_err());
         let (old, old_key) = make(&["a.example.com"], -1);
-        assert!(matches!(
-            load(old.as_bytes(), old_key.as_bytes(), now),
-            Err(CertError::Expired { .. })
-        ));
+        assert!(matches!(load(old.as_bytes(), old_key.as_bytes(), now), Err(CertError::Expired { .. })));
     }
 }

@@ -44,11 +44,7 @@ struct Store<K> {
 
 impl<K> Default for Store<K> {
     fn default() -> Self {
-        Store {
-            objects: BTreeMap::new(),
-            relist: None,
-            synced: false,
-        }
+        Store { objects: BTreeMap::new(), relist: None, synced: false }
     }
 }
 
@@ -192,11 +188,7 @@ mod tests {
 
     fn ing(name: &str) -> Ingress {
         Ingress {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("ns".into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), ..Default::default() },
             ..Default::default()
         }
     }
@@ -217,10 +209,7 @@ mod tests {
         assert!(!index.synced());
         index.apply(Change::Ingress(Event::Init));
         index.apply(Change::Ingress(Event::InitApply(ing("a"))));
-        assert!(
-            index.world().ingresses.is_empty(),
-            "buffered until InitDone"
-        );
+        assert!(index.world().ingresses.is_empty(), "buffered until InitDone");
         assert!(index.apply(Change::Ingress(Event::InitDone)));
         assert!(index.synced());
         assert_eq!(index.world().ingresses.len(), 1);
@@ -230,28 +219,15 @@ mod tests {
     fn relist_drops_objects_deleted_while_disconnected_and_ignores_no_op_updates() {
         let mut index = Index::default();
         sync_all(&mut index);
-        for e in [
-            Event::Init,
-            Event::InitApply(ing("a")),
-            Event::InitApply(ing("b")),
-            Event::InitDone,
-        ] {
+        for e in [Event::Init, Event::InitApply(ing("a")), Event::InitApply(ing("b")), Event::InitDone] {
             index.apply(Change::Ingress(e));
         }
-        assert!(
-            !index.apply(Change::Ingress(Event::Apply(ing("a")))),
-            "same object again is not a change"
-        );
+        assert!(!index.apply(Change::Ingress(Event::Apply(ing("a")))), "same object again is not a change");
         for e in [Event::Init, Event::InitApply(ing("b"))] {
             assert!(!index.apply(Change::Ingress(e)));
         }
         assert!(index.apply(Change::Ingress(Event::InitDone)));
-        let names: Vec<_> = index
-            .world()
-            .ingresses
-            .iter()
-            .map(|i| i.name_any())
-            .collect();
+        let names: Vec<_> = index.world().ingresses.iter().map(|i| i.name_any()).collect();
         assert_eq!(names, ["b"]);
         assert!(index.apply(Change::Ingress(Event::Delete(ing("b")))));
         assert!(index.world().ingresses.is_empty());

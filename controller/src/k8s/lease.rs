@@ -77,11 +77,7 @@ pub async fn release(client: Client, cfg: &LeaseConfig) {
     }
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
-    if api
-        .replace(&cfg.name, &PostParams::default(), &lease)
-        .await
-        .is_ok()
-    {
+    if api.replace(&cfg.name, &PostParams::default(), &lease).await.is_ok() {
         tracing::info!(lease = %cfg.name, "released the lease");
     }
 }
@@ -92,9 +88,7 @@ async fn try_acquire_or_renew(
     observed: &mut Observed,
 ) -> Result<bool, kube::Error> {
     let now = MicroTime(Timestamp::now());
-    let secs = i32::try_from(cfg.duration.as_secs())
-        .unwrap_or(i32::MAX)
-        .max(1);
+    let secs = i32::try_from(cfg.duration.as_secs()).unwrap_or(i32::MAX).max(1);
     let Some(mut lease) = api.get_opt(&cfg.name).await? else {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -126,8 +120,7 @@ async fn try_acquire_or_renew(
     }
     let held_by_me = holder == cfg.identity;
     if !held_by_me && !holder.is_empty() {
-        let their_duration =
-            Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
+        let their_duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
         let expired = observed.at.is_none_or(|at| at.elapsed() > their_duration);
         if !expired {
             return Ok(false);

@@ -54,18 +54,8 @@ pub struct Handles {
 /// Starts watches, the owner task, leader election and the status writer.
 pub fn start(client: Client, cfg: Config) -> Handles {
     let (tx, rx) = mpsc::channel(1024);
-    spawn_watch::<IngressClass>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx.clone(),
-        Change::IngressClass,
-    );
-    spawn_watch::<Ingress>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx.clone(),
-        Change::Ingress,
-    );
+    spawn_watch::<IngressClass>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::IngressClass);
+    spawn_watch::<Ingress>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Ingress);
     // Only TLS Secrets: never list (or log) other Secrets.
     spawn_watch::<Secret>(
         Api::all(client.clone()),
@@ -73,12 +63,7 @@ pub fn start(client: Client, cfg: Config) -> Handles {
         tx.clone(),
         Change::Secret,
     );
-    spawn_watch::<Service>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx.clone(),
-        Change::Service,
-    );
+    spawn_watch::<Service>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Service);
     spawn_watch::<EndpointSlice>(
         Api::all(client.clone()),
         watcher::Config::default(),
@@ -86,41 +71,21 @@ pub fn start(client: Client, cfg: Config) -> Handles {
         Change::EndpointSlice,
     );
     // Mesh enrolment: pod labels and service accounts, namespace labels.
-    spawn_watch::<Pod>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx.clone(),
-        Change::Pod,
-    );
-    spawn_watch::<Namespace>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx,
-        Change::Namespace,
-    );
+    spawn_watch::<Pod>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Pod);
+    spawn_watch::<Namespace>(Api::all(client.clone()), watcher::Config::default(), tx, Change::Namespace);
 
     let (translations_tx, translations) = watch::channel(None);
     let (plans_tx, plans) = watch::channel(Arc::new(Plan::default()));
     let (leader_tx, leader) = watch::channel(false);
     tokio::spawn(lease::run(client.clone(), cfg.lease.clone(), leader_tx));
-    let reporter = Reporter {
-        controller: "wharf".into(),
-        instance: Some(cfg.lease.identity.clone()),
-    };
+    let reporter = Reporter { controller: "wharf".into(), instance: Some(cfg.lease.identity.clone()) };
     tokio::spawn(status::write(client, reporter, plans, leader.clone()));
     tokio::spawn(own(rx, cfg, translations_tx, plans_tx));
-    Handles {
-        translations,
-        leader,
-    }
+    Handles { translations, leader }
 }
 
-fn spawn_watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    tx: mpsc::Sender<Change>,
-    wrap: fn(watcher::Event<K>) -> Change,
-) where
+fn spawn_watch<K>(api: Api<K>, config: watcher::Config, tx: mpsc::Sender<Change>, wrap: fn(watcher::Event<K>) -> Change)
+where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
@@ -198,11 +163,7 @@ fn rebuild(
     cfg.translate.now = crate::unix_now();
     let t = translate(&index.world(), &cfg.translate, last.as_ref());
     log.report(&t.diagnostics);
-    let now_ours: BTreeSet<Key> = t
-        .ingresses
-        .iter()
-        .map(|r| (r.namespace.clone(), r.name.clone()))
-        .collect();
+    let now_ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let left: BTreeSet<Key> = ours.difference(&now_ours).cloned().collect();
     let addrs = status::addresses(&cfg.publish, index);
     let plan = status::plan(index, &now_ours, &left, &addrs, &t.diagnostics);

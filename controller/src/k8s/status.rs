@@ -56,14 +56,8 @@ pub fn addresses(publish: &Publish, index: &Index) -> Vec<IngressLoadBalancerIng
         Publish::Addresses(list) => list
             .iter()
             .map(|a| match a.parse::<IpAddr>() {
-                Ok(_) => IngressLoadBalancerIngress {
-                    ip: Some(a.clone()),
-                    ..Default::default()
-                },
-                Err(_) => IngressLoadBalancerIngress {
-                    hostname: Some(a.clone()),
-                    ..Default::default()
-                },
+                Ok(_) => IngressLoadBalancerIngress { ip: Some(a.clone()), ..Default::default() },
+                Err(_) => IngressLoadBalancerIngress { hostname: Some(a.clone()), ..Default::default() },
             })
             .collect(),
         Publish::Service(key) => index
@@ -85,11 +79,7 @@ pub fn addresses(publish: &Publish, index: &Index) -> Vec<IngressLoadBalancerIng
 }
 
 fn current(ing: &Ingress) -> Vec<IngressLoadBalancerIngress> {
-    ing.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.clone())
-        .unwrap_or_default()
+    ing.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone()).unwrap_or_default()
 }
 
 /// Computes the plan: `ours` get `addrs`; Ingresses in `left` (ours before, not now) are
@@ -121,22 +111,16 @@ pub fn plan(
         let Some(ing) = index.ingress(&key) else {
             continue;
         };
-        p.refs
-            .entry(key.clone())
-            .or_insert_with(|| ObjectReference {
-                api_version: Some("networking.k8s.io/v1".into()),
-                kind: Some("Ingress".into()),
-                namespace: Some(key.0.clone()),
-                name: Some(key.1.clone()),
-                uid: ing.uid(),
-                resource_version: None,
-                field_path: None,
-            });
-        p.events.insert(EventSpec {
-            key,
-            reason: d.reason.to_owned(),
-            message: d.message.clone(),
+        p.refs.entry(key.clone()).or_insert_with(|| ObjectReference {
+            api_version: Some("networking.k8s.io/v1".into()),
+            kind: Some("Ingress".into()),
+            namespace: Some(key.0.clone()),
+            name: Some(key.1.clone()),
+            uid: ing.uid(),
+            resource_version: None,
+            field_path: None,
         });
+        p.events.insert(EventSpec { key, reason: d.reason.to_owned(), message: d.message.clone() });
     }
     p
 }
@@ -177,10 +161,7 @@ pub async fn write(
             }
             let api: Api<Ingress> = Api::namespaced(client.clone(), &key.0);
             let body = serde_json::json!({ "status": { "loadBalancer": { "ingress": if addrs.is_empty() { None } else { Some(addrs) } } } });
-            match api
-                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-            {
+            match api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&body)).await {
                 Ok(_) => {
                     tracing::info!(ingress = %format!("{}/{}", key.0, key.1), addresses = ?addrs.iter().map(|a| a.ip.clone().or(a.hostname.clone()).unwrap_or_default()).collect::<Vec<_>>(), "status written");
                     written.insert(key.clone(), addrs.clone());

@@ -47,6 +47,8 @@ const H2C: &str = "kubernetes.io/h2c";
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
+const USE_WAYPOINT: &str = "istio.io/use-waypoint";
+const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 /// ztunnel's inbound HBONE port.
 pub const HBONE_PORT: u16 = 15008;
 
@@ -56,38 +58,27 @@ pub(super) struct Backends<'a> {
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
     pods: HashMap<(&'a str, &'a str), &'a Pod>,
     ambient_namespaces: std::collections::HashSet<&'a str>,
+    namespaces: HashMap<&'a str, &'a Namespace>,
     trust_domain: &'a str,
+    cluster_domain: &'a str,
 }
 
-fn label<'a>(
-    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    key: &str,
-) -> Option<&'a str> {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
+fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str)
 }
 
 impl<'a> Backends<'a> {
-    pub(super) fn new(world: &'a World, trust_domain: &'a str) -> Self {
+    pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str) -> Self {
         let mut services = HashMap::new();
         for svc in &world.services {
-            if let (Some(ns), Some(name)) = (
-                svc.metadata.namespace.as_deref(),
-                svc.metadata.name.as_deref(),
-            ) {
+            if let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) {
                 services.insert((ns, name), svc);
             }
         }
         let mut slices: HashMap<_, Vec<_>> = HashMap::new();
         for slice in &world.endpoint_slices {
             let ns = slice.metadata.namespace.as_deref();
-            let svc = slice
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            let svc = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
             if let (Some(ns), Some(svc)) = (ns, svc) {
                 slices.entry((ns, svc.as_str())).or_default().push(slice);
             }
@@ -95,15 +86,7 @@ impl<'a> Backends<'a> {
         let pods = world
             .pods
             .iter()
-            .filter_map(|p| {
-                Some((
-                    (
-                        p.metadata.namespace.as_deref()?,
-                        p.metadata.name.as_deref()?,
-                    ),
-                    p,
-                ))
-            })
+            .filter_map(|p| Some(((p.metadata.namespace.as_deref()?, p.metadata.name.as_deref()?), p)))
             .collect();
         let ambient_namespaces = world
             .namespaces
@@ -111,26 +94,16 @@ impl<'a> Backends<'a> {
             .filter(|n: &&Namespace| label(&n.metadata, DATAPLANE_MODE) == Some("ambient"))
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
-        Backends {
-            services,
-            slices,
-            pods,
-            ambient_namespaces,
-            trust_domain,
-        }
+        let namespaces = world.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
+        Backends { services, slices, pods, ambient_namespaces, namespaces, trust_domain, cluster_domain }
     }
 
     /// How to reach a slice endpoint: through HBONE when its pod is in the ambient mesh
     /// (its namespace or itself labelled `istio.io/dataplane-mode=ambient`, and the pod not
     /// opted out with `none`), directly otherwise.
     fn hbone(&self, ep: &SliceEndpoint, target: SocketAddr) -> Option<Hbone> {
-        let r = ep
-            .target_ref
-            .as_ref()
-            .filter(|r| r.kind.as_deref() == Some("Pod"))?;
-        let pod = self
-            .pods
-            .get(&(r.namespace.as_deref()?, r.name.as_deref()?))?;
+        let r = ep.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod"))?;
+        let pod = self.pods.get(&(r.namespace.as_deref()?, r.name.as_deref()?))?;
         let ns = pod.metadata.namespace.as_deref()?;
         let enrolled = match label(&pod.metadata, DATAPLANE_MODE) {
             Some("ambient") => true,
@@ -140,11 +113,7 @@ impl<'a> Backends<'a> {
         if !enrolled {
             return None;
         }
-        let sa = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.service_account_name.as_deref())
-            .unwrap_or("default");
+        let sa = pod.spec.as_ref().and_then(|s| s.service_account_name.as_deref()).unwrap_or("default");
         Some(Hbone {
             dial: SocketAddr::new(target.ip(), HBONE_PORT),
             identity: Identity::new(self.trust_domain, ns, sa),
@@ -192,25 +161,83 @@ impl<'a> Backends<'a> {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "UnsupportedBackend",
-                message: format!(
-                    "Service {ns}/{name} is of type ExternalName, which is not supported yet"
-                ),
+                message: format!("Service {ns}/{name} is of type ExternalName, which is not supported yet"),
             });
             return None;
         }
         let id = cluster_id(ns, name, &ServicePortRef::Number(sp.port));
         if !clusters.contains_key(&id) {
             let cluster = Cluster {
-                protocol: if sp.app_protocol.as_deref() == Some(H2C) {
-                    AppProtocol::H2c
-                } else {
-                    AppProtocol::Http1
+                protocol: if sp.app_protocol.as_deref() == Some(H2C) { AppProtocol::H2c } else { AppProtocol::Http1 },
+                endpoints: match self.waypoint(svc, ns) {
+                    Some(waypoint) => self.through_waypoint(svc, ns, name, sp, waypoint),
+                    None => self.endpoints(ns, name, sp),
                 },
-                endpoints: self.endpoints(ns, name, sp),
             };
             clusters.insert(id.clone(), cluster);
         }
         Some(id)
+    }
+
+    /// The waypoint Service a Service uses: its own `istio.io/use-waypoint` label, else its
+    /// namespace's (`istio.io/use-waypoint-namespace` moves the lookup to another namespace).
+    fn waypoint(&self, svc: &'a Service, ns: &'a str) -> Option<&'a Service> {
+        let namespace = self.namespaces.get(ns).copied();
+        let from = |key: &str| label(&svc.metadata, key).or_else(|| namespace.and_then(|n| label(&n.metadata, key)));
+        let name = from(USE_WAYPOINT).filter(|w| *w != "none")?;
+        let wns = from(USE_WAYPOINT_NAMESPACE).unwrap_or(ns);
+        self.services.get(&(wns, name)).copied()
+    }
+
+    /// Endpoints that reach `svc` through its waypoint: HBONE tunnels to the waypoint's pods
+    /// with the Service's own address as the CONNECT authority.
+    fn through_waypoint(
+        &self,
+        svc: &Service,
+        ns: &str,
+        name: &str,
+        sp: &ServicePort,
+        waypoint: &Service,
+    ) -> Vec<Endpoint> {
+        let (Some(wns), Some(wname)) = (waypoint.metadata.namespace.as_deref(), waypoint.metadata.name.as_deref())
+        else {
+            return Vec::new();
+        };
+        let cluster_ip =
+            svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()).and_then(|ip| ip.parse::<IpAddr>().ok());
+        let authority = match cluster_ip {
+            Some(ip) => SocketAddr::new(ip, sp.port as u16).to_string(),
+            None => format!("{name}.{ns}.svc.{}:{}", self.cluster_domain, sp.port),
+        };
+        let mut out = Vec::new();
+        for slice in self.slices.get(&(wns, wname)).into_iter().flatten() {
+            for ep in &slice.endpoints {
+                if !ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
+                    continue;
+                }
+                for addr in &ep.addresses {
+                    let Ok(ip) = addr.parse::<IpAddr>() else { continue };
+                    let dial = SocketAddr::new(ip, HBONE_PORT);
+                    let sa = ep
+                        .target_ref
+                        .as_ref()
+                        .and_then(|r| self.pods.get(&(r.namespace.as_deref()?, r.name.as_deref()?)))
+                        .and_then(|p| p.spec.as_ref()?.service_account_name.as_deref())
+                        .unwrap_or(wname);
+                    out.push(Endpoint {
+                        addr: cluster_ip.map_or(dial, |ip| SocketAddr::new(ip, sp.port as u16)),
+                        hbone: Some(Hbone {
+                            dial,
+                            identity: Identity::new(self.trust_domain, wns, sa),
+                            authority: authority.clone(),
+                        }),
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|e| e.hbone.as_ref().map(|h| h.dial));
+        out.dedup();
+        out
     }
 
     /// Ready endpoints of the Service port; if none are ready, those still serving while
@@ -243,10 +270,7 @@ impl<'a> Backends<'a> {
                         continue;
                     };
                     let sa = SocketAddr::new(ip, port);
-                    let endpoint = Endpoint {
-                        addr: sa,
-                        hbone: self.hbone(ep, sa),
-                    };
+                    let endpoint = Endpoint { addr: sa, hbone: self.hbone(ep, sa) };
                     if is_ready {
                         ready.insert(endpoint);
                     } else if serving && is_terminating {

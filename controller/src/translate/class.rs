@@ -37,28 +37,16 @@ impl<'a> Classes<'a> {
                 .is_some_and(|v| v == "true");
             default_is_ours |= is_default;
         }
-        Classes {
-            ours,
-            default_is_ours,
-            legacy_name: &opts.ingress_class,
-        }
+        Classes { ours, default_is_ours, legacy_name: &opts.ingress_class }
     }
 
     /// `spec.ingressClassName` naming one of our classes; else the legacy annotation naming
     /// our class; else, with neither set, a default IngressClass of ours.
     pub(super) fn is_ours(&self, ing: &Ingress) -> bool {
-        if let Some(name) = ing
-            .spec
-            .as_ref()
-            .and_then(|s| s.ingress_class_name.as_deref())
-        {
+        if let Some(name) = ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()) {
             return self.ours.contains(name);
         }
-        let legacy = ing
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
+        let legacy = ing.metadata.annotations.as_ref().and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
         match legacy {
             Some(v) => v == self.legacy_name,
             None => self.default_is_ours,

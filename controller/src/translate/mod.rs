@@ -9,9 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
-use wharf_model::{
-    Host, ObjectRef, PassthroughRoute, PathMatch, Route, Snapshot, TcpRoute, VirtualHost,
-};
+use wharf_model::{Host, ObjectRef, PassthroughRoute, PathMatch, Route, Snapshot, TcpRoute, VirtualHost};
 
 use backend::Backends;
 pub use backend::ServicePortRef;
@@ -107,18 +105,10 @@ pub struct Translation {
     pub ingresses: Vec<ObjectRef>,
 }
 
-const PASSTHROUGH_ANNOTATIONS: [&str; 2] = [
-    "wharf.dev/ssl-passthrough",
-    "nginx.ingress.kubernetes.io/ssl-passthrough",
-];
-const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = [
-    "wharf.dev/ssl-redirect",
-    "nginx.ingress.kubernetes.io/ssl-redirect",
-];
-const FORCE_SSL_REDIRECT_ANNOTATIONS: [&str; 2] = [
-    "wharf.dev/force-ssl-redirect",
-    "nginx.ingress.kubernetes.io/force-ssl-redirect",
-];
+const PASSTHROUGH_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-passthrough", "nginx.ingress.kubernetes.io/ssl-passthrough"];
+const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
+const FORCE_SSL_REDIRECT_ANNOTATIONS: [&str; 2] =
+    ["wharf.dev/force-ssl-redirect", "nginx.ingress.kubernetes.io/force-ssl-redirect"];
 
 /// Builds a snapshot from the objects in `world`.
 ///
@@ -129,14 +119,10 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         opts,
         diags: Vec::new(),
         snapshot: Snapshot::default(),
-        backends: Backends::new(world, &opts.trust_domain),
+        backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain),
     };
     let classes = class::Classes::new(&world.ingress_classes, opts);
-    let mut ours: Vec<&Ingress> = world
-        .ingresses
-        .iter()
-        .filter(|ing| classes.is_ours(ing))
-        .collect();
+    let mut ours: Vec<&Ingress> = world.ingresses.iter().filter(|ing| classes.is_ours(ing)).collect();
     ours.sort_by(|a, b| age_key(a).cmp(&age_key(b)));
 
     let secrets = tls::Secrets::new(&world.secrets, previous, opts.now);
@@ -159,18 +145,10 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
 
     for tcp in &opts.tcp_services {
         let source = ObjectRef::new("Service", &tcp.namespace, &tcp.service);
-        if let Some(cluster) = t.backends.cluster(
-            &tcp.namespace,
-            &tcp.service,
-            &tcp.port,
-            &source,
-            &mut t.diags,
-            &mut t.snapshot.clusters,
-        ) {
-            t.snapshot.tcp_routes.push(TcpRoute {
-                port: tcp.listen_port,
-                cluster,
-            });
+        if let Some(cluster) =
+            t.backends.cluster(&tcp.namespace, &tcp.service, &tcp.port, &source, &mut t.diags, &mut t.snapshot.clusters)
+        {
+            t.snapshot.tcp_routes.push(TcpRoute { port: tcp.listen_port, cluster });
         }
     }
     if opts.auto_passthrough {
@@ -179,21 +157,13 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
 
     t.diags.sort();
     t.diags.dedup();
-    Translation {
-        snapshot: t.snapshot,
-        diagnostics: t.diags,
-        ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
-    }
+    Translation { snapshot: t.snapshot, diagnostics: t.diags, ingresses: ours.iter().map(|i| ingress_ref(i)).collect() }
 }
 
 /// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
 fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) {
     let m = &ing.metadata;
-    (
-        m.creation_timestamp.as_ref().map(|t| t.0),
-        m.namespace.as_deref().unwrap_or(""),
-        m.name.as_deref().unwrap_or(""),
-    )
+    (m.creation_timestamp.as_ref().map(|t| t.0), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
 }
 
 fn ingress_ref(ing: &Ingress) -> ObjectRef {
@@ -207,8 +177,7 @@ fn ingress_ref(ing: &Ingress) -> ObjectRef {
 /// The value of the first present annotation among `keys`.
 fn annotation<'a>(ing: &'a Ingress, keys: &[&str]) -> Option<(&'a str, &'a str)> {
     let ann = ing.metadata.annotations.as_ref()?;
-    keys.iter()
-        .find_map(|k| ann.get_key_value(*k).map(|(k, v)| (k.as_str(), v.as_str())))
+    keys.iter().find_map(|k| ann.get_key_value(*k).map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 #[derive(Default)]
@@ -255,11 +224,7 @@ struct Translator<'a> {
 
 impl<'a> Translator<'a> {
     fn diag(&mut self, object: &ObjectRef, reason: &'static str, message: String) {
-        self.diags.push(Diagnostic {
-            object: object.clone(),
-            reason,
-            message,
-        });
+        self.diags.push(Diagnostic { object: object.clone(), reason, message });
     }
 
     /// Reads a boolean annotation; an invalid value is reported and treated as absent.
@@ -272,9 +237,7 @@ impl<'a> Translator<'a> {
                 self.diag(
                     src,
                     "InvalidAnnotation",
-                    format!(
-                        "annotation {key}: {other:?} is not \"true\" or \"false\"; it is ignored"
-                    ),
+                    format!("annotation {key}: {other:?} is not \"true\" or \"false\"; it is ignored"),
                 );
                 None
             }
@@ -291,10 +254,8 @@ impl<'a> Translator<'a> {
         let src = ingress_ref(ing);
         let Some(spec) = &ing.spec else { return };
         let passthrough = self.bool_annotation(ing, &src, &PASSTHROUGH_ANNOTATIONS) == Some(true);
-        let ssl_redirect =
-            self.bool_annotation(ing, &src, &SSL_REDIRECT_ANNOTATIONS) != Some(false);
-        let force_redirect =
-            self.bool_annotation(ing, &src, &FORCE_SSL_REDIRECT_ANNOTATIONS) == Some(true);
+        let ssl_redirect = self.bool_annotation(ing, &src, &SSL_REDIRECT_ANNOTATIONS) != Some(false);
+        let force_redirect = self.bool_annotation(ing, &src, &FORCE_SSL_REDIRECT_ANNOTATIONS) == Some(true);
 
         if passthrough {
             self.passthrough(ing, &src, routes);
@@ -304,28 +265,22 @@ impl<'a> Translator<'a> {
             let hosts: Vec<&str> = match &entry.hosts {
                 Some(h) if !h.is_empty() => h.iter().map(String::as_str).collect(),
                 // No hosts: the entry covers every host of the Ingress's rules.
-                _ => spec
-                    .rules
-                    .iter()
-                    .flatten()
-                    .filter_map(|r| r.host.as_deref())
-                    .collect(),
+                _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
             };
             tls_hosts.add(self, &src, secrets, entry.secret_name.as_deref(), &hosts);
         }
 
         if let Some(backend) = &spec.default_backend {
             if let Some(cluster) = self.backend(&src, backend) {
-                let route = Route {
-                    path: PathMatch::Prefix("/".into()),
-                    cluster,
-                    source: src.clone(),
-                    https_redirect: false,
-                };
+                let route =
+                    Route { path: PathMatch::Prefix("/".into()), cluster, source: src.clone(), https_redirect: false };
                 match &routes.default_backend {
                     None => routes.default_backend = Some(route),
                     Some(winner) => {
-                        let msg = format!("spec.defaultBackend is ignored: {} is older and sets the default backend", winner.source);
+                        let msg = format!(
+                            "spec.defaultBackend is ignored: {} is older and sets the default backend",
+                            winner.source
+                        );
                         self.diag(&src, "DefaultBackendConflict", msg);
                     }
                 }
@@ -366,27 +321,19 @@ impl<'a> Translator<'a> {
                 let key = (host.clone(), path.clone());
                 if let Some(winner) = routes.claimed.get(&key) {
                     let msg = if winner == &src {
+                        format!("host {host} path {} appears twice; the first rule wins", path.path())
+                    } else {
                         format!(
-                            "host {host} path {} appears twice; the first rule wins",
+                            "host {host} path {} is already served by {winner}, which is older; this rule is ignored",
                             path.path()
                         )
-                    } else {
-                        format!("host {host} path {} is already served by {winner}, which is older; this rule is ignored", path.path())
                     };
                     self.diag(&src, "HostPathConflict", msg);
                     continue;
                 }
                 routes.claimed.insert(key, src.clone());
-                let route = Route {
-                    path,
-                    cluster,
-                    source: src.clone(),
-                    https_redirect: ssl_redirect,
-                };
-                let route = Route {
-                    https_redirect: route.https_redirect || force_redirect,
-                    ..route
-                };
+                let route = Route { path, cluster, source: src.clone(), https_redirect: ssl_redirect };
+                let route = Route { https_redirect: route.https_redirect || force_redirect, ..route };
                 routes.by_host.entry(host.clone()).or_default().push(route);
             }
         }
@@ -396,11 +343,7 @@ impl<'a> Translator<'a> {
     /// route answers 503 instead of falling through to another rule.
     fn backend(&mut self, src: &ObjectRef, backend: &IngressBackend) -> Option<String> {
         let Some(svc) = &backend.service else {
-            self.diag(
-                src,
-                "UnsupportedBackend",
-                "resource backends are not supported; use a Service backend".into(),
-            );
+            self.diag(src, "UnsupportedBackend", "resource backends are not supported; use a Service backend".into());
             return None;
         };
         let ns = src.namespace.clone();
@@ -412,10 +355,7 @@ impl<'a> Translator<'a> {
                     self.diag(
                         src,
                         "ServicePortNotFound",
-                        format!(
-                            "backend Service {} has no port; set port.number or port.name",
-                            svc.name
-                        ),
+                        format!("backend Service {} has no port; set port.number or port.name", svc.name),
                     );
                     return None;
                 }
@@ -424,22 +364,12 @@ impl<'a> Translator<'a> {
                 self.diag(
                     src,
                     "ServicePortNotFound",
-                    format!(
-                        "backend Service {} has no port; set port.number or port.name",
-                        svc.name
-                    ),
+                    format!("backend Service {} has no port; set port.number or port.name", svc.name),
                 );
                 return None;
             }
         };
-        let id = self.backends.cluster(
-            &ns,
-            &svc.name,
-            &port,
-            src,
-            &mut self.diags,
-            &mut self.snapshot.clusters,
-        );
+        let id = self.backends.cluster(&ns, &svc.name, &port, src, &mut self.diags, &mut self.snapshot.clusters);
         Some(id.unwrap_or_else(|| backend::cluster_id(&ns, &svc.name, &port)))
     }
 
@@ -456,66 +386,46 @@ impl<'a> Translator<'a> {
                     self.diag(
                         src,
                         "InvalidHost",
-                        "passthrough rules need a host: the SNI is the only thing to route on"
-                            .into(),
+                        "passthrough rules need a host: the SNI is the only thing to route on".into(),
                     );
                     continue;
                 }
             };
             let Some(path) = rule.http.as_ref().and_then(|h| h.paths.first()) else {
-                self.diag(
-                    src,
-                    "UnsupportedBackend",
-                    format!("passthrough host {host} has no path with a backend"),
-                );
+                self.diag(src, "UnsupportedBackend", format!("passthrough host {host} has no path with a backend"));
                 continue;
             };
             let Some(cluster) = self.backend(src, &path.backend) else {
                 continue;
             };
             if let Some(winner) = routes.passthrough.get(&host) {
-                let msg = format!("passthrough host {host} is already served by {}, which is older; this rule is ignored", winner.source);
+                let msg = format!(
+                    "passthrough host {host} is already served by {}, which is older; this rule is ignored",
+                    winner.source
+                );
                 self.diag(src, "HostPathConflict", msg);
                 continue;
             }
-            routes.passthrough.insert(
-                host.clone(),
-                PassthroughRoute {
-                    host,
-                    cluster,
-                    source: src.clone(),
-                },
-            );
+            routes.passthrough.insert(host.clone(), PassthroughRoute { host, cluster, source: src.clone() });
         }
     }
 
     fn auto_passthrough(&mut self, world: &World) {
         let mut seen = HashSet::new();
         for svc in &world.services {
-            let (Some(ns), Some(name)) = (
-                svc.metadata.namespace.as_deref(),
-                svc.metadata.name.as_deref(),
-            ) else {
+            let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) else {
                 continue;
             };
             let src = ObjectRef::new("Service", ns, name);
             for port in svc.spec.iter().flat_map(|s| s.ports.iter().flatten()) {
                 let pref = ServicePortRef::Number(port.port);
                 let mut ignored = Vec::new();
-                let Some(cluster) = self.backends.cluster(
-                    ns,
-                    name,
-                    &pref,
-                    &src,
-                    &mut ignored,
-                    &mut self.snapshot.clusters,
-                ) else {
+                let Some(cluster) =
+                    self.backends.cluster(ns, name, &pref, &src, &mut ignored, &mut self.snapshot.clusters)
+                else {
                     continue;
                 };
-                let sni = format!(
-                    "outbound_.{}_._.{name}.{ns}.svc.{}",
-                    port.port, self.opts.cluster_domain
-                );
+                let sni = format!("outbound_.{}_._.{name}.{ns}.svc.{}", port.port, self.opts.cluster_domain);
                 if seen.insert(sni.clone()) {
                     self.snapshot.passthrough.push(PassthroughRoute {
                         host: Host::Exact(sni),

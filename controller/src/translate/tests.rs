@@ -9,11 +9,7 @@ fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
 }
 
 fn class(name: &str, controller: &str, default: bool) -> IngressClass {
-    let ann = if default {
-        json!({"ingressclass.kubernetes.io/is-default-class": "true"})
-    } else {
-        json!({})
-    };
+    let ann = if default { json!({"ingressclass.kubernetes.io/is-default-class": "true"}) } else { json!({}) };
     obj(json!({"metadata": {"name": name, "annotations": ann}, "spec": {"controller": controller}}))
 }
 
@@ -52,9 +48,7 @@ fn slice(svc: &str, port_name: &str, port: u16, endpoints: Value) -> EndpointSli
 
 fn tls_secret(name: &str, hosts: &[&str]) -> Secret {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let params =
-        rcgen::CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>())
-            .unwrap();
+    let params = rcgen::CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()).unwrap();
     let cert = params.self_signed(&key).unwrap();
     secret(name, &cert.pem(), &key.serialize_pem())
 }
@@ -68,18 +62,11 @@ fn secret(name: &str, crt: &str, key: &str) -> Secret {
 
 fn b64(s: &str) -> String {
     // The JSON form of k8s ByteString is base64; round-trip through it.
-    serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec()))
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_owned()
+    serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec())).unwrap().as_str().unwrap().to_owned()
 }
 
 fn opts() -> Options {
-    Options {
-        now: 1_800_000_000,
-        ..Options::default()
-    }
+    Options { now: 1_800_000_000, ..Options::default() }
 }
 
 /// A world with our class, one Service `app` (port 80 "http" -> 8080, two ready endpoints).
@@ -93,10 +80,7 @@ fn world(ingresses: Vec<Ingress>) -> World {
         secrets: vec![],
         services: vec![
             service("app", json!([{"name": "http", "port": 80}])),
-            service(
-                "h2",
-                json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}]),
-            ),
+            service("h2", json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}])),
         ],
         endpoint_slices: vec![slice(
             "app",
@@ -121,10 +105,7 @@ fn simple(name: &str, age: u32, host: &str, p: &str) -> Ingress {
 }
 
 fn reasons(t: &Translation) -> Vec<(&str, &str)> {
-    t.diagnostics
-        .iter()
-        .map(|d| (d.object.name.as_str(), d.reason))
-        .collect()
+    t.diagnostics.iter().map(|d| (d.object.name.as_str(), d.reason)).collect()
 }
 
 #[test]
@@ -137,32 +118,10 @@ fn class_selection() {
     };
     let cases = [
         (ingress("by-name", 0, json!({}), with_class("wharf")), true),
-        (
-            ingress("other-class", 0, json!({}), with_class("nginx")),
-            false,
-        ),
-        (
-            ingress("unknown-class", 0, json!({}), with_class("missing")),
-            false,
-        ),
-        (
-            ingress(
-                "legacy",
-                0,
-                json!({"kubernetes.io/ingress.class": "wharf"}),
-                none.clone(),
-            ),
-            true,
-        ),
-        (
-            ingress(
-                "legacy-other",
-                0,
-                json!({"kubernetes.io/ingress.class": "nginx"}),
-                none.clone(),
-            ),
-            false,
-        ),
+        (ingress("other-class", 0, json!({}), with_class("nginx")), false),
+        (ingress("unknown-class", 0, json!({}), with_class("missing")), false),
+        (ingress("legacy", 0, json!({"kubernetes.io/ingress.class": "wharf"}), none.clone()), true),
+        (ingress("legacy-other", 0, json!({"kubernetes.io/ingress.class": "nginx"}), none.clone()), false),
         // The default class here belongs to ingress-nginx, not us.
         (ingress("no-class", 0, json!({}), none.clone()), false),
     ];
@@ -191,12 +150,7 @@ fn hosts_exact_wildcard_any_and_invalid() {
         ]}),
     );
     let t = translate(&world(vec![ing]), &opts(), None);
-    let hosts: Vec<String> = t
-        .snapshot
-        .virtual_hosts
-        .iter()
-        .map(|v| v.host.to_string())
-        .collect();
+    let hosts: Vec<String> = t.snapshot.virtual_hosts.iter().map(|v| v.host.to_string()).collect();
     assert_eq!(hosts, ["a.example.com", "*.example.com", "*"]);
     assert_eq!(reasons(&t), [("i", "InvalidHost")]);
 }
@@ -217,24 +171,9 @@ fn paths_ordered_by_kubernetes_precedence() {
         ]))]}),
     );
     let t = translate(&world(vec![ing]), &opts(), None);
-    let got: Vec<String> = t.snapshot.virtual_hosts[0]
-        .routes
-        .iter()
-        .map(|r| format!("{:?}", r.path))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            r#"Prefix("/foo/bar")"#,
-            r#"Exact("/foo")"#,
-            r#"Prefix("/foo")"#,
-            r#"Prefix("/")"#
-        ]
-    );
-    assert_eq!(
-        reasons(&t),
-        [("i", "InvalidPath"), ("i", "InvalidPathType")]
-    );
+    let got: Vec<String> = t.snapshot.virtual_hosts[0].routes.iter().map(|r| format!("{:?}", r.path)).collect();
+    assert_eq!(got, [r#"Prefix("/foo/bar")"#, r#"Exact("/foo")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]);
+    assert_eq!(reasons(&t), [("i", "InvalidPath"), ("i", "InvalidPathType")]);
 }
 
 #[test]
@@ -250,19 +189,9 @@ fn conflicts_oldest_wins_loser_told() {
         None,
     );
     let routes = &t.snapshot.virtual_hosts[0].routes;
-    assert_eq!(
-        routes
-            .iter()
-            .map(|r| r.source.name.as_str())
-            .collect::<Vec<_>>(),
-        ["other-path", "older"]
-    );
+    assert_eq!(routes.iter().map(|r| r.source.name.as_str()).collect::<Vec<_>>(), ["other-path", "older"]);
     assert_eq!(reasons(&t), [("newer", "HostPathConflict")]);
-    assert!(
-        t.diagnostics[0].message.contains("Ingress web/older"),
-        "{}",
-        t.diagnostics[0].message
-    );
+    assert!(t.diagnostics[0].message.contains("Ingress web/older"), "{}", t.diagnostics[0].message);
 }
 
 #[test]
@@ -281,32 +210,17 @@ fn service_ports_by_number_and_name_and_endpoints() {
     );
     let t = translate(&world(vec![ing]), &opts(), None);
     let routes = &t.snapshot.virtual_hosts[0].routes;
-    let cluster_of = |p: &str| {
-        routes
-            .iter()
-            .find(|r| r.path.path() == p)
-            .map(|r| r.cluster.as_str())
-    };
+    let cluster_of = |p: &str| routes.iter().find(|r| r.path.path() == p).map(|r| r.cluster.as_str());
     assert_eq!(cluster_of("/num"), Some("web/app:80"));
     assert_eq!(cluster_of("/name"), Some("web/app:80"));
-    assert_eq!(
-        cluster_of("/nosvc"),
-        Some("web/ghost:80"),
-        "kept, to answer 503"
-    );
+    assert_eq!(cluster_of("/nosvc"), Some("web/ghost:80"), "kept, to answer 503");
     assert_eq!(cluster_of("/badport"), Some("web/app:99"));
     let app = &t.snapshot.clusters["web/app:80"];
     let addrs: Vec<String> = app.endpoints.iter().map(|e| e.addr.to_string()).collect();
     assert_eq!(addrs, ["10.0.0.1:8080", "10.0.0.2:8080"]);
-    assert_eq!(
-        t.snapshot.clusters["web/h2:81"].protocol,
-        wharf_model::AppProtocol::H2c
-    );
+    assert_eq!(t.snapshot.clusters["web/h2:81"].protocol, wharf_model::AppProtocol::H2c);
     assert!(!t.snapshot.clusters.contains_key("web/ghost:80"));
-    assert_eq!(
-        reasons(&t),
-        [("i", "ServiceNotFound"), ("i", "ServicePortNotFound")]
-    );
+    assert_eq!(reasons(&t), [("i", "ServiceNotFound"), ("i", "ServicePortNotFound")]);
 }
 
 #[test]
@@ -323,44 +237,22 @@ fn not_ready_endpoints_skipped_terminating_as_fallback() {
     )];
     let t = translate(&w, &opts(), None);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints.len(), 1);
-    assert_eq!(
-        t.snapshot.clusters["web/app:80"].endpoints[0]
-            .addr
-            .to_string(),
-        "10.0.0.2:8080"
-    );
-    w.endpoint_slices[0].endpoints[0]
-        .conditions
-        .as_mut()
-        .unwrap()
-        .ready = Some(true);
+    assert_eq!(t.snapshot.clusters["web/app:80"].endpoints[0].addr.to_string(), "10.0.0.2:8080");
+    w.endpoint_slices[0].endpoints[0].conditions.as_mut().unwrap().ready = Some(true);
     let t = translate(&w, &opts(), None);
-    assert_eq!(
-        t.snapshot.clusters["web/app:80"].endpoints[0]
-            .addr
-            .to_string(),
-        "10.0.0.1:8080"
-    );
+    assert_eq!(t.snapshot.clusters["web/app:80"].endpoints[0].addr.to_string(), "10.0.0.1:8080");
 }
 
 #[test]
 fn default_backend_oldest_wins() {
-    let spec = json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}}});
+    let spec =
+        json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}}});
     let t = translate(
-        &world(vec![
-            ingress("b", 2, json!({}), spec.clone()),
-            ingress("a", 1, json!({}), spec),
-        ]),
+        &world(vec![ingress("b", 2, json!({}), spec.clone()), ingress("a", 1, json!({}), spec)]),
         &opts(),
         None,
     );
-    assert_eq!(
-        t.snapshot
-            .default_backend
-            .as_ref()
-            .map(|r| r.source.name.as_str()),
-        Some("a")
-    );
+    assert_eq!(t.snapshot.default_backend.as_ref().map(|r| r.source.name.as_str()), Some("a"));
     assert_eq!(reasons(&t), [("b", "DefaultBackendConflict")]);
 }
 
@@ -377,60 +269,26 @@ fn tls_hosts_certificates_and_redirects() {
     w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com"])];
     let t = translate(&w, &opts(), None);
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
-    let tls: Vec<(String, &str)> = t
-        .snapshot
-        .tls_hosts
-        .iter()
-        .map(|h| (h.host.to_string(), h.certificate.as_str()))
-        .collect();
-    assert_eq!(
-        tls,
-        [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]
-    );
-    let redirect: Vec<(String, bool)> = t
-        .snapshot
-        .virtual_hosts
-        .iter()
-        .map(|v| (v.host.to_string(), v.routes[0].https_redirect))
-        .collect();
-    assert_eq!(
-        redirect,
-        [
-            ("a.com".into(), true),
-            ("plain.com".into(), false),
-            ("x.w.com".into(), true)
-        ]
-    );
+    let tls: Vec<(String, &str)> =
+        t.snapshot.tls_hosts.iter().map(|h| (h.host.to_string(), h.certificate.as_str())).collect();
+    assert_eq!(tls, [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]);
+    let redirect: Vec<(String, bool)> =
+        t.snapshot.virtual_hosts.iter().map(|v| (v.host.to_string(), v.routes[0].https_redirect)).collect();
+    assert_eq!(redirect, [("a.com".into(), true), ("plain.com".into(), false), ("x.w.com".into(), true)]);
 
     // Opting out of the redirect.
     let mut w2 = w.clone();
-    w2.ingresses = vec![ingress(
-        "i",
-        0,
-        json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"}),
-        spec("cert"),
-    )];
+    w2.ingresses = vec![ingress("i", 0, json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"}), spec("cert"))];
     let t2 = translate(&w2, &opts(), None);
-    assert!(t2
-        .snapshot
-        .virtual_hosts
-        .iter()
-        .all(|v| !v.routes[0].https_redirect));
+    assert!(t2.snapshot.virtual_hosts.iter().all(|v| !v.routes[0].https_redirect));
 
     // The Secret turns bad: the last good certificate keeps serving, and the user is told.
     let mut bad = w.clone();
     bad.secrets = vec![secret("cert", "not a cert", "nor a key")];
     let t3 = translate(&bad, &opts(), Some(&t.snapshot));
-    assert_eq!(
-        t3.snapshot.certificates["web/cert"],
-        t.snapshot.certificates["web/cert"]
-    );
+    assert_eq!(t3.snapshot.certificates["web/cert"], t.snapshot.certificates["web/cert"]);
     assert_eq!(reasons(&t3), [("i", "BadCertificatePEM")]);
-    assert!(
-        t3.diagnostics[0].message.contains("last good certificate"),
-        "{}",
-        t3.diagnostics[0].message
-    );
+    assert!(t3.diagnostics[0].message.contains("last good certificate"), "{}", t3.diagnostics[0].message);
     // Without a previous snapshot the hosts fall back to the default certificate.
     let t4 = translate(&bad, &opts(), None);
     assert!(t4.snapshot.tls_hosts.is_empty());
@@ -438,16 +296,10 @@ fn tls_hosts_certificates_and_redirects() {
     // Key from another certificate.
     let other = tls_secret("other", &["a.com"]);
     let mut mismatch = w.clone();
-    let (crt, key) = (
-        w.secrets[0].data.as_ref().unwrap()["tls.crt"].clone(),
-        other.data.as_ref().unwrap()["tls.key"].clone(),
-    );
-    mismatch.secrets[0].data =
-        Some([("tls.crt".to_string(), crt), ("tls.key".to_string(), key)].into());
-    assert_eq!(
-        reasons(&translate(&mismatch, &opts(), None)),
-        [("i", "KeyMismatch")]
-    );
+    let (crt, key) =
+        (w.secrets[0].data.as_ref().unwrap()["tls.crt"].clone(), other.data.as_ref().unwrap()["tls.key"].clone());
+    mismatch.secrets[0].data = Some([("tls.crt".to_string(), crt), ("tls.key".to_string(), key)].into());
+    assert_eq!(reasons(&translate(&mismatch, &opts(), None)), [("i", "KeyMismatch")]);
 }
 
 #[test]
@@ -460,10 +312,7 @@ fn tls_secret_errors_missing_cross_namespace_and_mismatch() {
         ingress("conflict", 3, json!({}), spec("cert2", "d.com")),
         ingress("owner", 0, json!({}), spec("cert", "d.com")),
     ]);
-    w.secrets = vec![
-        tls_secret("cert", &["d.com"]),
-        tls_secret("cert2", &["d.com"]),
-    ];
+    w.secrets = vec![tls_secret("cert", &["d.com"]), tls_secret("cert2", &["d.com"])];
     let t = translate(&w, &opts(), None);
     assert_eq!(
         reasons(&t),
@@ -474,16 +323,9 @@ fn tls_secret_errors_missing_cross_namespace_and_mismatch() {
             ("uncovered", "CertificateHostMismatch")
         ]
     );
-    let hosts: Vec<(String, &str)> = t
-        .snapshot
-        .tls_hosts
-        .iter()
-        .map(|h| (h.host.to_string(), h.certificate.as_str()))
-        .collect();
-    assert_eq!(
-        hosts,
-        [("c.com".into(), "web/cert"), ("d.com".into(), "web/cert")]
-    );
+    let hosts: Vec<(String, &str)> =
+        t.snapshot.tls_hosts.iter().map(|h| (h.host.to_string(), h.certificate.as_str())).collect();
+    assert_eq!(hosts, [("c.com".into(), "web/cert"), ("d.com".into(), "web/cert")]);
 }
 
 #[test]
@@ -521,35 +363,12 @@ fn passthrough_annotation_and_auto_passthrough() {
         json!({"nginx.ingress.kubernetes.io/ssl-passthrough": "yes"}),
         json!({"ingressClassName": "wharf"}),
     );
-    let t = translate(
-        &world(vec![ing, bad]),
-        &Options {
-            auto_passthrough: true,
-            ..opts()
-        },
-        None,
-    );
-    let pt: Vec<(String, &str)> = t
-        .snapshot
-        .passthrough
-        .iter()
-        .map(|p| (p.host.to_string(), p.cluster.as_str()))
-        .collect();
-    assert!(
-        pt.contains(&("db.example.com".into(), "web/app:80")),
-        "{pt:?}"
-    );
-    assert!(
-        pt.contains(&(
-            "outbound_.80_._.app.web.svc.cluster.local".into(),
-            "web/app:80"
-        )),
-        "{pt:?}"
-    );
-    assert!(
-        t.snapshot.virtual_hosts.is_empty(),
-        "passthrough hosts get no HTTP routes"
-    );
+    let t = translate(&world(vec![ing, bad]), &Options { auto_passthrough: true, ..opts() }, None);
+    let pt: Vec<(String, &str)> =
+        t.snapshot.passthrough.iter().map(|p| (p.host.to_string(), p.cluster.as_str())).collect();
+    assert!(pt.contains(&("db.example.com".into(), "web/app:80")), "{pt:?}");
+    assert!(pt.contains(&("outbound_.80_._.app.web.svc.cluster.local".into(), "web/app:80")), "{pt:?}");
+    assert!(t.snapshot.virtual_hosts.is_empty(), "passthrough hosts get no HTTP routes");
     assert_eq!(reasons(&t), [("bad-ann", "InvalidAnnotation")]);
 }
 
@@ -568,32 +387,20 @@ fn tcp_services_and_default_certificate() {
         ..opts()
     };
     let t = translate(&w, &o, None);
-    assert_eq!(
-        t.snapshot.tcp_routes,
-        [TcpRoute {
-            port: 31400,
-            cluster: "web/app:80".into()
-        }]
-    );
-    assert_eq!(
-        t.snapshot.default_certificate.as_deref(),
-        Some("web/fallback")
-    );
+    assert_eq!(t.snapshot.tcp_routes, [TcpRoute { port: 31400, cluster: "web/app:80".into() }]);
+    assert_eq!(t.snapshot.default_certificate.as_deref(), Some("web/fallback"));
 }
 
 #[test]
 fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
     let mut w = world(vec![simple("i", 0, "a.com", "/")]);
-    let ep = |ip: &str, pod: &str| json!({"addresses": [ip], "targetRef": {"kind": "Pod", "namespace": "web", "name": pod}});
+    let ep =
+        |ip: &str, pod: &str| json!({"addresses": [ip], "targetRef": {"kind": "Pod", "namespace": "web", "name": pod}});
     w.endpoint_slices = vec![slice(
         "app",
         "http",
         8080,
-        json!([
-            ep("10.0.0.1", "in-ns"),
-            ep("10.0.0.2", "opted-out"),
-            ep("10.0.0.3", "no-pod")
-        ]),
+        json!([ep("10.0.0.1", "in-ns"), ep("10.0.0.2", "opted-out"), ep("10.0.0.3", "no-pod")]),
     )];
     let pod = |name: &str, labels: Value, sa: Option<&str>| -> Pod {
         obj(
@@ -602,58 +409,62 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
     };
     w.pods = vec![
         pod("in-ns", json!({}), Some("frontend")),
-        pod(
-            "opted-out",
-            json!({"istio.io/dataplane-mode": "none"}),
-            None,
-        ),
+        pod("opted-out", json!({"istio.io/dataplane-mode": "none"}), None),
     ];
     let t = translate(&w, &opts(), None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
-    assert!(
-        eps.iter().all(|e| e.hbone.is_none()),
-        "namespace not enrolled yet: direct"
-    );
+    assert!(eps.iter().all(|e| e.hbone.is_none()), "namespace not enrolled yet: direct");
 
-    w.namespaces = vec![obj(
-        json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}),
-    )];
-    let t = translate(
-        &w,
-        &Options {
-            trust_domain: "mesh.example".into(),
-            ..opts()
-        },
-        None,
-    );
+    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}))];
+    let t = translate(&w, &Options { trust_domain: "mesh.example".into(), ..opts() }, None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     let h = eps[0].hbone.as_ref().expect("enrolled pod goes over HBONE");
-    assert_eq!(
-        h.identity.to_string(),
-        "spiffe://mesh.example/ns/web/sa/frontend"
-    );
+    assert_eq!(h.identity.to_string(), "spiffe://mesh.example/ns/web/sa/frontend");
     assert_eq!(h.dial.to_string(), "10.0.0.1:15008");
     assert_eq!(h.authority, "10.0.0.1:8080");
-    assert!(
-        eps[1].hbone.is_none(),
-        "pod opted out with istio.io/dataplane-mode=none"
-    );
+    assert!(eps[1].hbone.is_none(), "pod opted out with istio.io/dataplane-mode=none");
     assert!(eps[2].hbone.is_none(), "unknown pod: direct");
 
     // A pod enrolled by its own label, in a namespace that is not; default service account.
     w.namespaces.clear();
-    w.pods = vec![pod(
-        "in-ns",
-        json!({"istio.io/dataplane-mode": "ambient"}),
-        None,
+    w.pods = vec![pod("in-ns", json!({"istio.io/dataplane-mode": "ambient"}), None)];
+    let t = translate(&w, &opts(), None);
+    let h = t.snapshot.clusters["web/app:80"].endpoints[0].hbone.clone().unwrap();
+    assert_eq!(h.identity.to_string(), "spiffe://cluster.local/ns/web/sa/default");
+}
+
+#[test]
+fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority() {
+    let mut w = world(vec![simple("i", 0, "a.com", "/")]);
+    w.services = vec![
+        obj(json!({"metadata": {"name": "app", "namespace": "web", "labels": {"istio.io/use-waypoint": "wp"}},
+                   "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "http", "port": 80}]}})),
+        obj(
+            json!({"metadata": {"name": "wp", "namespace": "web"}, "spec": {"ports": [{"name": "mesh", "port": 15008}]}}),
+        ),
+    ];
+    w.endpoint_slices.push(obj(json!({
+        "metadata": {"name": "wp-1", "namespace": "web", "labels": {"kubernetes.io/service-name": "wp"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "mesh", "port": 15008}],
+        "endpoints": [{"addresses": ["10.1.0.5"], "targetRef": {"kind": "Pod", "namespace": "web", "name": "wp-0"}}],
+    })));
+    w.pods = vec![obj(
+        json!({"metadata": {"name": "wp-0", "namespace": "web"}, "spec": {"containers": [], "serviceAccountName": "wp-sa"}}),
     )];
     let t = translate(&w, &opts(), None);
-    let h = t.snapshot.clusters["web/app:80"].endpoints[0]
-        .hbone
-        .clone()
-        .unwrap();
-    assert_eq!(
-        h.identity.to_string(),
-        "spiffe://cluster.local/ns/web/sa/default"
-    );
+    let eps = &t.snapshot.clusters["web/app:80"].endpoints;
+    assert_eq!(eps.len(), 1, "{eps:?}");
+    let h = eps[0].hbone.as_ref().unwrap();
+    assert_eq!(h.dial.to_string(), "10.1.0.5:15008");
+    assert_eq!(h.authority, "10.96.0.20:80");
+    assert_eq!(h.identity.to_string(), "spiffe://cluster.local/ns/web/sa/wp-sa");
+
+    // The namespace label works too; "none" on the Service opts out.
+    w.services[0].metadata.labels = None;
+    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/use-waypoint": "wp"}}}))];
+    assert!(translate(&w, &opts(), None).snapshot.clusters["web/app:80"].endpoints[0].hbone.is_some());
+    w.services[0].metadata.labels = Some([("istio.io/use-waypoint".to_string(), "none".to_string())].into());
+    let t = translate(&w, &opts(), None);
+    assert!(t.snapshot.clusters["web/app:80"].endpoints.iter().all(|e| e.hbone.is_none()));
 }

@@ -21,22 +21,9 @@ impl<'a> Secrets<'a> {
     pub(super) fn new(secrets: &'a [Secret], previous: Option<&'a Snapshot>, now: i64) -> Self {
         let by_name = secrets
             .iter()
-            .filter_map(|s| {
-                Some((
-                    (
-                        s.metadata.namespace.as_deref()?,
-                        s.metadata.name.as_deref()?,
-                    ),
-                    s,
-                ))
-            })
+            .filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s)))
             .collect();
-        Secrets {
-            by_name,
-            previous,
-            now,
-            checked: Default::default(),
-        }
+        Secrets { by_name, previous, now, checked: Default::default() }
     }
 
     /// Adds the certificate of Secret `ns/name` to the snapshot and returns its id. When the
@@ -59,12 +46,7 @@ impl<'a> Secrets<'a> {
             });
             return None;
         };
-        let result = self
-            .checked
-            .borrow_mut()
-            .entry(id.clone())
-            .or_insert_with(|| self.validate(&id, secret))
-            .clone();
+        let result = self.checked.borrow_mut().entry(id.clone()).or_insert_with(|| self.validate(&id, secret)).clone();
         match result {
             Ok(cert) => {
                 snapshot.certificates.insert(id.clone(), cert);
@@ -90,19 +72,13 @@ impl<'a> Secrets<'a> {
 
     fn validate(&self, id: &str, secret: &Secret) -> Result<Certificate, CertError> {
         let data = secret.data.as_ref();
-        let get = |k: &str| {
-            data.and_then(|d| d.get(k))
-                .map(|b| b.0.as_slice())
-                .unwrap_or_default()
-        };
+        let get = |k: &str| data.and_then(|d| d.get(k)).map(|b| b.0.as_slice()).unwrap_or_default();
         let (crt, key) = (get("tls.crt"), get("tls.key"));
         if let Some(prev) = self.previous.and_then(|p| p.certificates.get(id)) {
             // Unchanged Secret: reuse the earlier validation, only the clock moved.
             if prev.chain_pem.as_bytes() == crt && prev.key_pem.as_bytes() == key {
                 if prev.not_after < self.now {
-                    return Err(CertError::Expired {
-                        not_after: prev.not_after,
-                    });
+                    return Err(CertError::Expired { not_after: prev.not_after });
                 }
                 return Ok(prev.clone());
             }
@@ -133,28 +109,24 @@ impl TlsHosts {
         hosts: &[&str],
     ) {
         let Some(secret_name) = secret_name.filter(|s| !s.is_empty()) else {
-            t.diag(src, "SecretNotFound", format!("spec.tls entry for {} has no secretName; those hosts get the default certificate", hosts.join(", ")));
+            t.diag(
+                src,
+                "SecretNotFound",
+                format!(
+                    "spec.tls entry for {} has no secretName; those hosts get the default certificate",
+                    hosts.join(", ")
+                ),
+            );
             return;
         };
         if secret_name.contains('/') {
             t.diag(src, "SecretInOtherNamespace", format!("spec.tls secretName {secret_name:?} points into another namespace; an Ingress may only use Secrets of its own namespace ({}); copy the Secret there", src.namespace));
             return;
         }
-        let Some(id) = secrets.certificate(
-            &src.namespace,
-            secret_name,
-            src,
-            &mut t.diags,
-            &mut t.snapshot,
-        ) else {
+        let Some(id) = secrets.certificate(&src.namespace, secret_name, src, &mut t.diags, &mut t.snapshot) else {
             return;
         };
-        let dns_names = t
-            .snapshot
-            .certificates
-            .get(&id)
-            .map(|c| c.dns_names.clone())
-            .unwrap_or_default();
+        let dns_names = t.snapshot.certificates.get(&id).map(|c| c.dns_names.clone()).unwrap_or_default();
         for raw in hosts {
             let host = match Host::parse(raw) {
                 Ok(h) => h,
@@ -177,9 +149,6 @@ impl TlsHosts {
     }
 
     pub(super) fn into_hosts(self) -> Vec<TlsHost> {
-        self.hosts
-            .into_iter()
-            .map(|(host, (certificate, _))| TlsHost { host, certificate })
-            .collect()
+        self.hosts.into_iter().map(|(host, (certificate, _))| TlsHost { host, certificate }).collect()
     }
 }

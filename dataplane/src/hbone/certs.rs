@@ -72,9 +72,7 @@ pub struct MeshCerts {
 
 /// TLS 1.3 only, AES-GCM only: what ztunnel accepts.
 pub(crate) fn mesh_provider() -> Arc<CryptoProvider> {
-    use rustls::crypto::aws_lc_rs::cipher_suite::{
-        TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384,
-    };
+    use rustls::crypto::aws_lc_rs::cipher_suite::{TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384};
     let mut p = rustls::crypto::aws_lc_rs::default_provider();
     p.cipher_suites = vec![TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256];
     Arc::new(p)
@@ -90,42 +88,28 @@ impl MeshCerts {
         now: i64,
     ) -> Result<MeshCerts, MeshCertError> {
         let loaded = wharf_model::tls::load(chain, key, now)?;
-        let leaf = loaded
-            .certified_key
-            .cert
-            .first()
-            .ok_or(CertError::NoCertificate)?;
+        let leaf = loaded.certified_key.cert.first().ok_or(CertError::NoCertificate)?;
         let sans = uri_sans(leaf.as_ref());
-        let identity = sans
-            .iter()
-            .find_map(|u| Identity::parse(u).ok())
-            .ok_or_else(|| MeshCertError::NoSpiffeId(sans.clone()))?;
+        let identity =
+            sans.iter().find_map(|u| Identity::parse(u).ok()).ok_or_else(|| MeshCertError::NoSpiffeId(sans.clone()))?;
         if identity.trust_domain != trust_domain {
-            return Err(MeshCertError::TrustDomain {
-                found: identity.trust_domain,
-                want: trust_domain.to_owned(),
-            });
+            return Err(MeshCertError::TrustDomain { found: identity.trust_domain, want: trust_domain.to_owned() });
         }
         let mut roots = RootCertStore::empty();
         for der in CertificateDer::pem_slice_iter(roots_pem) {
             let der = der.map_err(|e| MeshCertError::BadRoot(e.to_string()))?;
-            roots
-                .add(der)
-                .map_err(|e| MeshCertError::BadRoot(e.to_string()))?;
+            roots.add(der).map_err(|e| MeshCertError::BadRoot(e.to_string()))?;
         }
         if roots.is_empty() {
             return Err(MeshCertError::NoRoots);
         }
         let roots = Arc::new(roots);
         let provider = mesh_provider();
-        let inner = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::clone(&roots),
-            Arc::clone(&provider),
-        )
-        .build()
-        .map_err(|e| MeshCertError::Tls(e.to_string()))?;
-        let verifier: Arc<dyn ClientCertVerifier> =
-            Arc::new(TrustDomainVerifier::new(inner, trust_domain));
+        let inner =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
+                .build()
+                .map_err(|e| MeshCertError::Tls(e.to_string()))?;
+        let verifier: Arc<dyn ClientCertVerifier> = Arc::new(TrustDomainVerifier::new(inner, trust_domain));
         let mut server = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| MeshCertError::Tls(e.to_string()))?
@@ -153,10 +137,7 @@ pub struct MeshIdentity {
 impl MeshIdentity {
     /// No certificate yet.
     pub fn new(trust_domain: &str) -> MeshIdentity {
-        MeshIdentity {
-            current: ArcSwapOption::empty(),
-            trust_domain: trust_domain.to_owned(),
-        }
+        MeshIdentity { current: ArcSwapOption::empty(), trust_domain: trust_domain.to_owned() }
     }
 
     /// The current certificates, if any.
@@ -185,32 +166,15 @@ pub struct MeshFiles {
 impl MeshFiles {
     /// Reads and validates the files.
     pub fn load(&self, trust_domain: &str) -> Result<MeshCerts, MeshCertError> {
-        let read = |p: &PathBuf| {
-            std::fs::read(p).map_err(|source| MeshCertError::Read {
-                path: p.clone(),
-                source,
-            })
-        };
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        MeshCerts::from_pem(
-            &read(&self.cert)?,
-            &read(&self.key)?,
-            &read(&self.roots)?,
-            trust_domain,
-            now,
-        )
+        let read = |p: &PathBuf| std::fs::read(p).map_err(|source| MeshCertError::Read { path: p.clone(), source });
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        MeshCerts::from_pem(&read(&self.cert)?, &read(&self.key)?, &read(&self.roots)?, trust_domain, now)
     }
 
     fn stamp(&self) -> Vec<Option<(SystemTime, u64)>> {
         [&self.cert, &self.key, &self.roots]
             .iter()
-            .map(|p| {
-                std::fs::metadata(p)
-                    .ok()
-                    .and_then(|m| Some((m.modified().ok()?, m.len())))
-            })
+            .map(|p| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len()))))
             .collect()
     }
 

@@ -25,8 +25,8 @@ use wharf_model::{Hbone, Identity};
 use super::certs::{mesh_provider, MeshCerts, MeshIdentity};
 use super::verify::{CurrentKey, PeerVerifier};
 use super::{
-    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY,
-    PING_TIMEOUT, STREAM_WINDOW,
+    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY, PING_TIMEOUT,
+    STREAM_WINDOW,
 };
 use crate::metrics::Metrics;
 
@@ -75,37 +75,45 @@ pub struct HboneClient {
 #[derive(Debug)]
 pub struct Tunnel {
     io: TokioIo<Upgraded>,
-    _slot: Slot,
+    slot: Slot,
 }
 
+/// A stream slot on a pooled connection, and what the tunnel carried.
 #[derive(Debug)]
-struct Slot(Arc<Pooled>, Metrics);
+struct Slot {
+    conn: Arc<Pooled>,
+    metrics: Metrics,
+    sent: u64,
+    received: u64,
+    span: tracing::Span,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.streams.fetch_sub(1, Ordering::AcqRel);
-        self.0.last_used_ms.store(now_ms(), Ordering::Relaxed);
-        self.1.hbone_active.dec();
+        self.conn.streams.fetch_sub(1, Ordering::AcqRel);
+        self.conn.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        self.metrics.hbone_active.dec();
+        self.metrics.hbone_bytes("outbound", self.sent, self.received);
+        self.span.in_scope(|| tracing::debug!(sent = self.sent, received = self.received, "HBONE tunnel closed"));
     }
 }
 
 impl AsyncRead for Tunnel {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.slot.received += (buf.filled().len() - before) as u64;
+        polled
     }
 }
 
 impl AsyncWrite for Tunnel {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.slot.sent += n as u64;
+        }
+        polled
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.io).poll_flush(cx)
@@ -117,11 +125,7 @@ impl AsyncWrite for Tunnel {
 
 impl HboneClient {
     /// A client presenting `identity`.
-    pub fn new(
-        identity: Arc<MeshIdentity>,
-        connect_timeout: Duration,
-        metrics: Metrics,
-    ) -> Arc<HboneClient> {
+    pub fn new(identity: Arc<MeshIdentity>, connect_timeout: Duration, metrics: Metrics) -> Arc<HboneClient> {
         let client = Arc::new(HboneClient {
             identity,
             pool: Mutex::new(HashMap::new()),
@@ -142,11 +146,7 @@ impl HboneClient {
     }
 
     /// Opens a tunnel to `target`, telling the peer the real client address.
-    pub async fn open(
-        &self,
-        target: &Hbone,
-        client: Option<SocketAddr>,
-    ) -> Result<Tunnel, HboneError> {
+    pub async fn open(&self, target: &Hbone, client: Option<SocketAddr>) -> Result<Tunnel, HboneError> {
         let result = self.open_inner(target, client).await;
         let label = match &result {
             Ok(_) => "ok",
@@ -156,17 +156,9 @@ impl HboneClient {
         result
     }
 
-    async fn open_inner(
-        &self,
-        target: &Hbone,
-        client: Option<SocketAddr>,
-    ) -> Result<Tunnel, HboneError> {
+    async fn open_inner(&self, target: &Hbone, client: Option<SocketAddr>) -> Result<Tunnel, HboneError> {
         let certs = self.identity.load().ok_or(HboneError::NoIdentity)?;
-        let key = PoolKey {
-            dial: target.dial,
-            peer: target.identity.clone(),
-            own: Arc::as_ptr(&certs) as usize,
-        };
+        let key = PoolKey { dial: target.dial, peer: target.identity.clone(), own: Arc::as_ptr(&certs) as usize };
         let mut fresh = false;
         let conn = match self.checkout(&key) {
             Some(c) => c,
@@ -190,25 +182,15 @@ impl HboneClient {
             }
         };
         self.metrics.hbone_active.inc();
-        let slot = Slot(Arc::clone(&conn), self.metrics.clone());
-        let mut req = Request::builder()
-            .method(Method::CONNECT)
-            .uri(target.authority.as_str());
+        let span = tracing::debug_span!("hbone_tunnel", dial = %target.dial, peer = %target.identity, authority = %target.authority);
+        let slot = Slot { conn: Arc::clone(&conn), metrics: self.metrics.clone(), sent: 0, received: 0, span };
+        let mut req = Request::builder().method(Method::CONNECT).uri(target.authority.as_str());
         if let Some(c) = client {
             req = req.header("forwarded", format!("for=\"{c}\""));
         }
-        req = req.header(
-            "traceparent",
-            format!(
-                "00-{:032x}-{:016x}-00",
-                fastrand::u128(1..),
-                fastrand::u64(1..)
-            ),
-        );
-        let req = req.body(Empty::new()).map_err(|e| HboneError::Http2 {
-            addr: target.dial,
-            message: e.to_string(),
-        })?;
+        req = req.header("traceparent", format!("00-{:032x}-{:016x}-00", fastrand::u128(1..), fastrand::u64(1..)));
+        let req =
+            req.body(Empty::new()).map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
         let mut sender = conn.sender.clone();
         let resp = sender.send_request(req).await.map_err(|e| {
             if fresh {
@@ -217,7 +199,9 @@ impl HboneClient {
                 HboneError::Tls {
                     addr: target.dial,
                     expected: target.identity.to_string(),
-                    message: format!("the peer closed the connection after the handshake ({e}): was our certificate refused?"),
+                    message: format!(
+                        "the peer closed the connection after the handshake ({e}): was our certificate refused?"
+                    ),
                 }
             } else {
                 HboneError::Http2 { addr: target.dial, message: e.to_string() }
@@ -234,14 +218,8 @@ impl HboneClient {
         }
         let upgraded = hyper::upgrade::on(resp)
             .await
-            .map_err(|e| HboneError::Http2 {
-                addr: target.dial,
-                message: e.to_string(),
-            })?;
-        Ok(Tunnel {
-            io: TokioIo::new(upgraded),
-            _slot: slot,
-        })
+            .map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
+        Ok(Tunnel { io: TokioIo::new(upgraded), slot })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, Vec<Arc<Pooled>>>> {
@@ -266,8 +244,7 @@ impl HboneClient {
             let before = conns.len();
             conns.retain(|c| {
                 !c.sender.is_closed()
-                    && (c.streams.load(Ordering::Acquire) > 0
-                        || c.last_used_ms.load(Ordering::Relaxed) > cutoff)
+                    && (c.streams.load(Ordering::Acquire) > 0 || c.last_used_ms.load(Ordering::Relaxed) > cutoff)
             });
             for _ in conns.len()..before {
                 self.metrics.hbone_pooled.dec();
@@ -289,11 +266,7 @@ impl HboneClient {
             Err(_) => return Err(HboneError::ConnectTimeout(addr)),
         };
         let _ = tcp.set_nodelay(true);
-        let tls_err = |message: String| HboneError::Tls {
-            addr,
-            expected: target.identity.to_string(),
-            message,
-        };
+        let tls_err = |message: String| HboneError::Tls { addr, expected: target.identity.to_string(), message };
         let provider = mesh_provider();
         let mut cfg = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(&[&rustls::version::TLS13])
@@ -328,29 +301,18 @@ impl HboneClient {
             .handshake(TokioIo::new(tls))
             .await
             // With TLS 1.3 a refused client certificate shows up here, at the first read.
-            .map_err(|e| {
-                tls_err(format!(
-                    "the peer closed the connection: {e} (was our certificate refused?)"
-                ))
-            })?;
+            .map_err(|e| tls_err(format!("the peer closed the connection: {e} (was our certificate refused?)")))?;
         let peer = target.identity.to_string();
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%addr, %peer, error = %e, "HBONE connection ended");
             }
         });
-        Ok(Pooled {
-            sender,
-            streams: AtomicUsize::new(0),
-            last_used_ms: AtomicU64::new(now_ms()),
-        })
+        Ok(Pooled { sender, streams: AtomicUsize::new(0), last_used_ms: AtomicU64::new(now_ms()) })
     }
 }
 
 fn now_ms() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_millis() as u64
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
 }

@@ -19,9 +19,7 @@ use tracing::Instrument;
 use wharf_model::identity::uri_sans;
 
 use super::certs::MeshIdentity;
-use super::{
-    CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW,
-};
+use super::{CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW};
 use crate::drain::Watch;
 use crate::metrics::Metrics;
 
@@ -58,13 +56,7 @@ pub async fn serve_conn(
     let svc = service_fn(move |req| {
         let metrics = metrics.clone();
         let span = tracing::info_span!("hbone_inbound", %client, peer = %peer, authority = tracing::field::Empty);
-        async move {
-            Ok::<_, Infallible>(
-                connect(req, connect_timeout, metrics)
-                    .instrument(span)
-                    .await,
-            )
-        }
+        async move { Ok::<_, Infallible>(connect(req, connect_timeout, metrics).instrument(span).await) }
     });
     let conn = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
@@ -92,20 +84,12 @@ fn status(code: StatusCode) -> Response<Empty<Bytes>> {
     r
 }
 
-async fn connect(
-    req: Request<Incoming>,
-    connect_timeout: Duration,
-    metrics: Metrics,
-) -> Response<Empty<Bytes>> {
+async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Metrics) -> Response<Empty<Bytes>> {
     if req.method() != Method::CONNECT {
         metrics.hbone_tunnel("inbound", "not_connect");
         return status(StatusCode::BAD_REQUEST);
     }
-    let Some(target) = req
-        .uri()
-        .authority()
-        .and_then(|a| a.as_str().parse::<SocketAddr>().ok())
-    else {
+    let Some(target) = req.uri().authority().and_then(|a| a.as_str().parse::<SocketAddr>().ok()) else {
         metrics.hbone_tunnel("inbound", "bad_authority");
         return status(StatusCode::BAD_REQUEST);
     };
@@ -136,11 +120,9 @@ async fn connect(
             let mut tunnel = TokioIo::new(tunnel);
             let mut upstream = upstream;
             metrics.hbone_active.inc();
-            let (to_up, to_down) = tokio::io::copy_bidirectional(&mut tunnel, &mut upstream)
-                .await
-                .unwrap_or((0, 0));
+            let (to_up, to_down) = tokio::io::copy_bidirectional(&mut tunnel, &mut upstream).await.unwrap_or((0, 0));
             metrics.hbone_active.dec();
-            metrics.hbone_bytes(to_up, to_down);
+            metrics.hbone_bytes("inbound", to_up, to_down);
             tracing::debug!(to_up, to_down, "HBONE inbound tunnel closed");
         }
         .instrument(span),

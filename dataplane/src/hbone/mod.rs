@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod client;
 pub mod inbound;
+pub mod istio_ca;
 mod verify;
 
 use std::net::SocketAddr;
@@ -98,9 +99,7 @@ impl HboneError {
             HboneError::Refused { .. } => UpstreamError::MeshRefused,
             HboneError::ConnectTimeout(_) => UpstreamError::ConnectTimeout,
             HboneError::Connect { .. } => UpstreamError::ConnectFailed,
-            HboneError::NoIdentity | HboneError::Tls { .. } | HboneError::Http2 { .. } => {
-                UpstreamError::MeshTls
-            }
+            HboneError::NoIdentity | HboneError::Tls { .. } | HboneError::Http2 { .. } => UpstreamError::MeshTls,
         }
     }
 }

@@ -43,9 +43,7 @@ impl ServerCertVerifier for PeerVerifier {
         if sans.contains(&want) {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(Error::General(format!(
-                "peer presented {sans:?}, expected {want}"
-            )))
+            Err(Error::General(format!("peer presented {sans:?}, expected {want}")))
         }
     }
 
@@ -64,18 +62,11 @@ impl ServerCertVerifier for PeerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -89,10 +80,7 @@ pub(crate) struct TrustDomainVerifier {
 
 impl TrustDomainVerifier {
     pub(crate) fn new(inner: Arc<dyn ClientCertVerifier>, trust_domain: &str) -> Self {
-        TrustDomainVerifier {
-            inner,
-            trust_domain: trust_domain.to_owned(),
-        }
+        TrustDomainVerifier { inner, trust_domain: trust_domain.to_owned() }
     }
 }
 
@@ -107,18 +95,14 @@ impl ClientCertVerifier for TrustDomainVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        self.inner
-            .verify_client_cert(end_entity, intermediates, now)?;
+        self.inner.verify_client_cert(end_entity, intermediates, now)?;
         let sans = uri_sans(end_entity.as_ref());
         match sans.iter().find_map(|u| Identity::parse(u).ok()) {
             Some(id) if id.trust_domain == self.trust_domain => Ok(ClientCertVerified::assertion()),
-            Some(id) => Err(Error::General(format!(
-                "client identity {id} is not in trust domain {}",
-                self.trust_domain
-            ))),
-            None => Err(Error::General(format!(
-                "client certificate has no SPIFFE identity (URI SANs {sans:?})"
-            ))),
+            Some(id) => {
+                Err(Error::General(format!("client identity {id} is not in trust domain {}", self.trust_domain)))
+            }
+            None => Err(Error::General(format!("client certificate has no SPIFFE identity (URI SANs {sans:?})"))),
         }
     }
 

@@ -26,11 +26,7 @@ pub fn parse_sni(buf: &[u8]) -> Result<Option<String>, ParseError> {
     if !name.iter().all(|b| b.is_ascii_graphic()) {
         return Err(ParseError::NotTls("server name is not printable ASCII"));
     }
-    Ok(Some(
-        name.iter()
-            .map(|b| char::from(b.to_ascii_lowercase()))
-            .collect(),
-    ))
+    Ok(Some(name.iter().map(|b| char::from(b.to_ascii_lowercase())).collect()))
 }
 
 /// The handshake message (type, length, body), reassembled from records if needed.
@@ -49,9 +45,7 @@ fn handshake_message(buf: &[u8]) -> Result<Cow<'_, [u8]>, ParseError> {
         if len == 0 || len > 16384 + 2048 {
             return Err(ParseError::NotTls("bad record length"));
         }
-        let fragment = buf
-            .get(pos + 5..pos + 5 + len)
-            .ok_or(ParseError::Incomplete)?;
+        let fragment = buf.get(pos + 5..pos + 5 + len).ok_or(ParseError::Incomplete)?;
         let single = pos == 0;
         pos += 5 + len;
         if !single {
@@ -67,8 +61,7 @@ fn handshake_message(buf: &[u8]) -> Result<Cow<'_, [u8]>, ParseError> {
         if msg[0] != 1 {
             return Err(ParseError::NotTls("handshake is not a ClientHello"));
         }
-        let need =
-            4 + ((usize::from(msg[1]) << 16) | (usize::from(msg[2]) << 8) | usize::from(msg[3]));
+        let need = 4 + ((usize::from(msg[1]) << 16) | (usize::from(msg[2]) << 8) | usize::from(msg[3]));
         if need > MAX_CLIENT_HELLO {
             return Err(ParseError::NotTls("ClientHello too large"));
         }
@@ -168,16 +161,12 @@ mod tests {
     /// A real ClientHello from rustls for `name`.
     fn client_hello(name: &str) -> Vec<u8> {
         let roots = rustls::RootCertStore::empty();
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let mut conn =
-            rustls::ClientConnection::new(Arc::new(cfg), name.to_owned().try_into().unwrap())
-                .unwrap();
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut conn = rustls::ClientConnection::new(Arc::new(cfg), name.to_owned().try_into().unwrap()).unwrap();
         let mut out = Vec::new();
         conn.write_tls(&mut out).unwrap();
         out
@@ -188,11 +177,7 @@ mod tests {
         let hello = client_hello("db.example.com");
         assert_eq!(parse_sni(&hello), Ok(Some("db.example.com".to_owned())));
         for cut in [0, 3, 5, 40, hello.len() - 1] {
-            assert_eq!(
-                parse_sni(&hello[..cut]),
-                Err(ParseError::Incomplete),
-                "cut at {cut}"
-            );
+            assert_eq!(parse_sni(&hello[..cut]), Err(ParseError::Incomplete), "cut at {cut}");
         }
     }
 
@@ -213,27 +198,15 @@ mod tests {
             two.extend_from_slice(&(part.len() as u16).to_be_bytes());
             two.extend_from_slice(part);
         }
-        assert_eq!(
-            parse_sni(&two[..two.len() - 1]),
-            Err(ParseError::Incomplete)
-        );
+        assert_eq!(parse_sni(&two[..two.len() - 1]), Err(ParseError::Incomplete));
         assert_eq!(parse_sni(&two), Ok(Some("split.example.com".to_owned())));
     }
 
     #[test]
     fn rejects_plain_http_and_garbage() {
-        assert!(matches!(
-            parse_sni(b"GET / HTTP/1.1\r\n\r\n"),
-            Err(ParseError::NotTls(_))
-        ));
-        assert!(matches!(
-            parse_sni(&[22, 3, 1, 0, 4, 2, 0, 0, 0]),
-            Err(ParseError::NotTls(_))
-        ));
-        assert!(matches!(
-            parse_sni(&[22, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3]),
-            Err(ParseError::NotTls(_))
-        ));
+        assert!(matches!(parse_sni(b"GET / HTTP/1.1\r\n\r\n"), Err(ParseError::NotTls(_))));
+        assert!(matches!(parse_sni(&[22, 3, 1, 0, 4, 2, 0, 0, 0]), Err(ParseError::NotTls(_))));
+        assert!(matches!(parse_sni(&[22, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3]), Err(ParseError::NotTls(_))));
     }
 
     /// A stable stand-in for the fuzz target: seeded mutations of real ClientHellos must
@@ -269,11 +242,7 @@ mod tests {
                 }
             }
             if let Ok(Some(name)) = parse_sni(&buf) {
-                assert!(
-                    name.bytes()
-                        .all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()),
-                    "{name:?}"
-                );
+                assert!(name.bytes().all(|b| b.is_ascii_graphic() && !b.is_ascii_uppercase()), "{name:?}");
             }
         }
     }

@@ -44,9 +44,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net:
     };
     let upstream = {
         let cfg = shared.config.load();
-        sni.as_deref()
-            .and_then(|s| cfg.passthrough.lookup(s))
-            .cloned()
+        sni.as_deref().and_then(|s| cfg.passthrough.lookup(s)).cloned()
     };
     let Some(upstream) = upstream else {
         shared.metrics.passthrough_unknown_sni.inc();
@@ -65,14 +63,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net:
         return;
     }
     let _in_flight = ep.start();
-    let (sent, received) = relay(
-        &shared.metrics,
-        Listener::Passthrough,
-        &mut stream,
-        &mut up,
-        buf.len() as u64,
-    )
-    .await;
+    let (sent, received) = relay(&shared.metrics, Listener::Passthrough, &mut stream, &mut up, buf.len() as u64).await;
     tracing::debug!(%client, sni = sni.as_deref().unwrap_or("-"), upstream = %ep.addr, sent, received, "passthrough connection done");
 }
 

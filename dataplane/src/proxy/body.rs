@@ -34,26 +34,13 @@ pin_project_lite::pin_project! {
 
 impl PooledBody {
     /// A body whose connection returns to `ep`'s pool at end of stream.
-    pub fn pooled(
-        inner: Incoming,
-        ep: Arc<EndpointState>,
-        sender: SendRequest<Incoming>,
-        in_flight: InFlight,
-    ) -> Self {
-        PooledBody {
-            inner,
-            pool: Some((ep, sender)),
-            in_flight: Some(in_flight),
-        }
+    pub fn pooled(inner: Incoming, ep: Arc<EndpointState>, sender: SendRequest<Incoming>, in_flight: InFlight) -> Self {
+        PooledBody { inner, pool: Some((ep, sender)), in_flight: Some(in_flight) }
     }
 
     /// A body on a connection that is not pooled here (HTTP/2 is shared anyway).
     pub fn plain(inner: Incoming, in_flight: InFlight) -> Self {
-        PooledBody {
-            inner,
-            pool: None,
-            in_flight: Some(in_flight),
-        }
+        PooledBody { inner, pool: None, in_flight: Some(in_flight) }
     }
 }
 
@@ -61,10 +48,7 @@ impl Body for PooledBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = self.project();
         let polled = this.inner.poll_frame(cx);
         if let Poll::Ready(None) = polled {

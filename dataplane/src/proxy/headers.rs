@@ -84,8 +84,8 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) -> HeaderValue 
     let id = match headers.get("x-request-id") {
         Some(v) if v.len() <= 128 && !v.is_empty() => v.clone(),
         _ => {
-            let v = HeaderValue::from_str(&format!("{:032x}", fastrand::u128(..)))
-                .unwrap_or(HeaderValue::from_static("0"));
+            let v =
+                HeaderValue::from_str(&format!("{:032x}", fastrand::u128(..))).unwrap_or(HeaderValue::from_static("0"));
             headers.insert(HeaderName::from_static("x-request-id"), v.clone());
             v
         }
@@ -104,16 +104,10 @@ mod tests {
     #[test]
     fn strips_hop_by_hop_and_connection_named() {
         let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, x-secret"),
-        );
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
+        h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
         h.insert("x-kept", HeaderValue::from_static("1"));
         strip_hop_by_hop(&mut h, false);
         assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["x-kept"]);
@@ -126,14 +120,8 @@ mod tests {
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(is_upgrade(&h));
         strip_hop_by_hop(&mut h, true);
-        assert_eq!(
-            h.get(header::UPGRADE).map(|v| v.as_bytes()),
-            Some(&b"websocket"[..])
-        );
-        assert_eq!(
-            h.get(header::CONNECTION).map(|v| v.as_bytes()),
-            Some(&b"upgrade"[..])
-        );
+        assert_eq!(h.get(header::UPGRADE).map(|v| v.as_bytes()), Some(&b"websocket"[..]));
+        assert_eq!(h.get(header::CONNECTION).map(|v| v.as_bytes()), Some(&b"upgrade"[..]));
     }
 
     #[test]
@@ -141,12 +129,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
         h.insert("x-request-id", HeaderValue::from_static("abc"));
-        let f = Forwarded {
-            client_ip: "10.1.1.1".parse().unwrap(),
-            proto: "https",
-            host: "a.com",
-            port: 443,
-        };
+        let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "https", host: "a.com", port: 443 };
         let id = set_forwarded(&mut h, &f);
         assert_eq!(id, "abc");
         assert_eq!(h["x-forwarded-for"], "1.2.3.4, 10.1.1.1");

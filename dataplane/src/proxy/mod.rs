@@ -46,11 +46,7 @@ pub struct ConnInfo {
 }
 
 /// Handles one request end to end. Never fails: errors become responses.
-pub async fn handle(
-    shared: Arc<Shared>,
-    conn: ConnInfo,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     let cfg = shared.config.load_full();
     let host_header = request_host(&req).unwrap_or_default().to_owned();
@@ -61,14 +57,8 @@ pub async fn handle(
     let version = req.version();
 
     let (resp, reason, upstream_addr) = match route {
-        None => (
-            local(StatusCode::NOT_FOUND, "no route for this host and path"),
-            Some("no_route"),
-            None,
-        ),
-        Some(r) if r.https_redirect && conn.scheme == Scheme::Http => {
-            (redirect(&shared, &host, &req), None, None)
-        }
+        None => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
+        Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
         Some(r) => match forward(&shared, &conn, r, &host_header, req).await {
             Ok((resp, addr)) => (resp, None, Some(addr)),
             Err(e) => {
@@ -102,68 +92,43 @@ pub async fn handle(
 
 /// The host a request is for: `:authority` (HTTP/2, absolute-form) or `Host`.
 fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    req.uri().authority().map(|a| a.as_str()).or_else(|| {
-        req.headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-    })
+    req.uri().authority().map(|a| a.as_str()).or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
 }
 
 /// Lower-case host without port; IPv6 literals keep their brackets.
 fn normalize_host(h: &str) -> String {
     let h = h.rsplit('@').next().unwrap_or(h);
-    let without_port = if h.starts_with('[') {
-        h.split_inclusive(']').next().unwrap_or(h)
-    } else {
-        h.split(':').next().unwrap_or(h)
-    };
+    let without_port =
+        if h.starts_with('[') { h.split_inclusive(']').next().unwrap_or(h) } else { h.split(':').next().unwrap_or(h) };
     without_port.trim_end_matches('.').to_ascii_lowercase()
 }
 
 fn local(status: StatusCode, msg: &str) -> Response<Body> {
-    let mut r = Response::new(full(format!(
-        "{} {}: {msg}\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    )));
+    let mut r =
+        Response::new(full(format!("{} {}: {msg}\n", status.as_u16(), status.canonical_reason().unwrap_or(""))));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 
 fn full(s: String) -> Body {
-    Full::new(Bytes::from(s))
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(Bytes::from(s)).map_err(|never| match never {}).boxed_unsync()
 }
 
 fn redirect<B>(shared: &Shared, host: &str, req: &Request<B>) -> Response<Body> {
-    let pq = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
+    let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let port = match shared.opts.https_redirect_port {
         443 => String::new(),
         p => format!(":{p}"),
     };
     let location = format!("https://{host}{port}{pq}");
-    let mut r = local(
-        StatusCode::PERMANENT_REDIRECT,
-        "this host is served over HTTPS",
-    );
+    let mut r = local(StatusCode::PERMANENT_REDIRECT, "this host is served over HTTPS");
     match HeaderValue::from_str(&location) {
         Ok(v) => {
             r.headers_mut().insert(header::LOCATION, v);
             r
         }
-        Err(_) => local(
-            StatusCode::BAD_REQUEST,
-            "the request's host cannot be redirected",
-        ),
+        Err(_) => local(StatusCode::BAD_REQUEST, "the request's host cannot be redirected"),
     }
 }
 
@@ -208,10 +173,7 @@ async fn forward(
     while let Some(i) = upstream.pick(&tried) {
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();
-        let c = match ep
-            .conn(&shared.dialer, conn.client, timeouts.upstream_idle)
-            .await
-        {
+        let c = match ep.conn(&shared.dialer, conn.client, timeouts.upstream_idle).await {
             Ok(c) => c,
             Err(UpstreamError::MeshDenied) => return Err(UpstreamError::MeshDenied),
             Err(e) => {
@@ -223,14 +185,8 @@ async fn forward(
         };
         let Some(r) = req.take() else { break };
         let (sent, sender) = match c {
-            Conn::H1(mut s) => (
-                tokio::time::timeout(timeouts.request, s.try_send_request(r)).await,
-                Some(s),
-            ),
-            Conn::H2(mut s) => (
-                tokio::time::timeout(timeouts.request, s.try_send_request(r)).await,
-                None,
-            ),
+            Conn::H1(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, Some(s)),
+            Conn::H2(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, None),
         };
         match sent {
             Err(_) => return Err(UpstreamError::RequestTimeout),
@@ -265,23 +221,12 @@ async fn forward(
 /// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and
 /// authority to build HTTP/2 pseudo-headers).
 fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) {
-    let pq = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/")
-        .to_owned();
+    let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_owned();
     let (uri, version) = match protocol {
         AppProtocol::Http1 => (pq.parse::<Uri>().ok(), Version::HTTP_11),
-        AppProtocol::H2c => (
-            format!(
-                "http://{}{pq}",
-                if host.is_empty() { "localhost" } else { host }
-            )
-            .parse()
-            .ok(),
-            Version::HTTP_2,
-        ),
+        AppProtocol::H2c => {
+            (format!("http://{}{pq}", if host.is_empty() { "localhost" } else { host }).parse().ok(), Version::HTTP_2)
+        }
     };
     if let Some(uri) = uri {
         *req.uri_mut() = uri;
@@ -299,9 +244,8 @@ async fn upgrade_tunnel(
     let timeouts = &shared.opts.timeouts;
     let (stream, ep) = upstream::connect_any(upstream, &shared.dialer, client).await?;
     let in_flight = ep.start();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|_| UpstreamError::ConnectFailed)?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|_| UpstreamError::ConnectFailed)?;
     tokio::spawn(async move {
         let _ = conn.with_upgrades().await;
     });
@@ -323,20 +267,12 @@ async fn upgrade_tunnel(
         });
         let (parts, _) = resp.into_parts();
         return Ok((
-            Response::from_parts(
-                parts,
-                http_body_util::Empty::new()
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-            ),
+            Response::from_parts(parts, http_body_util::Empty::new().map_err(|never| match never {}).boxed_unsync()),
             ep.addr,
         ));
     }
     let (parts, body) = resp.into_parts();
-    Ok((
-        Response::from_parts(parts, PooledBody::plain(body, in_flight).boxed_unsync()),
-        ep.addr,
-    ))
+    Ok((Response::from_parts(parts, PooledBody::plain(body, in_flight).boxed_unsync()), ep.addr))
 }
 
 #[cfg(test)]

@@ -37,11 +37,7 @@ pub struct Upstream {
 impl Upstream {
     /// An upstream over `endpoints`.
     pub fn new(id: String, protocol: AppProtocol, endpoints: Vec<Arc<EndpointState>>) -> Self {
-        Upstream {
-            id,
-            protocol,
-            endpoints,
-        }
+        Upstream { id, protocol, endpoints }
     }
 
     /// Picks an endpoint not in `tried`: two random candidates among those not ejected,
@@ -54,11 +50,8 @@ impl Upstream {
             .filter(usable)
             .filter(|&i| self.endpoints[i].ejected_until.load(Ordering::Relaxed) <= now)
             .collect();
-        let pool: Vec<usize> = if healthy.is_empty() {
-            (0..self.endpoints.len()).filter(usable).collect()
-        } else {
-            healthy
-        };
+        let pool: Vec<usize> =
+            if healthy.is_empty() { (0..self.endpoints.len()).filter(usable).collect() } else { healthy };
         match pool.len() {
             0 => None,
             1 => Some(pool[0]),
@@ -129,8 +122,7 @@ impl EndpointState {
 
     /// Skips this endpoint for a while after a failed connect.
     pub fn eject(&self) {
-        self.ejected_until
-            .store(clock_ms() + EJECT_FOR.as_millis() as u64, Ordering::Relaxed);
+        self.ejected_until.store(clock_ms() + EJECT_FOR.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// A pooled connection, or a new one.
@@ -148,9 +140,7 @@ impl EndpointState {
                     }
                 }
                 let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
-                let (sender, conn) = http1::handshake(io)
-                    .await
-                    .map_err(|_| UpstreamError::ConnectFailed)?;
+                let (sender, conn) = http1::handshake(io).await.map_err(|_| UpstreamError::ConnectFailed)?;
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "upstream HTTP/1.1 connection ended");
@@ -216,11 +206,7 @@ pub struct Dialer {
 impl Dialer {
     /// A connection to `ep`; `client` is the real client address, passed on in HBONE's
     /// `forwarded` header.
-    pub async fn dial(
-        &self,
-        ep: &EndpointState,
-        client: Option<SocketAddr>,
-    ) -> Result<BoxIo, UpstreamError> {
+    pub async fn dial(&self, ep: &EndpointState, client: Option<SocketAddr>) -> Result<BoxIo, UpstreamError> {
         let Some(target) = &ep.hbone else {
             return Ok(Box::new(connect(ep.addr, self.timeout).await?));
         };

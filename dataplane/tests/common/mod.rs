@@ -9,9 +9,7 @@ use tokio::net::TcpListener;
 use wharf_dataplane::drain::{self, Signal};
 pub use wharf_dataplane::testing::{eventually, http_get, https_get, Seen};
 use wharf_dataplane::{Bound, Gateway, ListenerAddrs, Options, Timeouts};
-use wharf_model::{
-    AppProtocol, Cluster, Endpoint, Host, ObjectRef, PathMatch, Route, Snapshot, VirtualHost,
-};
+use wharf_model::{AppProtocol, Cluster, Endpoint, Host, ObjectRef, PathMatch, Route, Snapshot, VirtualHost};
 
 pub struct Running {
     pub gw: Gateway,
@@ -29,13 +27,7 @@ pub fn loopback() -> Option<SocketAddr> {
 }
 
 pub async fn start_with(timeouts: Timeouts) -> Running {
-    let gw = Gateway::new(Options {
-        timeouts,
-        https_redirect_port: 8443,
-        access_log: false,
-        mesh: None,
-    })
-    .unwrap();
+    let gw = Gateway::new(Options { timeouts, https_redirect_port: 8443, access_log: false, mesh: None }).unwrap();
     let addrs = ListenerAddrs {
         http: loopback(),
         https: loopback(),
@@ -83,32 +75,18 @@ pub fn src(name: &str) -> ObjectRef {
 }
 
 pub fn cluster(addrs: &[SocketAddr]) -> Cluster {
-    Cluster {
-        protocol: AppProtocol::Http1,
-        endpoints: addrs.iter().map(|a| Endpoint::direct(*a)).collect(),
-    }
+    Cluster { protocol: AppProtocol::Http1, endpoints: addrs.iter().map(|a| Endpoint::direct(*a)).collect() }
 }
 
 pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {
-    Route {
-        path,
-        cluster: cluster.into(),
-        source: src(cluster),
-        https_redirect: redirect,
-    }
+    Route { path, cluster: cluster.into(), source: src(cluster), https_redirect: redirect }
 }
 
 /// A snapshot with one virtual host per (host, routes) and the given clusters.
 pub fn snapshot(hosts: Vec<(Host, Vec<Route>)>, clusters: Vec<(&str, Cluster)>) -> Snapshot {
     Snapshot {
-        virtual_hosts: hosts
-            .into_iter()
-            .map(|(host, routes)| VirtualHost { host, routes })
-            .collect(),
-        clusters: clusters
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect::<BTreeMap<_, _>>(),
+        virtual_hosts: hosts.into_iter().map(|(host, routes)| VirtualHost { host, routes }).collect(),
+        clusters: clusters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<BTreeMap<_, _>>(),
         ..Default::default()
     }
 }
