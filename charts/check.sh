@@ -23,7 +23,8 @@ done
 
 # The schema must refuse what would break at run time.
 for bad in replicaCount=-1 service.type=External controller.logFormat=xml unknownKey=1 \
-    controller.connectTimeout=5 tcpService=db:5432 ingressClass.controllerName=nope; do
+    controller.connectTimeout=5 tcpService=db:5432 ingressClass.controllerName=nope \
+    mesh.enabled=true,mesh.source=secret mesh.source=spire; do
   if "$helm" template wharf "$chart" --kube-version "$kube_version" --set "$bad" >/dev/null 2>&1; then
     echo "values.schema.json accepted $bad" >&2
     exit 1
