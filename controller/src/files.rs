@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::ByteString;
@@ -187,6 +187,12 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
             slice.metadata.namespace.get_or_insert_with(|| "default".into());
             w.endpoint_slices.push(slice);
         }
+        ("v1", "Pod") => {
+            let mut pod: Pod = decode(value, &label)?;
+            pod.metadata.namespace.get_or_insert_with(|| "default".into());
+            w.pods.push(pod);
+        }
+        ("v1", "Namespace") => w.namespaces.push(decode(value, &label)?),
         _ => loaded.ignored.push(format!("{kind} {name}")),
     }
     Ok(())

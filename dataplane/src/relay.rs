@@ -17,9 +17,22 @@ where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let (to_up, to_down) = tokio::io::copy_bidirectional(down, up).await.unwrap_or((0, 0));
+    let (to_up, to_down) = copy(down, up).await.unwrap_or((0, 0));
     let (up_c, down_c) = metrics.bytes(listener);
     up_c.inc_by(to_up + already_sent);
     down_c.inc_by(to_down);
     (to_up + already_sent, to_down)
+}
+
+/// Relay buffer per direction. tokio's default (8 KiB) halves TCP throughput compared
+/// with 64 KiB on loopback (bench/RESULTS.md, M6).
+pub const RELAY_BUFFER: usize = 64 * 1024;
+
+/// `copy_bidirectional` with [`RELAY_BUFFER`]-sized buffers.
+pub async fn copy<A, B>(a: &mut A, b: &mut B) -> std::io::Result<(u64, u64)>
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    tokio::io::copy_bidirectional_with_sizes(a, b, RELAY_BUFFER, RELAY_BUFFER).await
 }

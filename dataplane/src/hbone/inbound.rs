@@ -120,7 +120,7 @@ async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Met
             let mut tunnel = TokioIo::new(tunnel);
             let mut upstream = upstream;
             metrics.hbone_active.inc();
-            let (to_up, to_down) = tokio::io::copy_bidirectional(&mut tunnel, &mut upstream).await.unwrap_or((0, 0));
+            let (to_up, to_down) = crate::relay::copy(&mut tunnel, &mut upstream).await.unwrap_or((0, 0));
             metrics.hbone_active.dec();
             metrics.hbone_bytes("inbound", to_up, to_down);
             tracing::debug!(to_up, to_down, "HBONE inbound tunnel closed");

@@ -260,7 +260,7 @@ async fn upgrade_tunnel(
             match tokio::try_join!(downstream, up) {
                 Ok((d, u)) => {
                     let (mut d, mut u) = (TokioIo::new(d), TokioIo::new(u));
-                    let _ = tokio::io::copy_bidirectional(&mut d, &mut u).await;
+                    let _ = crate::relay::copy(&mut d, &mut u).await;
                 }
                 Err(e) => tracing::debug!(error = %e, "upgrade failed"),
             }

@@ -1,0 +1,276 @@
+//! `wharf-loadgen`: the two measurements the usual tools here lack.
+//!
+//! - `handshakes`: full TLS 1.3 handshakes per second (no resumption), each followed by
+//!   one request, optionally with a random SNI per connection from a file.
+//! - `rate`: HTTPS keep-alive requests at a fixed rate (open loop); latency is measured
+//!   from when each request was due, not when it was sent, so a stalled server is not
+//!   hidden (coordinated omission).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::net::TcpStream;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// New TLS connections as fast as possible: handshake, one GET, close.
+    Handshakes {
+        #[arg(long)]
+        addr: SocketAddr,
+        /// SNI (and Host); ignored with --sni-file.
+        #[arg(long, default_value = "bench.local")]
+        sni: String,
+        /// One name per line: each connection picks one at random.
+        #[arg(long)]
+        sni_file: Option<std::path::PathBuf>,
+        #[arg(long, default_value = "/")]
+        path: String,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
+    /// Writes N Ingresses (each its own host, optionally with its own certificate) routed
+    /// to one backend, as multi-document YAML for `wharf run`.
+    Ingresses {
+        #[arg(long)]
+        count: usize,
+        /// Give every host its own ECDSA P-256 certificate and Secret.
+        #[arg(long)]
+        certs: bool,
+        /// Backend address.
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        backend: SocketAddr,
+        /// Host names are `<prefix><n>.bench.local`.
+        #[arg(long, default_value = "host-")]
+        prefix: String,
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Also write the host names here, one per line.
+        #[arg(long)]
+        names: Option<std::path::PathBuf>,
+    },
+    /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
+    Rate {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long, default_value = "bench.local")]
+        sni: String,
+        #[arg(long, default_value = "/")]
+        path: String,
+        /// Requests per second, in total.
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 50)]
+        connections: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
+}
+
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn client_config() -> Result<Arc<rustls::ClientConfig>> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(cfg))
+}
+
+async fn connect(
+    addr: SocketAddr,
+    sni: &str,
+    cfg: &Arc<rustls::ClientConfig>,
+) -> Result<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let tls =
+        tokio_rustls::TlsConnector::from(Arc::clone(cfg)).connect(ServerName::try_from(sni.to_owned())?, tcp).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn get(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>, host: &str, path: &str) -> Result<()> {
+    let req = http::Request::get(path).header("host", host).body(Empty::new())?;
+    let resp = sender.send_request(req).await?;
+    let ok = resp.status().is_success();
+    resp.into_body().collect().await?;
+    anyhow::ensure!(ok, "non-2xx response");
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Handshakes { addr, sni, sni_file, path, concurrency, seconds } => {
+            let names: Arc<Vec<String>> = Arc::new(match sni_file {
+                Some(f) => std::fs::read_to_string(&f)
+                    .with_context(|| format!("{}", f.display()))?
+                    .lines()
+                    .map(str::to_owned)
+                    .filter(|l| !l.is_empty())
+                    .collect(),
+                None => vec![sni],
+            });
+            let cfg = client_config()?;
+            let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+            let mut tasks = Vec::new();
+            for _ in 0..concurrency {
+                let (cfg, names, path) = (Arc::clone(&cfg), Arc::clone(&names), path.clone());
+                tasks.push(tokio::spawn(async move {
+                    let (mut ok, mut failed) = (0u64, 0u64);
+                    while Instant::now() < deadline {
+                        let name = &names[fastrand::usize(..names.len())];
+                        let r = async {
+                            let mut s = connect(addr, name, &cfg).await?;
+                            get(&mut s, name, &path).await
+                        }
+                        .await;
+                        match r {
+                            Ok(()) => ok += 1,
+                            Err(_) => failed += 1,
+                        }
+                    }
+                    (ok, failed)
+                }));
+            }
+            let (mut ok, mut failed) = (0, 0);
+            for t in tasks {
+                let (o, f) = t.await?;
+                ok += o;
+                failed += f;
+            }
+            println!("handshakes_per_sec={:.0} ok={ok} failed={failed}", ok as f64 / seconds);
+        }
+        Cmd::Ingresses { count, certs, backend, prefix, out, names } => {
+            use std::fmt::Write as _;
+            let mut y = String::new();
+            let mut list = String::new();
+            y.push_str("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: wharf}\nspec: {controller: wharf.dev/ingress-controller}\n");
+            let _ = write!(y, "---\napiVersion: v1\nkind: Service\nmetadata: {{name: backend, namespace: bench}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: backend-1, namespace: bench, labels: {{kubernetes.io/service-name: backend}}}}\naddressType: IPv4\nports: [{{name: http, port: {}}}]\nendpoints: [{{addresses: [\"{}\"]}}]\n", backend.port(), backend.ip());
+            for i in 0..count {
+                let host = format!("{prefix}{i}.bench.local");
+                let _ = writeln!(list, "{host}");
+                let tls = if certs {
+                    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+                    let cert = rcgen::CertificateParams::new(vec![host.clone()])?.self_signed(&key)?;
+                    let indent = |s: String| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
+                    let _ = write!(y, "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: tls-{i}, namespace: bench}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}", indent(cert.pem()), indent(key.serialize_pem()));
+                    format!("  tls: [{{hosts: [{host}], secretName: tls-{i}}}]\n")
+                } else {
+                    String::new()
+                };
+                let _ = write!(y, "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: ing-{i}, namespace: bench}}\nspec:\n  ingressClassName: wharf\n{tls}  rules: [{{host: {host}, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: backend, port: {{number: 80}}}}}}}}]}}}}]\n");
+            }
+            std::fs::write(&out, y)?;
+            if let Some(n) = names {
+                std::fs::write(n, list)?;
+            }
+        }
+        Cmd::Rate { addr, sni, path, rate, connections, seconds } => {
+            let cfg = client_config()?;
+            let start = Instant::now() + Duration::from_millis(200);
+            let per_conn = Duration::from_secs_f64(connections as f64 / rate);
+            let total = (rate * seconds) as usize / connections;
+            let mut tasks = Vec::new();
+            for i in 0..connections {
+                let (cfg, sni, path) = (Arc::clone(&cfg), sni.clone(), path.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut lat = Vec::with_capacity(total);
+                    let mut errors = 0u64;
+                    let Ok(mut s) = connect(addr, &sni, &cfg).await else { return (lat, total as u64) };
+                    // Stagger connections across one interval.
+                    let offset = per_conn.mul_f64(i as f64 / connections as f64);
+                    for n in 0..total {
+                        let due = start + offset + per_conn * n as u32;
+                        tokio::time::sleep_until(due.into()).await;
+                        if get(&mut s, &sni, &path).await.is_err() {
+                            errors += 1;
+                            match connect(addr, &sni, &cfg).await {
+                                Ok(new) => s = new,
+                                Err(_) => continue,
+                            }
+                        }
+                        lat.push(due.elapsed().as_micros() as u64);
+                    }
+                    (lat, errors)
+                }));
+            }
+            let mut all = Vec::new();
+            let mut errors = 0;
+            for t in tasks {
+                let (l, e) = t.await?;
+                all.extend(l);
+                errors += e;
+            }
+            all.sort_unstable();
+            let pct = |p: f64| {
+                all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or(0) as f64
+                    / 1000.0
+            };
+            println!(
+                "rate={rate:.0} achieved={:.0} p50_ms={:.3} p90_ms={:.3} p99_ms={:.3} p999_ms={:.3} max_ms={:.3} errors={errors}",
+                all.len() as f64 / seconds,
+                pct(0.5),
+                pct(0.9),
+                pct(0.99),
+                pct(0.999),
+                all.last().copied().unwrap_or(0) as f64 / 1000.0
+            );
+        }
+    }
+    Ok(())
+}

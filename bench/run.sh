@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# Benchmarks Wharf side by side with nginx and HAProxy on this machine and writes
+# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S]
+#
+# Every proxy gets the same ECDSA P-256 certificate, TLS 1.3 only, one worker pinned to
+# CPU 1, access logs off, and the same backend (an nginx serving a 1 KiB body on
+# 127.0.0.1:9000, pinned with the load generators to CPU 0). Runs are interleaved
+# (W, N, H, W, N, H, ...); RESULTS.md reports medians and ranges, and ratios.
+#
+#   M1  new TLS 1.3 full handshakes per second (one request per connection), and per
+#       CPU-second of the proxy process
+#   M2  HTTPS/1.1 keep-alive, 1 KiB: max req/s (wrk, 50 connections); then latency at a
+#       fixed rate of 50% of nginx's max (wharf-loadgen, open loop)
+#   M3  HTTP/2, 10 clients x 10 streams (h2load)
+#   M4  10,000 certificates (Wharf): time to serving, RSS, handshake rate with a random
+#       SNI per connection versus one name
+#   M5  config propagation (Wharf standalone): 10 / 1,000 / 10,000 Ingresses, time from a
+#       changed file to serving it; failed requests during 100 changes under load
+#   M6  TCP proxy and TLS passthrough throughput (iperf3, 4 streams)
+#   M7  TCP through an HBONE tunnel versus plain TCP (Wharf)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+rounds=5 seconds=10 smoke=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --smoke) smoke=1 rounds=1 seconds=2 ;;
+    --rounds) rounds="$2"; shift ;;
+    --seconds) seconds="$2"; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+work="$root/target/bench"
+mkdir -p "$work"
+cd "$work"
+log() { echo "bench: $*" >&2; }
+
+# --- tools --------------------------------------------------------------------------
+need=()
+for t in nginx:nginx-light haproxy:haproxy wrk:wrk h2load:nghttp2-client iperf3:iperf3 taskset:util-linux openssl:openssl bc:bc curl:curl; do
+  command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
+done
+[ -f /usr/lib/nginx/modules/ngx_stream_module.so ] || need+=(libnginx-mod-stream)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Packages may start their own daemons; every process here is ours.
+service nginx stop >/dev/null 2>&1 || true
+service haproxy stop >/dev/null 2>&1 || true
+service iperf3 stop >/dev/null 2>&1 || true
+(cd "$root" && cargo build --release --locked -p wharf -p wharf-loadgen >&2)
+wharf="$root/target/release/wharf"
+loadgen="$root/target/release/wharf-loadgen"
+PROXY_CPU=1 CLIENT_CPU=0
+
+# --- certificates and backend ---------------------------------------------------------
+if [ ! -f cert.pem ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+    -subj /CN=bench.local -addext subjectAltName=DNS:bench.local -keyout key.pem -out cert.pem 2>/dev/null
+fi
+head -c 1024 /dev/zero | tr '\0' 'x' > 1k
+mkdir -p nginx-backend nginx-proxy haproxy wharf
+cat > nginx-backend/nginx.conf <<CONF
+worker_processes 1;
+pid $work/nginx-backend/pid;
+error_log /dev/null;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:9000 reuseport backlog=4096;
+    location / { root $work; try_files /1k =404; default_type text/plain; }
+  }
+}
+CONF
+cat > nginx-proxy/nginx.conf <<CONF
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes 1;
+pid $work/nginx-proxy/pid;
+error_log /dev/null;
+events { worker_connections 16384; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  upstream backend { server 127.0.0.1:9000; keepalive 128; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:8443 ssl http2 backlog=4096;
+    server_name bench.local;
+    ssl_certificate $work/cert.pem;
+    ssl_certificate_key $work/key.pem;
+    ssl_protocols TLSv1.3;
+    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+stream {
+  upstream iperf { server 127.0.0.1:5201; }
+  server { listen 127.0.0.1:31400; proxy_pass iperf; }
+}
+CONF
+cat > haproxy/haproxy.cfg <<CONF
+global
+  nbthread 1
+  maxconn 8000
+  tune.ssl.default-dh-param 2048
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  option http-keep-alive
+  http-reuse always
+frontend https
+  bind 127.0.0.1:8443 ssl crt $work/haproxy/bundle.pem alpn h2,http/1.1 ssl-min-ver TLSv1.3
+  default_backend be
+backend be
+  server s1 127.0.0.1:9000
+frontend tcp
+  mode tcp
+  bind 127.0.0.1:31400
+  default_backend iperf
+backend iperf
+  mode tcp
+  server s1 127.0.0.1:5201
+CONF
+cat cert.pem key.pem > haproxy/bundle.pem
+cat > wharf/bench.yaml <<CONF
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: wharf}
+spec: {controller: wharf.dev/ingress-controller}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: bench-tls, namespace: bench}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+$(sed 's/^/    /' cert.pem)
+  tls.key: |
+$(sed 's/^/    /' key.pem)
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench, namespace: bench}
+spec:
+  ingressClassName: wharf
+  tls: [{hosts: [bench.local], secretName: bench-tls}]
+  rules:
+    - host: bench.local
+      http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {number: 80}}}}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: bench}
+spec: {ports: [{name: http, port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: backend-1, namespace: bench, labels: {kubernetes.io/service-name: backend}}
+addressType: IPv4
+ports: [{name: http, port: 9000}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: iperf, namespace: bench}
+spec: {ports: [{name: tcp, port: 5201}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: iperf-1, namespace: bench, labels: {kubernetes.io/service-name: iperf}}
+addressType: IPv4
+ports: [{name: tcp, port: 5201}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+CONF
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+taskset -c "$CLIENT_CPU" nginx -c "$work/nginx-backend/nginx.conf" -g 'daemon off;' & pids+=($!)
+taskset -c "$CLIENT_CPU" iperf3 -s -B 127.0.0.1 -p 5201 >/dev/null 2>&1 & pids+=($!)
+sleep 0.5
+
+wait_port() { for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+start_proxy() { # name -> sets PROXY_PID
+  case "$1" in
+    wharf)
+      TOKIO_WORKER_THREADS=1 taskset -c "$PROXY_CPU" "$wharf" run -f "$work/wharf/bench.yaml" --listen-address 127.0.0.1 \
+        --https-port 8443 --http-port 0 --passthrough-port 0 --admin-port 15021 --access-log=false \
+        --tcp-service 31400=bench/iperf:5201 >"$work/wharf.log" 2>&1 &
+      PROXY_PID=$! ;;
+    nginx)
+      taskset -c "$PROXY_CPU" nginx -c "$work/nginx-proxy/nginx.conf" -g 'daemon off;' & PROXY_PID=$! ;;
+    haproxy)
+      taskset -c "$PROXY_CPU" haproxy -f "$work/haproxy/haproxy.cfg" -db >/dev/null 2>&1 & PROXY_PID=$! ;;
+  esac
+  wait_port 8443
+  # Wharf serves once its config is applied.
+  for _ in $(seq 1 100); do curl -sk --resolve bench.local:8443:127.0.0.1 https://bench.local:8443/ -o /dev/null && break; sleep 0.1; done
+}
+stop_proxy() { kill "$PROXY_PID" 2>/dev/null || true; wait "$PROXY_PID" 2>/dev/null || true; sleep 0.3; }
+# CPU-seconds (user+system) of a process and its children so far.
+cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{print ($14+$15+$16+$17)/t}' "/proc/$1/stat"; }
+# nginx runs a master and one worker: count the worker.
+proxy_worker() { local c; c=$(pgrep -P "$1" | head -1); echo "${c:-$1}"; }
+
+results="$work/raw.tsv"
+: > "$results"
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"; } # metric proxy round value
+
+client() { taskset -c "$CLIENT_CPU" "$@"; }
+for round in $(seq 1 "$rounds"); do
+  for proxy in wharf nginx haproxy; do
+    log "round $round: $proxy"
+    start_proxy "$proxy"
+    w=$(proxy_worker "$PROXY_PID")
+    # M1
+    c0=$(cpu_seconds "$w")
+    out=$(client "$loadgen" handshakes --addr 127.0.0.1:8443 --sni bench.local --concurrency 32 --seconds "$seconds")
+    c1=$(cpu_seconds "$w")
+    hs=$(echo "$out" | sed -n 's/.*handshakes_per_sec=\([0-9]*\).*/\1/p')
+    record M1 "$proxy" "$round" "$hs"
+    record M1cpu "$proxy" "$round" "$(awk -v h="$hs" -v s="$seconds" -v a="$c0" -v b="$c1" 'BEGIN{d=b-a; if (d<=0) d=0.001; printf "%.0f", h*s/d}')"
+    # M2 max
+    out=$(client wrk -t1 -c50 -d"${seconds}s" -H 'Host: bench.local' https://127.0.0.1:8443/ 2>&1 || true)
+    record M2 "$proxy" "$round" "$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' | cut -d. -f1)"
+    # M3
+    out=$(client h2load -c10 -m10 -D "$seconds" --warm-up-time=1 https://127.0.0.1:8443/ -H 'host: bench.local' 2>&1 || true)
+    record M3 "$proxy" "$round" "$(echo "$out" | sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' | cut -d. -f1)"
+    # M6 TCP
+    out=$(client iperf3 -c 127.0.0.1 -p 31400 -t "$seconds" -P 4 -f m 2>&1 || true)
+    record M6tcp "$proxy" "$round" "$(echo "$out" | awk '/SUM.*receiver/ {print $6}')"
+    stop_proxy
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print 0} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+range() { sort -n | awk 'NR==1{lo=$1} {hi=$1} END {printf "%s–%s", lo, hi}'; }
+stat() { awk -F'\t' -v m="$1" -v p="$2" '$1==m && $2==p && $4!="" {print $4}' "$results"; }
+
+# M2 latency at 50% of nginx's max, open loop, all proxies.
+nginx_max=$(stat M2 nginx | median)
+target=$(awk -v m="$nginx_max" 'BEGIN{printf "%.0f", m/2}')
+for round in $(seq 1 "$rounds"); do
+  for proxy in wharf nginx haproxy; do
+    start_proxy "$proxy"
+    out=$(client "$loadgen" rate --addr 127.0.0.1:8443 --sni bench.local --rate "$target" --connections 50 --seconds "$seconds")
+    record M2p50 "$proxy" "$round" "$(echo "$out" | sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p')"
+    record M2p99 "$proxy" "$round" "$(echo "$out" | sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p')"
+    stop_proxy
+  done
+done
+
+# Wharf-only measurements.
+"$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
+
+# --- report --------------------------------------------------------------------------
+{
+  echo "# Benchmark results"
+  echo
+  echo "Generated by \`bench/run.sh$( [ "$smoke" = 1 ] && echo ' --smoke')\` on $(date -u +%Y-%m-%d). $rounds round(s), ${seconds}s per measurement, interleaved."
+  echo
+  echo "## Machine"
+  echo
+  echo "- $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "- $(uname -sr); $(nginx -v 2>&1); $(haproxy -v | head -1 | cut -d' ' -f1-3); $("$wharf" --version); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $(h2load --version | head -1)"
+  echo "- proxy on CPU $PROXY_CPU (one worker: nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Wharf \`TOKIO_WORKER_THREADS=1\`); load generators and the backend on CPU $CLIENT_CPU"
+  echo "- ECDSA P-256 certificate, TLS 1.3 only, access logs off, backend: nginx returning a 1 KiB body on 127.0.0.1:9000"
+  echo
+  echo "## Results (median of $rounds; range in brackets)"
+  echo
+  echo "| Measure | Wharf | nginx | HAProxy | Wharf / nginx | Wharf / HAProxy |"
+  echo "|---|---|---|---|---|---|"
+  for m in "M1:M1 TLS 1.3 full handshakes/s (+1 request)" "M1cpu:M1 handshakes per proxy CPU-second" "M2:M2 HTTPS/1.1 keep-alive req/s, 50 conns" \
+           "M2p50:M2 p50 latency ms at 50% of nginx max" "M2p99:M2 p99 latency ms at 50% of nginx max" "M3:M3 HTTP/2 req/s, 10 clients x 10 streams" \
+           "M6tcp:M6 TCP proxy throughput Mbit/s (iperf3, 4 streams)"; do
+    key=${m%%:*} name=${m#*:}
+    w=$(stat "$key" wharf | median); n=$(stat "$key" nginx | median); h=$(stat "$key" haproxy | median)
+    wr=$(stat "$key" wharf | range); nr=$(stat "$key" nginx | range); hr=$(stat "$key" haproxy | range)
+    echo "| $name | $w [$wr] | $n [$nr] | $h [$hr] | $(awk -v a="$w" -v b="$n" 'BEGIN{if (b>0) printf "%.2f", a/b; else print "-"}') | $(awk -v a="$w" -v b="$h" 'BEGIN{if (b>0) printf "%.2f", a/b; else print "-"}') |"
+  done
+  echo
+  echo "For latency, lower is better (a ratio below 1 favours Wharf); for everything else higher is better."
+  echo
+  echo "## Wharf only"
+  echo
+  echo "| Measure | Value |"
+  echo "|---|---|"
+  awk -F'\t' '$2=="wharf-only" {printf "| %s | %s |\n", $1, $4}' "$results"
+  echo
+  echo "## How it was measured"
+  echo
+  echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second: handshakes divided by the proxy worker's utime+stime over the run (/proc/PID/stat)."
+  echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
+  echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1\`."
+  echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."
+  echo "- Configs: \`target/bench/{nginx-proxy/nginx.conf,haproxy/haproxy.cfg,wharf/bench.yaml}\` as written by bench/run.sh."
+  echo
+  echo "Raw numbers: one line per measurement in \`target/bench/raw.tsv\`."
+} > "$work/RESULTS.md"
+if [ "$smoke" = 1 ]; then
+  log "smoke run done: $work/RESULTS.md"
+else
+  cp "$work/RESULTS.md" "$here/RESULTS.md"
+  log "wrote bench/RESULTS.md"
+fi
+cat "$work/RESULTS.md"

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Wharf-only measurements for bench/run.sh (M4, M5, M7). Prints TSV lines
+# "<measure>\twharf-only\t1\t<value>". Usage: wharf-only.sh WORKDIR SMOKE SECONDS
+set -euo pipefail
+work="$1" smoke="$2" seconds="$3"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+wharf="$root/target/release/wharf" loadgen="$root/target/release/wharf-loadgen"
+cd "$work"
+out() { printf '%s\twharf-only\t1\t%s\n' "$1" "$2"; }
+log() { echo "bench: $*" >&2; }
+now() { date +%s.%N; }
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+ready() { for _ in $(seq 1 3000); do curl -sf "http://127.0.0.1:$1/healthz/ready" >/dev/null 2>&1 && return 0; sleep 0.01; done; return 1; }
+start() { # admin port, args...
+  local admin=$1; shift
+  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" run --listen-address 127.0.0.1 --passthrough-port 0 --admin-port "$admin" --access-log=false "$@" >"$work/wharf-only.log" 2>&1 &
+  WPID=$!; pids+=("$WPID")
+}
+
+# M4: 10,000 certificates.
+n=10000; [ "$smoke" = 1 ] && n=1000
+"$loadgen" ingresses --count "$n" --certs --out certs.yaml --names certs.names
+t0=$(now); start 15031 -f certs.yaml --https-port 18443 --http-port 0; ready 15031; t1=$(now)
+out "M4 time to serving $n certificates (s)" "$(echo "$t1 - $t0" | bc -l | xargs printf '%.2f')"
+out "M4 RSS with $n certificates (MiB)" "$(awk '/VmRSS/ {printf "%.0f", $2/1024}' /proc/$WPID/status)"
+one=$(taskset -c 0 "$loadgen" handshakes --addr 127.0.0.1:18443 --sni host-0.bench.local --concurrency 32 --seconds "$seconds" | sed -n 's/.*handshakes_per_sec=\([0-9]*\).*/\1/p')
+rnd=$(taskset -c 0 "$loadgen" handshakes --addr 127.0.0.1:18443 --sni-file certs.names --concurrency 32 --seconds "$seconds" | sed -n 's/.*handshakes_per_sec=\([0-9]*\).*/\1/p')
+out "M4 handshakes/s, one SNI, $n certificates loaded" "$one"
+out "M4 handshakes/s, random SNI of $n" "$rnd"
+kill "$WPID"; wait "$WPID" 2>/dev/null || true
+
+# M5: propagation with 10, 1,000, 10,000 Ingresses (file watch interval 100 ms).
+sizes="10 1000 10000"; [ "$smoke" = 1 ] && sizes="10 1000"
+for size in $sizes; do
+  rm -rf prop && mkdir prop
+  "$loadgen" ingresses --count "$size" --out prop/base.yaml
+  start 15032 -f prop --https-port 0 --http-port 18080 --watch-interval 100ms; ready 15032
+  times=()
+  for k in 1 2 3; do
+    host="fresh-$k.bench.local"
+    t0=$(now)
+    printf 'apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: fresh, namespace: bench}\nspec:\n  ingressClassName: wharf\n  rules: [{host: %s, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {number: 80}}}}]}}]\n' "$host" > prop/extra.yaml.tmp
+    mv prop/extra.yaml.tmp prop/extra.yaml
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18080/)" = 200 ]; do :; done
+    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
+  done
+  out "M5 file change to serving, $size Ingresses (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+  if [ "$size" = 1000 ]; then
+    # 100 changes under steady keep-alive load: every request must succeed.
+    taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 20 ))s" -H 'Host: host-0.bench.local' http://127.0.0.1:18080/ > wrk-changes.txt 2>&1 &
+    wrkpid=$!
+    sleep 1
+    for i in $(seq 1 100); do
+      printf 'apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: fresh, namespace: bench}\nspec:\n  ingressClassName: wharf\n  rules: [{host: change-%s.bench.local, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {number: 80}}}}]}}]\n' "$i" > prop/extra.yaml.tmp
+      mv prop/extra.yaml.tmp prop/extra.yaml
+      sleep 0.15
+    done
+    applied=$(curl -s http://127.0.0.1:15032/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    wait "$wrkpid" || true
+    non2xx=$(awk '/Non-2xx/ {print $NF}' wrk-changes.txt); non2xx=${non2xx:-0}
+    sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' wrk-changes.txt); sockerr=${sockerr:-0}
+    total=$(awk '/requests in/ {print $1}' wrk-changes.txt)
+    out "M5 failed requests during 100 changes under load (of $total; $applied configs applied)" "$(( non2xx + sockerr ))"
+  fi
+  kill "$WPID"; wait "$WPID" 2>/dev/null || true
+done
+
+# M7: TCP through an HBONE tunnel versus plain TCP, to the iperf3 server on :5201.
+mkdir -p mesh
+if [ ! -f mesh/ca.crt ]; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=bench-mesh-root \
+    -keyout mesh/ca.key -out mesh/ca.crt 2>/dev/null
+  for id in gateway iperf; do
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/O=bench" -keyout "mesh/$id.key" -out "mesh/$id.csr" 2>/dev/null
+    printf 'subjectAltName=URI:spiffe://cluster.local/ns/bench/sa/%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$id" > "mesh/$id.ext"
+    openssl x509 -req -in "mesh/$id.csr" -CA mesh/ca.crt -CAkey mesh/ca.key -CAcreateserial -days 30 -extfile "mesh/$id.ext" -out "mesh/$id.crt" 2>/dev/null
+  done
+fi
+mkdir -p mesh/empty
+cat > mesh/ambient.yaml <<CONF
+apiVersion: v1
+kind: Namespace
+metadata: {name: bench, labels: {istio.io/dataplane-mode: ambient}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: iperf-0, namespace: bench}
+spec: {serviceAccountName: iperf, containers: [{name: iperf, image: none}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: iperf, namespace: bench}
+spec: {ports: [{name: tcp, port: 5201}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: iperf-1, namespace: bench, labels: {kubernetes.io/service-name: iperf}}
+addressType: IPv4
+ports: [{name: tcp, port: 5201}]
+endpoints: [{addresses: ["127.0.0.1"], targetRef: {kind: Pod, namespace: bench, name: iperf-0}}]
+CONF
+# The receiving side: a Wharf HBONE inbound standing in for ztunnel.
+taskset -c 0 "$wharf" run -f mesh/empty --listen-address 127.0.0.1 --http-port 0 --https-port 0 --passthrough-port 0 --admin-port 0 \
+  --hbone-port 15008 --mesh-cert mesh/iperf.crt --mesh-key mesh/iperf.key --mesh-roots mesh/ca.crt >"$work/ztunnel.log" 2>&1 &
+pids+=($!)
+start 15033 -f mesh/ambient.yaml --https-port 0 --http-port 0 --tcp-service 32400=bench/iperf:5201 \
+  --mesh-cert mesh/gateway.crt --mesh-key mesh/gateway.key --mesh-roots mesh/ca.crt
+ready 15033
+hb=$(taskset -c 0 iperf3 -c 127.0.0.1 -p 32400 -t "$seconds" -P 4 -f m 2>&1 | awk '/SUM.*receiver/ {print $6}')
+tunnels=$(curl -s http://127.0.0.1:15033/metrics | awk -F' ' '/^wharf_hbone_tunnels_total\{direction="outbound",result="ok"\}/ {print $2}')
+out "M7 TCP over HBONE Mbit/s (iperf3, 4 streams; $tunnels tunnels)" "$hb"
+kill "$WPID"; wait "$WPID" 2>/dev/null || true
