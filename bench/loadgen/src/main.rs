@@ -6,6 +6,9 @@
 //!   from when each request was due, not when it was sent, so a stalled server is not
 //!   hidden (coordinated omission).
 
+// A command-line tool whose output is its result.
+#![allow(clippy::print_stdout)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
