@@ -11,6 +11,10 @@
 #    ServiceAccount token (the API-server restart test needs the local harness and is
 #    left out).
 #
+# 4. With ISTIO=1 (needs istioctl on PATH): installs Istio ambient, enrols the echo pods,
+#    switches the gateway's mesh identity to the Istio CA and checks that echo.kind.test
+#    is now served over HBONE through the real ztunnel.
+#
 # KIND_CLUSTER names the cluster (default wharf); KEEP=1 keeps it afterwards.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -90,6 +94,26 @@ done
 [ "${ok:-}" = 1 ] || { echo "smoke test: echo.kind.test not served" >&2; kubectl logs -n wharf-system deploy/wharf >&2; exit 1; }
 kubectl get ingress echo | grep -q 127.0.0.1 || { echo "smoke test: no ADDRESS on the Ingress" >&2; exit 1; }
 echo "smoke test passed: SNI, routing to pods and status through the gateway pod"
+
+if [ "${ISTIO:-}" = 1 ]; then
+  command -v istioctl >/dev/null || { echo "ISTIO=1 needs istioctl on PATH" >&2; exit 1; }
+  istioctl install --set profile=ambient --skip-confirmation
+  kubectl label namespace default istio.io/dataplane-mode=ambient --overwrite
+  helm upgrade wharf charts/wharf -n wharf-system -f charts/wharf/examples/kind.yaml \
+    --set mesh.enabled=true --set mesh.source=istio --wait --timeout 3m
+  kubectl port-forward -n wharf-system svc/wharf-admin 15021 >/dev/null 2>&1 &
+  pf=$!
+  ok=
+  for _ in $(seq 1 60); do
+    curl -sf --cacert "$work/echo.crt" --resolve echo.kind.test:443:127.0.0.1 https://echo.kind.test/ | grep -q '"name":"echo"' || { sleep 1; continue; }
+    tunnels=$(curl -s localhost:15021/metrics | awk '/^wharf_hbone_tunnels_total\{direction="outbound",result="ok"\}/ {print $2}')
+    [ "${tunnels:-0}" != 0 ] && { ok=1; break; }
+    sleep 1
+  done
+  kill "$pf" 2>/dev/null || true
+  [ "$ok" = 1 ] || { echo "ambient: echo.kind.test not served over HBONE" >&2; kubectl logs -n wharf-system deploy/wharf >&2; exit 1; }
+  echo "ambient passed: served over HBONE through ztunnel with a certificate from istiod"
+fi
 
 # The suite, as on the local harness.
 "$here/harness/netns.sh" up
