@@ -21,10 +21,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-rounds=5 seconds=10 smoke=0
+rounds=5 seconds=10 smoke=0 report_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) smoke=1 rounds=1 seconds=2 ;;
+    --report-only) report_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --seconds) seconds="$2"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -208,10 +209,16 @@ cpu_seconds() { awk -v t="$(getconf CLK_TCK)" '{print ($14+$15+$16+$17)/t}' "/pr
 proxy_worker() { local c; c=$(pgrep -P "$1" | head -1); echo "${c:-$1}"; }
 
 results="$work/raw.tsv"
-: > "$results"
+[ "$report_only" = 1 ] || : > "$results"
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"; } # metric proxy round value
 
 client() { taskset -c "$CLIENT_CPU" "$@"; }
+# Work per CPU-second of the proxy: rate * seconds / (proxy CPU time over the run).
+per_cpu() { awk -v r="$1" -v s="$seconds" -v a="$2" -v b="$3" 'BEGIN{d=b-a; if (d<=0) d=0.001; printf "%.0f", r*s/d}'; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print 0} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
+range() { sort -n | awk 'NR==1{lo=$1} {hi=$1} END {printf "%s–%s", lo, hi}'; }
+stat() { awk -F'\t' -v m="$1" -v p="$2" '$1==m && $2==p && $4!="" {print $4}' "$results"; }
+[ "$report_only" = 1 ] && rounds=0
 for round in $(seq 1 "$rounds"); do
   for proxy in wharf nginx haproxy; do
     log "round $round: $proxy"
@@ -223,23 +230,24 @@ for round in $(seq 1 "$rounds"); do
     c1=$(cpu_seconds "$w")
     hs=$(echo "$out" | sed -n 's/.*handshakes_per_sec=\([0-9]*\).*/\1/p')
     record M1 "$proxy" "$round" "$hs"
-    record M1cpu "$proxy" "$round" "$(awk -v h="$hs" -v s="$seconds" -v a="$c0" -v b="$c1" 'BEGIN{d=b-a; if (d<=0) d=0.001; printf "%.0f", h*s/d}')"
+    record M1cpu "$proxy" "$round" "$(per_cpu "$hs" "$c0" "$c1")"
     # M2 max
+    c0=$(cpu_seconds "$w")
     out=$(client wrk -t1 -c50 -d"${seconds}s" -H 'Host: bench.local' https://127.0.0.1:8443/ 2>&1 || true)
-    record M2 "$proxy" "$round" "$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' | cut -d. -f1)"
-    # M3
+    c1=$(cpu_seconds "$w")
+    rps=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' | cut -d. -f1)
+    record M2 "$proxy" "$round" "$rps"
+    record M2cpu "$proxy" "$round" "$(per_cpu "${rps:-0}" "$c0" "$c1")"
+    # M3 (h2load warms up for 1 s before its measured window)
     out=$(client h2load -c10 -m10 -D "$seconds" --warm-up-time=1 https://127.0.0.1:8443/ -H 'host: bench.local' 2>&1 || true)
-    record M3 "$proxy" "$round" "$(echo "$out" | sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' | cut -d. -f1)"
+    rps=$(echo "$out" | sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' | cut -d. -f1)
+    record M3 "$proxy" "$round" "$rps"
     # M6 TCP
     out=$(client iperf3 -c 127.0.0.1 -p 31400 -t "$seconds" -P 4 -f m 2>&1 || true)
     record M6tcp "$proxy" "$round" "$(echo "$out" | awk '/SUM.*receiver/ {print $6}')"
     stop_proxy
   done
 done
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print 0} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
-range() { sort -n | awk 'NR==1{lo=$1} {hi=$1} END {printf "%s–%s", lo, hi}'; }
-stat() { awk -F'\t' -v m="$1" -v p="$2" '$1==m && $2==p && $4!="" {print $4}' "$results"; }
 
 # M2 latency at 50% of nginx's max, open loop, all proxies.
 nginx_max=$(stat M2 nginx | median)
@@ -255,7 +263,7 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # Wharf-only measurements.
-"$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
+[ "$report_only" = 1 ] || "$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
 
 # --- report --------------------------------------------------------------------------
 {
@@ -274,7 +282,7 @@ done
   echo
   echo "| Measure | Wharf | nginx | HAProxy | Wharf / nginx | Wharf / HAProxy |"
   echo "|---|---|---|---|---|---|"
-  for m in "M1:M1 TLS 1.3 full handshakes/s (+1 request)" "M1cpu:M1 handshakes per proxy CPU-second" "M2:M2 HTTPS/1.1 keep-alive req/s, 50 conns" \
+  for m in "M1:M1 TLS 1.3 full handshakes/s (+1 request)" "M1cpu:M1 handshakes per proxy CPU-second" "M2:M2 HTTPS/1.1 keep-alive req/s, 50 conns" "M2cpu:M2 requests per proxy CPU-second" \
            "M2p50:M2 p50 latency ms at 50% of nginx max" "M2p99:M2 p99 latency ms at 50% of nginx max" "M3:M3 HTTP/2 req/s, 10 clients x 10 streams" \
            "M6tcp:M6 TCP proxy throughput Mbit/s (iperf3, 4 streams)"; do
     key=${m%%:*} name=${m#*:}
@@ -293,7 +301,7 @@ done
   echo
   echo "## How it was measured"
   echo
-  echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second: handshakes divided by the proxy worker's utime+stime over the run (/proc/PID/stat)."
+  echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second (M1, M2): work divided by the proxy worker's utime+stime over the run (/proc/PID/stat); this is the fairer number when the load generator, not the proxy, saturates first."
   echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
   echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1\`."
   echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."

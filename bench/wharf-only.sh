@@ -105,10 +105,11 @@ CONF
 taskset -c 0 "$wharf" run -f mesh/empty --listen-address 127.0.0.1 --http-port 0 --https-port 0 --passthrough-port 0 --admin-port 0 \
   --hbone-port 15008 --mesh-cert mesh/iperf.crt --mesh-key mesh/iperf.key --mesh-roots mesh/ca.crt >"$work/ztunnel.log" 2>&1 &
 pids+=($!)
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/15008) 2>/dev/null && break; sleep 0.1; done
 start 15033 -f mesh/ambient.yaml --https-port 0 --http-port 0 --tcp-service 32400=bench/iperf:5201 \
   --mesh-cert mesh/gateway.crt --mesh-key mesh/gateway.key --mesh-roots mesh/ca.crt
 ready 15033
-hb=$(taskset -c 0 iperf3 -c 127.0.0.1 -p 32400 -t "$seconds" -P 4 -f m 2>&1 | awk '/SUM.*receiver/ {print $6}')
+hb=$( (taskset -c 0 iperf3 -c 127.0.0.1 -p 32400 -t "$seconds" -P 4 -f m 2>&1 || true) | awk '/SUM.*receiver/ {print $6}')
 tunnels=$(curl -s http://127.0.0.1:15033/metrics | awk -F' ' '/^wharf_hbone_tunnels_total\{direction="outbound",result="ok"\}/ {print $2}')
 out "M7 TCP over HBONE Mbit/s (iperf3, 4 streams; $tunnels tunnels)" "$hb"
 kill "$WPID"; wait "$WPID" 2>/dev/null || true

@@ -59,7 +59,9 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
     let (resp, reason, upstream_addr) = match route {
         None => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
         Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
-        Some(r) => match forward(&shared, &conn, r, &host_header, req).await {
+        // Boxed: the forwarding state is large, and hyper moves the request future into a
+        // task per HTTP/2 stream; a small future makes that move cheap.
+        Some(r) => match Box::pin(forward(&shared, &conn, r, &host_header, req)).await {
             Ok((resp, addr)) => (resp, None, Some(addr)),
             Err(e) => {
                 shared.metrics.upstream_error(e);
