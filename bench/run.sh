@@ -308,6 +308,7 @@ done
   echo "- Configs: \`target/bench/{nginx-proxy/nginx.conf,haproxy/haproxy.cfg,wharf/bench.yaml}\` as written by bench/run.sh."
   echo
   echo "Raw numbers: one line per measurement in \`target/bench/raw.tsv\`."
+  if [ -f "$here/steps.md" ]; then echo; cat "$here/steps.md"; fi
 } > "$work/RESULTS.md"
 if [ "$smoke" = 1 ]; then
   log "smoke run done: $work/RESULTS.md"
