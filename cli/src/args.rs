@@ -43,18 +43,9 @@ pub struct RunArgs {
     /// How often the files are checked for changes.
     #[arg(long, default_value = "250ms", value_parser = parse_duration, env = "WHARF_WATCH_INTERVAL")]
     pub watch_interval: Duration,
-    /// Listener settings.
+    /// Data-plane and translation settings.
     #[command(flatten)]
-    pub listen: ListenArgs,
-    /// Translation settings.
-    #[command(flatten)]
-    pub translate: TranslateArgs,
-    /// Proxy settings.
-    #[command(flatten)]
-    pub proxy: ProxyArgs,
-    /// Mesh (HBONE) settings.
-    #[command(flatten)]
-    pub mesh: MeshArgs,
+    pub gateway: GatewayArgs,
 }
 
 /// `wharf controller`.
@@ -88,6 +79,14 @@ pub struct ControllerArgs {
     /// How often the Lease is renewed or tried.
     #[arg(long, default_value = "2s", value_parser = parse_duration, env = "WHARF_LEASE_RETRY")]
     pub lease_retry: Duration,
+    /// Data-plane and translation settings.
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+}
+
+/// Settings shared by `run` and `controller`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
     /// Listener settings.
     #[command(flatten)]
     pub listen: ListenArgs,

@@ -11,7 +11,7 @@ use crate::gateway::{self, shutdown_signal};
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let client = client(&args).await?;
-    let serving = gateway::start(&args.listen, &args.proxy, &args.mesh, &args.translate.trust_domain, 443).await?;
+    let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
     let publish = if !args.publish_addresses.is_empty() {
         Publish::Addresses(args.publish_addresses.clone())
@@ -29,7 +29,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         retry: args.lease_retry,
     };
     let cfg = k8s::Config {
-        translate: gateway::translate_options(&args.translate, &args.listen),
+        translate: gateway::translate_options(&args.gateway),
         publish,
         lease: lease.clone(),
         debounce: Duration::from_millis(50),
@@ -58,12 +58,12 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         }
     });
     let sig = shutdown_signal().await;
-    tracing::info!(signal = sig, deadline = ?args.proxy.drain_timeout, "draining");
+    tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
     apply.abort();
     if *handles.leader.borrow() {
         k8s::lease::release(client, &lease).await;
     }
-    serving.drain(args.proxy.drain_timeout).await;
+    serving.drain(args.gateway.proxy.drain_timeout).await;
     Ok(())
 }
 

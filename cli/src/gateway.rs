@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
 
-use crate::args::{ListenArgs, MeshArgs, ProxyArgs, TranslateArgs};
+use crate::args::{GatewayArgs, MeshArgs};
 
 /// A serving data plane.
 pub struct Serving {
@@ -23,14 +23,9 @@ pub struct Serving {
 }
 
 /// Binds every listener and starts serving an empty config.
-pub async fn start(
-    l: &ListenArgs,
-    proxy: &ProxyArgs,
-    mesh: &MeshArgs,
-    trust_domain: &str,
-    default_redirect_port: u16,
-) -> anyhow::Result<Serving> {
-    let mesh_identity = mesh_identity(mesh, trust_domain)?;
+pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Result<Serving> {
+    let (l, proxy, mesh) = (&args.listen, &args.proxy, &args.mesh);
+    let mesh_identity = mesh_identity(mesh, &args.translate.trust_domain)?;
     let addr = |port: u16| (port != 0).then(|| SocketAddr::new(l.listen_address, port));
     let opts = Options {
         timeouts: Timeouts {
@@ -90,7 +85,8 @@ fn mesh_identity(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<Option<A
 }
 
 /// Translation options from flags.
-pub fn translate_options(t: &TranslateArgs, l: &ListenArgs) -> wharf_controller::Options {
+pub fn translate_options(args: &GatewayArgs) -> wharf_controller::Options {
+    let (t, l) = (&args.translate, &args.listen);
     wharf_controller::Options {
         controller_name: t.controller_name.clone(),
         ingress_class: t.ingress_class.clone(),

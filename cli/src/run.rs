@@ -12,12 +12,10 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
-    let serving =
-        gateway::start(&args.listen, &args.proxy, &args.mesh, &args.translate.trust_domain, args.listen.https_port)
-            .await?;
+    let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
     let mut reloader = Reloader {
         files: args.files.clone(),
-        opts: gateway::translate_options(&args.translate, &args.listen),
+        opts: gateway::translate_options(&args.gateway),
         gateway: serving.gateway.clone(),
         last: None,
         log: DiagnosticLog::default(),
@@ -38,12 +36,12 @@ pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
                 }
             }
             sig = &mut shutdown => {
-                tracing::info!(signal = sig, deadline = ?args.proxy.drain_timeout, "draining");
+                tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
                 break;
             }
         }
     }
-    serving.drain(args.proxy.drain_timeout).await;
+    serving.drain(args.gateway.proxy.drain_timeout).await;
     Ok(())
 }
 

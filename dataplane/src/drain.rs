@@ -33,3 +33,19 @@ impl Watch {
         let _ = self.0.wait_for(|draining| *draining).await;
     }
 }
+
+/// Serves an HTTP connection until it ends; once draining starts, asks it to finish its
+/// in-flight requests (HTTP/1.1: close after the current one; HTTP/2: GOAWAY) and waits.
+pub async fn serve_connection<C>(conn: C, mut drain: Watch)
+where
+    C: hyper_util::server::graceful::GracefulConnection,
+{
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = drain.signaled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}

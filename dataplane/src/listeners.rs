@@ -212,7 +212,7 @@ async fn serve_https(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo, dra
     }
 }
 
-async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, mut drain: Watch)
+async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -226,12 +226,5 @@ where
     let s = Arc::clone(&shared);
     let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = drain.signaled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
+    crate::drain::serve_connection(conn, drain).await;
 }

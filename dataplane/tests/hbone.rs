@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use wharf_dataplane::drain;
 use wharf_dataplane::hbone::{HboneClient, HboneError, MeshIdentity};
 use wharf_dataplane::testing::TestCa;
@@ -38,23 +37,6 @@ fn client(ca: &TestCa, id: &str, td: &str) -> (Arc<HboneClient>, Arc<MeshIdentit
     let mesh = Arc::new(MeshIdentity::new(td));
     mesh.set(ca.mesh_certs(id, td));
     (HboneClient::new(Arc::clone(&mesh), Duration::from_secs(5), Metrics::new()), mesh)
-}
-
-/// A TCP server echoing every byte until the client half-closes, then closing.
-async fn tcp_echo() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (mut s, _) = l.accept().await.unwrap();
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-                let _ = w.shutdown().await;
-            });
-        }
-    });
-    addr
 }
 
 fn target(dial: SocketAddr, id: &str, to: SocketAddr) -> Hbone {

@@ -46,22 +46,6 @@ async fn tls_backend(leaf: &wharf_dataplane::testing::Leaf) -> SocketAddr {
     addr
 }
 
-/// A TCP server echoing every byte until the client half-closes.
-async fn tcp_echo() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (mut s, _) = l.accept().await.unwrap();
-            tokio::spawn(async move {
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passthrough_keeps_client_tls_end_to_end() {
     let r = start().await;

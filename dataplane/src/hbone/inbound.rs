@@ -30,7 +30,7 @@ pub async fn serve_conn(
     identity: Arc<MeshIdentity>,
     connect_timeout: Duration,
     metrics: Metrics,
-    mut drain: Watch,
+    drain: Watch,
 ) {
     let Some(certs) = identity.load() else {
         tracing::warn!(%client, "HBONE inbound connection refused: no mesh identity loaded");
@@ -68,14 +68,7 @@ pub async fn serve_conn(
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
         .serve_connection(TokioIo::new(tls), svc);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = drain.signaled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
+    crate::drain::serve_connection(conn, drain).await;
 }
 
 fn status(code: StatusCode) -> Response<Empty<Bytes>> {

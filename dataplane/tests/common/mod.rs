@@ -99,3 +99,21 @@ pub fn host(h: &str) -> Host {
 pub async fn admin_get(r: &Running, path: &str) -> Seen {
     http_get(r.admin, "admin", path).await.unwrap()
 }
+
+/// A TCP server echoing every byte until the client half-closes, then closing.
+pub async fn tcp_echo() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    addr
+}
