@@ -137,6 +137,11 @@ async fn snapshot_swaps_under_load_lose_no_request() {
                     .header("host", "a.test")
                     .body(http_body_util::Empty::<bytes::Bytes>::new())
                     .unwrap();
+                // Wait until the connection has finished the previous exchange.
+                if s.ready().await.is_err() {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 match s.send_request(req).await {
                     Ok(resp) if resp.status() == 200 => {
                         use http_body_util::BodyExt;

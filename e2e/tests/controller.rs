@@ -113,6 +113,8 @@ async fn secret_update_serves_new_certificate_and_keeps_old_connections() {
     );
 
     for _ in 0..3 {
+        // The connection takes the next request once it has finished the previous one.
+        sender.ready().await.expect("the connection opened before the rotation broke");
         let req = http::Request::get("/")
             .header("host", "app.e2e.test")
             .body(http_body_util::Empty::<bytes::Bytes>::new())

@@ -148,6 +148,7 @@ async fn connect(
 
 async fn get(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>, host: &str, path: &str) -> Result<()> {
     let req = http::Request::get(path).header("host", host).body(Empty::new())?;
+    sender.ready().await?;
     let resp = sender.send_request(req).await?;
     let ok = resp.status().is_success();
     resp.into_body().collect().await?;
