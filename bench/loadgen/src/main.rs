@@ -18,8 +18,7 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 
 #[derive(Parser)]
@@ -85,51 +84,12 @@ enum Cmd {
     },
 }
 
-#[derive(Debug)]
-struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-fn client_config() -> Result<Arc<rustls::ClientConfig>> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+fn client_config() -> Arc<rustls::ClientConfig> {
+    // The benchmark measures the proxy, so the client skips chain checks (it still verifies
+    // the handshake signature) and never resumes: every handshake is a full one.
+    let mut cfg = (*wharf_dataplane::testing::inspecting_client_config(&[b"http/1.1"])).clone();
     cfg.resumption = rustls::client::Resumption::disabled();
-    Ok(Arc::new(cfg))
+    Arc::new(cfg)
 }
 
 async fn connect(
@@ -169,7 +129,7 @@ async fn main() -> Result<()> {
                     .collect(),
                 None => vec![sni],
             });
-            let cfg = client_config()?;
+            let cfg = client_config();
             let deadline = Instant::now() + Duration::from_secs_f64(seconds);
             let mut tasks = Vec::new();
             for _ in 0..concurrency {
@@ -225,7 +185,7 @@ async fn main() -> Result<()> {
             }
         }
         Cmd::Rate { addr, sni, path, rate, connections, seconds } => {
-            let cfg = client_config()?;
+            let cfg = client_config();
             let start = Instant::now() + Duration::from_millis(200);
             let per_conn = Duration::from_secs_f64(connections as f64 / rate);
             let total = (rate * seconds) as usize / connections;

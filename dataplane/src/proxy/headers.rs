@@ -80,7 +80,7 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) -> HeaderValue 
     put(headers, "x-real-ip", &ip);
     put(headers, "x-forwarded-proto", f.proto);
     put(headers, "x-forwarded-host", f.host);
-    put(headers, "x-forwarded-port", itoa(f.port).as_str());
+    put(headers, "x-forwarded-port", &f.port.to_string());
     let id = match headers.get("x-request-id") {
         Some(v) if v.len() <= 128 && !v.is_empty() => v.clone(),
         _ => {
@@ -91,10 +91,6 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) -> HeaderValue 
         }
     };
     id
-}
-
-fn itoa(n: u16) -> String {
-    n.to_string()
 }
 
 #[cfg(test)]

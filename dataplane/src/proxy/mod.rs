@@ -53,7 +53,8 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
     let host = normalize_host(&host_header);
     let route = cfg.router.route(&host, req.uri().path());
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    // Only the access log needs its own copy of the path.
+    let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
     let version = req.version();
 
     let (resp, reason, upstream_addr) = match route {
@@ -80,7 +81,7 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
             client = %conn.client,
             method = %method,
             host = %host,
-            path = %path,
+            path = path.as_deref().unwrap_or(""),
             proto = ?version,
             status = status.as_u16(),
             duration_ms = elapsed.as_secs_f64() * 1000.0,
