@@ -3,7 +3,9 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -11,10 +13,16 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use crate::coalesce::Coalesce;
 use crate::drain::Watch;
 use crate::metrics::Listener;
 use crate::proxy::{self, ConnInfo, Scheme};
 use crate::{admin, passthrough, tcp, Gateway, Shared};
+
+/// Concurrent streams per client HTTP/2 connection.
+const H2_MAX_STREAMS: u32 = 250;
+/// PING interval on quiet client HTTP/2 connections.
+const H2_KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// Where to listen. `None` turns a listener off.
 #[derive(Debug, Clone, Default)]
@@ -199,7 +207,11 @@ async fn serve_https(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo, dra
     match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
             shared.metrics.handshake(true);
-            serve_http(shared, tls, info, drain).await;
+            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                serve_h2(shared, tls, info, drain).await;
+            } else {
+                serve_http(shared, tls, info, drain).await;
+            }
         }
         Ok(Err(e)) => {
             shared.metrics.handshake(false);
@@ -221,10 +233,24 @@ where
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(250)
-        .keep_alive_interval(Some(std::time::Duration::from_secs(30)));
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
     let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
+    crate::drain::serve_connection(conn, drain).await;
+}
+
+/// HTTP/2 negotiated by ALPN: no protocol sniffing, and the responses of many streams
+/// share TLS records and system calls (see [`Coalesce`]).
+async fn serve_h2<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder.timer(TokioTimer::new()).max_concurrent_streams(H2_MAX_STREAMS).keep_alive_interval(Some(H2_KEEPALIVE));
+    let s = Arc::clone(&shared);
+    let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
+    let conn = builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc);
     crate::drain::serve_connection(conn, drain).await;
 }

@@ -30,6 +30,11 @@ fn connection_has(headers: &HeaderMap, token: &str) -> bool {
 /// Removes hop-by-hop headers, including those the Connection header names. With
 /// `keep_upgrade`, the `Connection: upgrade` / `Upgrade` pair survives.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    // Most requests and responses carry none: one pass over the names is cheaper than
+    // hashing every hop-by-hop name.
+    if !headers.keys().any(|k| k == header::UPGRADE || HOP_BY_HOP.contains(k)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -50,6 +55,13 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
 /// What the backend is told about the client.
 #[derive(Debug)]
 pub struct Forwarded<'a> {
@@ -57,40 +69,61 @@ pub struct Forwarded<'a> {
     pub client_ip: std::net::IpAddr,
     /// `http` or `https`.
     pub proto: &'static str,
-    /// Host the client asked for (as sent, with port if any).
-    pub host: &'a str,
+    /// Host the client asked for (as sent, with port if any); `None` when it sent none.
+    pub host: Option<&'a HeaderValue>,
     /// Gateway port the client connected to.
     pub port: u16,
 }
 
 /// Sets X-Forwarded-For (appended), X-Forwarded-Proto/-Host/-Port, X-Real-IP and
-/// X-Request-Id (kept when the client sent a sane one). Returns the request id.
-pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) -> HeaderValue {
-    let ip = f.client_ip.to_string();
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prev) if !prev.trim().is_empty() => format!("{prev}, {ip}"),
+/// X-Request-Id (kept when the client sent a sane one).
+pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
+    use std::io::Write;
+    let mut buf = [0u8; 64];
+    let ip = {
+        let mut w = &mut buf[..];
+        let _ = write!(w, "{}", f.client_ip);
+        let n = 64 - w.len();
+        HeaderValue::from_bytes(&buf[..n]).unwrap_or(HeaderValue::from_static("unknown"))
+    };
+    let xff = match headers.get(&X_FORWARDED_FOR).map(|v| v.as_bytes()) {
+        Some(prev) if !prev.trim_ascii().is_empty() => {
+            let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
+            v.extend_from_slice(prev);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(ip.as_bytes());
+            HeaderValue::from_bytes(&v).unwrap_or_else(|_| ip.clone())
+        }
         _ => ip.clone(),
     };
-    let put = |h: &mut HeaderMap, name: &'static str, v: &str| {
-        if let Ok(v) = HeaderValue::from_str(v) {
-            h.insert(HeaderName::from_static(name), v);
-        }
+    headers.insert(X_FORWARDED_FOR, xff);
+    headers.insert(X_REAL_IP, ip);
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(f.proto));
+    match f.host {
+        Some(h) => headers.insert(X_FORWARDED_HOST, h.clone()),
+        None => headers.remove(X_FORWARDED_HOST),
     };
-    put(headers, "x-forwarded-for", &xff);
-    put(headers, "x-real-ip", &ip);
-    put(headers, "x-forwarded-proto", f.proto);
-    put(headers, "x-forwarded-host", f.host);
-    put(headers, "x-forwarded-port", &f.port.to_string());
-    let id = match headers.get("x-request-id") {
-        Some(v) if v.len() <= 128 && !v.is_empty() => v.clone(),
-        _ => {
-            let v =
-                HeaderValue::from_str(&format!("{:032x}", fastrand::u128(..))).unwrap_or(HeaderValue::from_static("0"));
-            headers.insert(HeaderName::from_static("x-request-id"), v.clone());
-            v
-        }
+    let port = match f.port {
+        80 => HeaderValue::from_static("80"),
+        443 => HeaderValue::from_static("443"),
+        p => HeaderValue::from(p),
     };
-    id
+    headers.insert(X_FORWARDED_PORT, port);
+    if !matches!(headers.get(&X_REQUEST_ID), Some(v) if v.len() <= 128 && !v.is_empty()) {
+        headers.insert(X_REQUEST_ID, request_id());
+    }
+}
+
+/// A random 128-bit id as 32 lower-case hex digits.
+fn request_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut n = fastrand::u128(..);
+    let mut out = [0u8; 32];
+    for b in out.iter_mut().rev() {
+        *b = HEX[(n & 0xf) as usize];
+        n >>= 4;
+    }
+    HeaderValue::from_bytes(&out).unwrap_or(HeaderValue::from_static("0"))
 }
 
 #[cfg(test)]
@@ -125,15 +158,26 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
         h.insert("x-request-id", HeaderValue::from_static("abc"));
-        let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "https", host: "a.com", port: 443 };
-        let id = set_forwarded(&mut h, &f);
-        assert_eq!(id, "abc");
+        let host = HeaderValue::from_static("a.com");
+        let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "https", host: Some(&host), port: 443 };
+        set_forwarded(&mut h, &f);
+        assert_eq!(h["x-request-id"], "abc");
+        assert_eq!(h["x-real-ip"], "10.1.1.1");
         assert_eq!(h["x-forwarded-for"], "1.2.3.4, 10.1.1.1");
         assert_eq!(h["x-forwarded-proto"], "https");
         assert_eq!(h["x-forwarded-host"], "a.com");
         assert_eq!(h["x-forwarded-port"], "443");
         let mut fresh = HeaderMap::new();
-        let id = set_forwarded(&mut fresh, &f);
+        fresh.insert("x-forwarded-host", HeaderValue::from_static("spoofed"));
+        let v6 = Forwarded { client_ip: "2001:db8::1".parse().unwrap(), proto: "http", host: None, port: 8080 };
+        set_forwarded(&mut fresh, &v6);
+        let id = fresh["x-request-id"].to_str().unwrap();
         assert_eq!(id.len(), 32);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_ne!(id, "0".repeat(32));
+        assert_eq!(fresh["x-forwarded-for"], "2001:db8::1");
+        assert_eq!(fresh["x-forwarded-port"], "8080");
+        assert_eq!(fresh["x-forwarded-proto"], "http");
+        assert!(fresh.get("x-forwarded-host").is_none(), "a client's own X-Forwarded-Host is not passed on");
     }
 }

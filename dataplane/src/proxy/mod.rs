@@ -4,12 +4,14 @@ mod body;
 pub mod headers;
 pub mod upstream;
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
@@ -49,8 +51,8 @@ pub struct ConnInfo {
 pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     let cfg = shared.config.load_full();
-    let host_header = request_host(&req).unwrap_or_default().to_owned();
-    let host = normalize_host(&host_header);
+    let host_value = request_host(&req);
+    let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
     let route = cfg.router.route(&host, req.uri().path());
     let method = req.method().clone();
     // Only the access log needs its own copy of the path.
@@ -62,7 +64,7 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
         Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
         // Boxed: the forwarding state is large, and hyper moves the request future into a
         // task per HTTP/2 stream; a small future makes that move cheap.
-        Some(r) => match Box::pin(forward(&shared, &conn, r, &host_header, req)).await {
+        Some(r) => match Box::pin(forward(&shared, &conn, r, host_value.as_ref(), req)).await {
             Ok((resp, addr)) => (resp, None, Some(addr)),
             Err(e) => {
                 shared.metrics.upstream_error(e);
@@ -93,17 +95,26 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
     Ok(resp)
 }
 
-/// The host a request is for: `:authority` (HTTP/2, absolute-form) or `Host`.
-fn request_host<B>(req: &Request<B>) -> Option<&str> {
-    req.uri().authority().map(|a| a.as_str()).or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
+/// The host a request is for, as sent: `:authority` (HTTP/2, absolute-form) or `Host`.
+fn request_host<B>(req: &Request<B>) -> Option<HeaderValue> {
+    match req.uri().authority() {
+        Some(a) => HeaderValue::from_str(a.as_str()).ok(),
+        None => req.headers().get(header::HOST).cloned(),
+    }
 }
 
-/// Lower-case host without port; IPv6 literals keep their brackets.
-fn normalize_host(h: &str) -> String {
+/// Lower-case host without port; IPv6 literals keep their brackets. Borrows when the host
+/// is already in that form, as it almost always is.
+fn normalize_host(h: &str) -> Cow<'_, str> {
     let h = h.rsplit('@').next().unwrap_or(h);
     let without_port =
         if h.starts_with('[') { h.split_inclusive(']').next().unwrap_or(h) } else { h.split(':').next().unwrap_or(h) };
-    without_port.trim_end_matches('.').to_ascii_lowercase()
+    let host = without_port.trim_end_matches('.');
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 fn local(status: StatusCode, msg: &str) -> Response<Body> {
@@ -139,7 +150,7 @@ async fn forward(
     shared: &Shared,
     conn: &ConnInfo,
     route: &CompiledRoute,
-    host_header: &str,
+    host: Option<&HeaderValue>,
     mut req: Request<Incoming>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
     let upstream = route.upstream.as_ref().ok_or(UpstreamError::NoEndpoints)?;
@@ -155,19 +166,20 @@ async fn forward(
             Scheme::Http => "http",
             Scheme::Https => "https",
         },
-        host: host_header,
+        host,
         port: conn.port,
     };
     headers::set_forwarded(req.headers_mut(), &fwd);
-    if !req.headers().contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(host_header) {
-            req.headers_mut().insert(header::HOST, v);
+    if let Some(h) = host {
+        if !req.headers().contains_key(header::HOST) {
+            req.headers_mut().insert(header::HOST, h.clone());
         }
     }
-    set_upstream_uri(&mut req, upstream.protocol, host_header);
+    set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
 
     if let Some(down) = downstream_upgrade {
-        return upgrade_tunnel(shared, upstream, req, down, conn.client).await;
+        // Boxed like dialing: rare, and large.
+        return Box::pin(upgrade_tunnel(shared, upstream, req, down, conn.client)).await;
     }
     let timeouts = &shared.opts.timeouts;
     let mut tried = Vec::new();
@@ -224,17 +236,29 @@ async fn forward(
 /// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and
 /// authority to build HTTP/2 pseudo-headers).
 fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) {
-    let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_owned();
+    let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
     let (uri, version) = match protocol {
-        AppProtocol::Http1 => (pq.parse::<Uri>().ok(), Version::HTTP_11),
+        AppProtocol::Http1 if req.uri().scheme().is_none() && req.uri().authority().is_none() => {
+            (None, Version::HTTP_11)
+        }
+        AppProtocol::Http1 => (Uri::from_parts(uri_parts(None, None, pq)).ok(), Version::HTTP_11),
         AppProtocol::H2c => {
-            (format!("http://{}{pq}", if host.is_empty() { "localhost" } else { host }).parse().ok(), Version::HTTP_2)
+            let authority = Authority::try_from(if host.is_empty() { "localhost" } else { host }).ok();
+            (Uri::from_parts(uri_parts(Some(http::uri::Scheme::HTTP), authority, pq)).ok(), Version::HTTP_2)
         }
     };
     if let Some(uri) = uri {
         *req.uri_mut() = uri;
     }
     *req.version_mut() = version;
+}
+
+fn uri_parts(scheme: Option<http::uri::Scheme>, authority: Option<Authority>, pq: PathAndQuery) -> http::uri::Parts {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = scheme;
+    parts.authority = authority;
+    parts.path_and_query = Some(pq);
+    parts
 }
 
 async fn upgrade_tunnel(

@@ -44,23 +44,31 @@ impl Upstream {
     /// the one with fewer outstanding requests wins. Ejected endpoints are used only when
     /// nothing else is left.
     pub fn pick(&self, tried: &[usize]) -> Option<usize> {
+        let n = self.endpoints.len();
+        if n == 1 {
+            return tried.is_empty().then_some(0);
+        }
         let now = clock_ms();
-        let usable = |i: &usize| !tried.contains(i);
-        let healthy: Vec<usize> = (0..self.endpoints.len())
-            .filter(usable)
-            .filter(|&i| self.endpoints[i].ejected_until.load(Ordering::Relaxed) <= now)
-            .collect();
-        let pool: Vec<usize> =
-            if healthy.is_empty() { (0..self.endpoints.len()).filter(usable).collect() } else { healthy };
-        match pool.len() {
+        let usable = |i: usize| !tried.contains(&i);
+        let healthy = |i: usize| usable(i) && self.endpoints[i].ejected_until.load(Ordering::Relaxed) <= now;
+        let mut count = (0..n).filter(|&i| healthy(i)).count();
+        let candidate: &dyn Fn(usize) -> bool = if count > 0 {
+            &healthy
+        } else {
+            count = (0..n).filter(|&i| usable(i)).count();
+            &usable
+        };
+        let nth = |k: usize| (0..n).filter(|&i| candidate(i)).nth(k);
+        match count {
             0 => None,
-            1 => Some(pool[0]),
-            n => {
-                let a = pool[fastrand::usize(..n)];
-                let mut b = pool[fastrand::usize(..n - 1)];
-                if b == a {
-                    b = pool[n - 1];
+            1 => nth(0),
+            c => {
+                let ka = fastrand::usize(..c);
+                let mut kb = fastrand::usize(..c - 1);
+                if kb >= ka {
+                    kb += 1;
                 }
+                let (a, b) = (nth(ka)?, nth(kb)?);
                 let load = |i: usize| self.endpoints[i].active.load(Ordering::Relaxed);
                 Some(if load(b) < load(a) { b } else { a })
             }
@@ -132,14 +140,36 @@ impl EndpointState {
         client: SocketAddr,
         idle_timeout: Duration,
     ) -> Result<Conn, UpstreamError> {
+        match self.pooled(idle_timeout) {
+            Some(c) => Ok(c),
+            // Boxed: dialing (TCP or an HBONE tunnel) is a large future, and keeping it
+            // inline would make every request's future that much larger to create and move.
+            None => Box::pin(self.dial_new(dialer, client)).await,
+        }
+    }
+
+    /// A ready pooled connection, if there is one.
+    fn pooled(&self, idle_timeout: Duration) -> Option<Conn> {
         match self.protocol {
             AppProtocol::Http1 => {
                 while let Some((sender, since)) = self.idle.pop() {
                     if sender.is_ready() && since.elapsed() < idle_timeout {
-                        return Ok(Conn::H1(sender));
+                        return Some(Conn::H1(sender));
                     }
                 }
-                let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
+                None
+            }
+            AppProtocol::H2c => {
+                let s = self.h2.load();
+                s.as_ref().filter(|s| !s.is_closed()).map(|s| Conn::H2((**s).clone()))
+            }
+        }
+    }
+
+    async fn dial_new(&self, dialer: &Dialer, client: SocketAddr) -> Result<Conn, UpstreamError> {
+        let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
+        match self.protocol {
+            AppProtocol::Http1 => {
                 let (sender, conn) = http1::handshake(io).await.map_err(|_| UpstreamError::ConnectFailed)?;
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
@@ -149,12 +179,6 @@ impl EndpointState {
                 Ok(Conn::H1(sender))
             }
             AppProtocol::H2c => {
-                if let Some(s) = self.h2.load_full() {
-                    if !s.is_closed() {
-                        return Ok(Conn::H2((*s).clone()));
-                    }
-                }
-                let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
                 let (sender, conn) = http2::Builder::new(TokioExecutor::new())
                     .timer(hyper_util::rt::TokioTimer::new())
                     .keep_alive_interval(Duration::from_secs(30))
@@ -268,4 +292,66 @@ pub async fn connect_any(
 fn clock_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(n: usize) -> Upstream {
+        let eps = (0..n)
+            .map(|i| {
+                Arc::new(EndpointState::new(
+                    SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)),
+                    AppProtocol::Http1,
+                    None,
+                ))
+            })
+            .collect();
+        Upstream::new("ns/svc:80".into(), AppProtocol::Http1, eps)
+    }
+
+    #[test]
+    fn pick_never_returns_a_tried_endpoint_and_ends() {
+        for n in 1..5 {
+            let u = upstream(n);
+            let mut tried = Vec::new();
+            while let Some(i) = u.pick(&tried) {
+                assert!(!tried.contains(&i), "{i} picked twice of {n}");
+                tried.push(i);
+            }
+            tried.sort();
+            assert_eq!(tried, (0..n).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn pick_prefers_the_less_loaded_and_skips_ejected() {
+        let u = upstream(2);
+        let _busy: Vec<_> = (0..3).map(|_| u.endpoints[0].start()).collect();
+        for _ in 0..50 {
+            assert_eq!(u.pick(&[]), Some(1));
+        }
+        u.endpoints[1].eject();
+        for _ in 0..50 {
+            assert_eq!(u.pick(&[]), Some(0), "the ejected endpoint is skipped while another is healthy");
+        }
+        u.endpoints[0].eject();
+        let mut seen = [false; 2];
+        for _ in 0..200 {
+            seen[u.pick(&[]).unwrap()] = true;
+        }
+        assert!(seen[1], "with every endpoint ejected, they are all candidates again");
+        assert_eq!(u.pick(&[1]), Some(0));
+    }
+
+    #[test]
+    fn pick_spreads_over_equal_endpoints() {
+        let u = upstream(3);
+        let mut hits = [0; 3];
+        for _ in 0..3000 {
+            hits[u.pick(&[]).unwrap()] += 1;
+        }
+        assert!(hits.iter().all(|&h| h > 700), "{hits:?}");
+    }
 }
