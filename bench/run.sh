@@ -93,7 +93,17 @@ http {
     ssl_certificate $work/cert.pem;
     ssl_certificate_key $work/key.pem;
     ssl_protocols TLSv1.3;
-    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location / {
+      proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";
+      # The request headers ingress-nginx sends, which Wharf sends too.
+      proxy_set_header Host \$host;
+      proxy_set_header X-Request-ID \$request_id;
+      proxy_set_header X-Real-IP \$remote_addr;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Host \$host;
+      proxy_set_header X-Forwarded-Port \$server_port;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+    }
   }
 }
 stream {
@@ -115,6 +125,13 @@ defaults
   http-reuse always
 frontend https
   bind 127.0.0.1:8443 ssl crt $work/haproxy/bundle.pem alpn h2,http/1.1 ssl-min-ver TLSv1.3
+  # The request headers ingress-nginx sends, which Wharf sends too.
+  option forwardfor
+  http-request set-header X-Real-IP %[src]
+  http-request set-header X-Forwarded-Proto https
+  http-request set-header X-Forwarded-Host %[req.hdr(host)]
+  http-request set-header X-Forwarded-Port %[dst_port]
+  http-request set-header X-Request-ID %[uuid()]
   default_backend be
 backend be
   server s1 127.0.0.1:9000
@@ -213,6 +230,20 @@ results="$work/raw.tsv"
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"; } # metric proxy round value
 
 client() { taskset -c "$CLIENT_CPU" "$@"; }
+# A measurement with failed or non-2xx requests measures the wrong thing: stop.
+fail() { log "$1 $2 round $3: $4"; printf '%s\n' "$5" >&2; exit 1; }
+check_loadgen() { # metric proxy round output
+  local bad; bad=$(echo "$4" | sed -n 's/.*\(failed\|errors\)=\([0-9]*\).*/\2/p')
+  [ "${bad:-x}" = 0 ] || fail "$1" "$2" "$3" "requests failed" "$4"
+}
+check_wrk() {
+  if echo "$4" | grep -qE 'Non-2xx|Socket errors'; then fail "$1" "$2" "$3" "requests failed" "$4"; fi
+}
+check_h2load() { # every request must have succeeded (2xx)
+  local line; line=$(echo "$4" | grep '^requests:' || true)
+  echo "$line" | grep -qE ' 0 failed, 0 errored' && ! echo "$line" | grep -q ' 0 succeeded' ||
+    fail "$1" "$2" "$3" "requests failed or were not 2xx" "$4"
+}
 # Work per CPU-second of the proxy: rate * seconds / (proxy CPU time over the run).
 per_cpu() { awk -v r="$1" -v s="$seconds" -v a="$2" -v b="$3" 'BEGIN{d=b-a; if (d<=0) d=0.001; printf "%.0f", r*s/d}'; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print 0} else if (NR%2) {print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}'; }
@@ -228,6 +259,7 @@ for round in $(seq 1 "$rounds"); do
     c0=$(cpu_seconds "$w")
     out=$(client "$loadgen" handshakes --addr 127.0.0.1:8443 --sni bench.local --concurrency 32 --seconds "$seconds")
     c1=$(cpu_seconds "$w")
+    check_loadgen M1 "$proxy" "$round" "$out"
     hs=$(echo "$out" | sed -n 's/.*handshakes_per_sec=\([0-9]*\).*/\1/p')
     record M1 "$proxy" "$round" "$hs"
     record M1cpu "$proxy" "$round" "$(per_cpu "$hs" "$c0" "$c1")"
@@ -235,11 +267,14 @@ for round in $(seq 1 "$rounds"); do
     c0=$(cpu_seconds "$w")
     out=$(client wrk -t1 -c50 -d"${seconds}s" -H 'Host: bench.local' https://127.0.0.1:8443/ 2>&1 || true)
     c1=$(cpu_seconds "$w")
+    check_wrk M2 "$proxy" "$round" "$out"
     rps=$(echo "$out" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' | cut -d. -f1)
     record M2 "$proxy" "$round" "$rps"
     record M2cpu "$proxy" "$round" "$(per_cpu "${rps:-0}" "$c0" "$c1")"
     # M3 (h2load warms up for 1 s before its measured window)
-    out=$(client h2load -c10 -m10 -D "$seconds" --warm-up-time=1 https://127.0.0.1:8443/ -H 'host: bench.local' 2>&1 || true)
+    # The URL's authority becomes both SNI and :authority; --connect-to says where to dial.
+    out=$(client h2load -c10 -m10 -D "$seconds" --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/ 2>&1 || true)
+    check_h2load M3 "$proxy" "$round" "$out"
     rps=$(echo "$out" | sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' | cut -d. -f1)
     record M3 "$proxy" "$round" "$rps"
     # M6 TCP
@@ -256,6 +291,7 @@ for round in $(seq 1 "$rounds"); do
   for proxy in wharf nginx haproxy; do
     start_proxy "$proxy"
     out=$(client "$loadgen" rate --addr 127.0.0.1:8443 --sni bench.local --rate "$target" --connections 50 --seconds "$seconds")
+    check_loadgen M2-latency "$proxy" "$round" "$out"
     record M2p50 "$proxy" "$round" "$(echo "$out" | sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p')"
     record M2p99 "$proxy" "$round" "$(echo "$out" | sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p')"
     stop_proxy
@@ -303,7 +339,8 @@ done
   echo
   echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second (M1, M2): work divided by the proxy worker's utime+stime over the run (/proc/PID/stat); this is the fairer number when the load generator, not the proxy, saturates first."
   echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
-  echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1\`."
+  echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/\` (SNI and \`:authority\` both bench.local)."
+  echo "- Every proxy sends the backend the request headers ingress-nginx sends (Host, X-Request-ID, X-Real-IP, X-Forwarded-For/-Host/-Port/-Proto). A run stops if any request fails or gets a non-2xx answer."
   echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."
   echo "- Configs: \`target/bench/{nginx-proxy/nginx.conf,haproxy/haproxy.cfg,wharf/bench.yaml}\` as written by bench/run.sh."
   echo
