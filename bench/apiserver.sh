@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# M5 through a real API server, for bench/run.sh: etcd + kube-apiserver from the e2e
+# harness, `wharf controller` with the chart's ServiceAccount, an echo backend in the
+# harness's network namespace. Prints TSV lines "<measure>\twharf-only\t1\t<value>".
+# Usage: apiserver.sh WORKDIR SMOKE SECONDS
+#
+# The clock starts when the write is sent to the API server (curl, not kubectl, so the
+# client's own start-up is not counted) and stops at the first 200 from the new host.
+set -euo pipefail
+work="$(cd "$1" && pwd)" smoke="$2" seconds="$3"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+wharf="$root/target/release/wharf" loadgen="$root/target/release/wharf-loadgen"
+export E2E_DIR="$work/api"
+out() { printf '%s\twharf-only\t1\t%s\n' "$1" "$2"; }
+log() { echo "bench: $*" >&2; }
+now() { date +%s.%N; }
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  "$root/e2e/harness/down.sh" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+"$root/e2e/harness/up.sh" >"$work/api-up.log" 2>&1 || { log "API server harness failed"; cat "$work/api-up.log" >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$E2E_DIR/env"
+pki="$E2E_DIR/pki"
+server=$(sed -n 's/^ *server: //p' "$KUBECONFIG")
+api() { # method path [curl args...]: one request as cluster admin
+  local m=$1 p=$2; shift 2
+  curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" -X "$m" "$server$p" "$@"
+}
+ingress_json() { # name host
+  printf '{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"%s","namespace":"bench"},"spec":{"ingressClassName":"wharf","rules":[{"host":"%s","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"backend","port":{"number":80}}}}]}}]}}' "$1" "$2"
+}
+
+# The backend, where the API server accepts an endpoint address.
+$WHARF_E2E_BACKEND_EXEC "$wharf" echo --listen "$WHARF_E2E_BACKEND_IP:9000" --name bench >/dev/null 2>&1 &
+pids+=($!)
+kubectl create namespace bench >/dev/null
+
+sizes="10 1000 10000"; [ "$smoke" = 1 ] && sizes="10 100"
+created=0
+for size in $sizes; do
+  # Grow the set of Ingresses to $size (the class is the chart's; drop the generated one).
+  "$loadgen" ingresses --count "$size" --backend "$WHARF_E2E_BACKEND_IP:9000" --out "$work/api-ingresses.yaml"
+  if [ "$created" = 0 ]; then
+    sed '1,/^---$/d' "$work/api-ingresses.yaml" | awk 'BEGIN{RS="---\n"} NR<=2 {printf "---\n%s", $0}' > "$work/api-base.yaml"
+    kubectl create -f "$work/api-base.yaml" >/dev/null
+  fi
+  # Only the Ingresses not there yet, in 4 parallel streams.
+  sed '1,/^---$/d' "$work/api-ingresses.yaml" | awk -v from="$created" -v dir="$work" 'BEGIN{RS="---\n"} NR>2 {
+      i = NR - 3; if (i >= from) { f = sprintf("%s/api-part-%d.yaml", dir, i % 4); printf "---\n%s", $0 > f } }'
+  t0=$(now)
+  creators=()
+  for p in 0 1 2 3; do
+    if [ -s "$work/api-part-$p.yaml" ]; then kubectl create -f "$work/api-part-$p.yaml" >/dev/null & creators+=($!); fi
+  done
+  for c in "${creators[@]}"; do wait "$c"; done
+  rm -f "$work"/api-part-*.yaml
+  log "API server: $size Ingresses stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
+  created=$size
+
+  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
+    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
+    --access-log=false --election-namespace wharf-system --pod-name bench-0 >"$work/api-controller.log" 2>&1 &
+  cpid=$!; pids+=("$cpid")
+  for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
+  # Every stored Ingress must be served before measuring.
+  last=$((size - 1))
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: host-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
+
+  times=()
+  for k in 1 2 3; do
+    host="fresh-$size-$k.bench.local"
+    body=$(ingress_json "fresh-$size-$k" "$host")
+    t0=$(now)
+    api POST /apis/networking.k8s.io/v1/namespaces/bench/ingresses -H 'Content-Type: application/json' -d "$body" >/dev/null
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18081/)" = 200 ]; do :; done
+    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
+    sleep 0.5
+  done
+  out "M5 API server write to serving, $size Ingresses (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+
+  if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
+    # 100 changes through the API server under steady keep-alive load: none may fail.
+    taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H 'Host: host-0.bench.local' http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
+    wrkpid=$!
+    sleep 1
+    for i in $(seq 1 100); do
+      api PUT /apis/networking.k8s.io/v1/namespaces/bench/ingresses/fresh-$size-1 -H 'Content-Type: application/json' \
+        -d "$(ingress_json "fresh-$size-1" "change-$i.bench.local")" >/dev/null
+      sleep 0.2
+    done
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: change-100.bench.local' http://127.0.0.1:18081/)" = 200 ]; do sleep 0.05; done
+    applied=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    kill -INT "$wrkpid" 2>/dev/null || true
+    wait "$wrkpid" || true
+    non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
+    sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' "$work/api-wrk.txt"); sockerr=${sockerr:-0}
+    total=$(awk '/requests in/ {print $1}' "$work/api-wrk.txt")
+    out "M5 API server: failed requests during 100 Ingress updates under load (of $total; $applied configs applied)" "$(( non2xx + sockerr ))"
+  fi
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
+  kill "$cpid"; wait "$cpid" 2>/dev/null || true
+done
+out "M5 controller RSS with $created Ingresses (MiB)" "$rss"
