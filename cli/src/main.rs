@@ -16,7 +16,18 @@ fn main() -> std::process::ExitCode {
     }
     // One crypto provider for the whole process.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One worker (TOKIO_WORKER_THREADS=1, or one CPU): a single-threaded scheduler does the
+    // same work without cross-thread synchronisation.
+    let single = match std::env::var("TOKIO_WORKER_THREADS") {
+        Ok(n) => n.trim() == "1",
+        Err(_) => std::thread::available_parallelism().map(|n| n.get() == 1).unwrap_or(false),
+    };
+    let mut builder = if single {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the async runtime");

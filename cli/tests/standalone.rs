@@ -33,6 +33,11 @@ fn addr(port: u16) -> SocketAddr {
 
 impl Wharf {
     fn start(files: &[&Path], extra: &[&str]) -> Wharf {
+        Self::start_with_workers(files, extra, None)
+    }
+
+    /// `workers: Some(1)` runs the single-threaded scheduler the binary picks for one worker.
+    fn start_with_workers(files: &[&Path], extra: &[&str], workers: Option<usize>) -> Wharf {
         let (http, https, passthrough, tcp, admin) = (free_port(), free_port(), free_port(), free_port(), free_port());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_wharf"));
         cmd.arg("run").args(["--listen-address", "127.0.0.1"]);
@@ -45,8 +50,12 @@ impl Wharf {
             .args(["--watch-interval", "50ms", "--drain-timeout", "5s"])
             .args(extra)
             .env("RUST_LOG", "info")
+            .env_remove("TOKIO_WORKER_THREADS")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if let Some(n) = workers {
+            cmd.env("TOKIO_WORKER_THREADS", n.to_string());
+        }
         let mut child = cmd.spawn().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
@@ -276,7 +285,7 @@ async fn passthrough_reaches_backend_with_client_tls_intact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     let q = quickstart("reload").await;
-    let w = Wharf::start(&[&q.dir], &["--default-ssl-certificate", "quickstart/default-tls"]);
+    let w = Wharf::start_with_workers(&[&q.dir], &["--default-ssl-certificate", "quickstart/default-tls"], Some(1));
     w.wait_ready().await;
     let https = addr(w.https);
     let inspect = inspecting_client_config(&[b"http/1.1"]);
@@ -363,7 +372,7 @@ async fn bad_certificate_at_start_serves_default_for_that_host_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let q = quickstart("drain").await;
-    let mut w = Wharf::start(&[&q.dir], &[]);
+    let mut w = Wharf::start_with_workers(&[&q.dir], &[], Some(1));
     w.wait_ready().await;
     let http = addr(w.http);
     let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/?delay_ms=500").await });
