@@ -304,7 +304,8 @@ async fn upgrade_tunnel(
 
 #[cfg(test)]
 mod tests {
-    use super::normalize_host;
+    use super::{normalize_host, request_host};
+    use http::Request;
 
     #[test]
     fn hosts_normalize() {
@@ -312,5 +313,14 @@ mod tests {
         assert_eq!(normalize_host("foo.com."), "foo.com");
         assert_eq!(normalize_host("[::1]:80"), "[::1]");
         assert_eq!(normalize_host(""), "");
+    }
+
+    #[test]
+    fn authority_wins_over_host_header() {
+        let h2 = Request::get("https://a.example:8443/x").header("host", "b.example").body(()).unwrap();
+        assert_eq!(request_host(&h2).unwrap(), "a.example:8443");
+        let h1 = Request::get("/x").header("host", "B.example").body(()).unwrap();
+        assert_eq!(request_host(&h1).unwrap(), "B.example");
+        assert!(request_host(&Request::get("/x").body(()).unwrap()).is_none());
     }
 }
