@@ -224,3 +224,54 @@ async fn bad_snapshot_is_rejected_whole_and_previous_keeps_serving() {
     assert!(m.contains("wharf_config_rejects_total 1"), "{m}");
     assert!(m.contains("wharf_config_version 1"), "{m}");
 }
+
+/// Many streams on one HTTP/2 connection: responses that share TLS records and writes must
+/// each reach their own stream, none may stall, and bodies larger than the write buffer
+/// must arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_http2_streams_on_one_connection_all_complete() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let r = start().await;
+    let ca = TestCa::default();
+    let leaf = ca.leaf(&["a.test"]);
+    let backend = echo("app").await;
+    let mut s = snapshot(
+        vec![(host("a.test"), vec![route(PathMatch::Prefix("/".into()), "app", false)])],
+        vec![("app", cluster(&[backend]))],
+    );
+    s.certificates.insert("a".into(), leaf.certificate());
+    s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }];
+    r.gw.apply(s).unwrap();
+
+    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"])).connect(name, tcp).await.unwrap();
+    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let mut sender = sender.clone();
+        tasks.push(tokio::spawn(async move {
+            // Every tenth answer is larger than the write buffer (64 KiB).
+            let size = if i % 10 == 0 { 100_000 } else { 0 };
+            let path = format!("/n/{i}");
+            let req = http::Request::get(format!("https://a.test{path}?size={size}"))
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap();
+            let resp = sender.send_request(req).await.unwrap();
+            let status = resp.status();
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert!(body.len() >= size, "{} of {size} bytes", body.len());
+            (status, j["path"].as_str().map(str::to_owned), path)
+        }));
+    }
+    for t in tasks {
+        let (status, seen, sent) =
+            tokio::time::timeout(Duration::from_secs(20), t).await.expect("stream stalled").unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(seen.as_deref(), Some(sent.as_str()));
+    }
+}
