@@ -2,8 +2,9 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+const HOP_COUNT: usize = 7;
 /// Headers that describe one hop, never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [HeaderName; 7] = [
+static HOP_BY_HOP: [HeaderName; HOP_COUNT] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -30,23 +31,38 @@ fn connection_has(headers: &HeaderMap, token: &str) -> bool {
 /// Removes hop-by-hop headers, including those the Connection header names. With
 /// `keep_upgrade`, the `Connection: upgrade` / `Upgrade` pair survives.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // Most requests and responses carry none: one pass over the names is cheaper than
-    // hashing every hop-by-hop name.
-    if !headers.keys().any(|k| k == header::UPGRADE || HOP_BY_HOP.contains(k)) {
+    // One pass over the names finds which are present; most messages carry none, and most
+    // of the rest only `Connection: keep-alive`. Only present names are removed.
+    let mut present = [false; HOP_COUNT];
+    let mut has_upgrade = false;
+    for k in headers.keys() {
+        if k == header::UPGRADE {
+            has_upgrade = true;
+        } else if let Some(i) = HOP_BY_HOP.iter().position(|h| h == k) {
+            present[i] = true;
+        }
+    }
+    if !has_upgrade && !present.contains(&true) {
         return;
     }
+    // Options named by Connection are hop-by-hop too. `keep-alive`, `close` and `upgrade`
+    // name headers handled here already (or none), so the common case allocates nothing.
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .map(str::trim)
+        .filter(|t| !["keep-alive", "close", "upgrade"].iter().any(|s| t.eq_ignore_ascii_case(s)))
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .collect();
-    let upgrade = headers.get(header::UPGRADE).cloned();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    let upgrade = if has_upgrade { headers.remove(header::UPGRADE) } else { None };
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, p)| *p) {
         headers.remove(name);
     }
-    headers.remove(header::UPGRADE);
+    for name in &named {
+        headers.remove(name);
+    }
     if keep_upgrade {
         if let Some(u) = upgrade {
             headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -140,6 +156,23 @@ mod tests {
         h.insert("x-kept", HeaderValue::from_static("1"));
         strip_hop_by_hop(&mut h, false);
         assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["x-kept"]);
+
+        // Upper-case tokens, several Connection headers, a named header that is absent.
+        let mut h = HeaderMap::new();
+        h.append(header::CONNECTION, HeaderValue::from_static("Keep-Alive"));
+        h.append(header::CONNECTION, HeaderValue::from_static("X-Hop, x-absent"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("h2c"));
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["content-length"]);
+
+        let mut none = HeaderMap::new();
+        none.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        strip_hop_by_hop(&mut none, true);
+        assert_eq!(none.len(), 1);
     }
 
     #[test]
