@@ -274,10 +274,14 @@ for round in $(seq 1 "$rounds"); do
     record M2cpu "$proxy" "$round" "$(per_cpu "${rps:-0}" "$c0" "$c1")"
     # M3 (h2load warms up for 1 s before its measured window)
     # The URL's authority becomes both SNI and :authority; --connect-to says where to dial.
+    c0=$(cpu_seconds "$w")
     out=$(client h2load -c10 -m10 -D "$seconds" --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/ 2>&1 || true)
+    c1=$(cpu_seconds "$w")
     check_h2load M3 "$proxy" "$round" "$out"
     rps=$(echo "$out" | sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' | cut -d. -f1)
     record M3 "$proxy" "$round" "$rps"
+    # The CPU time covers the warm-up second too, taken at the measured rate.
+    record M3cpu "$proxy" "$round" "$(seconds=$((seconds + 1)) per_cpu "${rps:-0}" "$c0" "$c1")"
     # M6 TCP
     out=$(client iperf3 -c 127.0.0.1 -p 31400 -t "$seconds" -P 4 -f m 2>&1 || true)
     record M6tcp "$proxy" "$round" "$(echo "$out" | awk '/SUM.*receiver/ {print $6}')"
@@ -321,7 +325,7 @@ done
   echo "| Measure | Wharf | nginx | HAProxy | Wharf / nginx | Wharf / HAProxy |"
   echo "|---|---|---|---|---|---|"
   for m in "M1:M1 TLS 1.3 full handshakes/s (+1 request)" "M1cpu:M1 handshakes per proxy CPU-second" "M2:M2 HTTPS/1.1 keep-alive req/s, 50 conns" "M2cpu:M2 requests per proxy CPU-second" \
-           "M2p50:M2 p50 latency ms at 50% of nginx max" "M2p99:M2 p99 latency ms at 50% of nginx max" "M3:M3 HTTP/2 req/s, 10 clients x 10 streams" \
+           "M2p50:M2 p50 latency ms at 50% of nginx max" "M2p99:M2 p99 latency ms at 50% of nginx max" "M3:M3 HTTP/2 req/s, 10 clients x 10 streams" "M3cpu:M3 requests per proxy CPU-second" \
            "M6tcp:M6 TCP proxy throughput Mbit/s (iperf3, 4 streams)"; do
     key=${m%%:*} name=${m#*:}
     w=$(stat "$key" wharf | median); n=$(stat "$key" nginx | median); h=$(stat "$key" haproxy | median)
@@ -339,7 +343,7 @@ done
   echo
   echo "## How it was measured"
   echo
-  echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second (M1, M2): work divided by the proxy worker's utime+stime over the run (/proc/PID/stat); this is the fairer number when the load generator, not the proxy, saturates first."
+  echo "- M1: \`wharf-loadgen handshakes --concurrency 32\` (rustls client, no resumption, one GET per connection). Per CPU-second (M1, M2, M3): work divided by the proxy worker's utime+stime over the run (/proc/PID/stat); this is the fairer number when the load generator, not the proxy, saturates first."
   echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
   echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/\` (SNI and \`:authority\` both bench.local)."
   echo "- Every proxy sends the backend the request headers ingress-nginx sends (Host, X-Request-ID, X-Real-IP, X-Forwarded-For/-Host/-Port/-Proto). A run stops if any request fails or gets a non-2xx answer."
