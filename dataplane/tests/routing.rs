@@ -11,19 +11,26 @@ use wharf_dataplane::testing::TestCa;
 use wharf_dataplane::Timeouts;
 use wharf_model::{PathMatch, TlsHost};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http1_and_http2_clients_reach_http1_backend_with_forwarded_headers() {
+/// A gateway serving TLS host a.test (certificate from the returned CA) with every path
+/// routed to an echo backend named "app".
+async fn tls_host_to_echo(https_redirect: bool) -> (Running, TestCa) {
     let r = start().await;
     let ca = TestCa::default();
     let leaf = ca.leaf(&["a.test"]);
     let backend = echo("app").await;
     let mut s = snapshot(
-        vec![(host("a.test"), vec![route(PathMatch::Prefix("/".into()), "app", true)])],
+        vec![(host("a.test"), vec![route(PathMatch::Prefix("/".into()), "app", https_redirect)])],
         vec![("app", cluster(&[backend]))],
     );
     s.certificates.insert("a".into(), leaf.certificate());
     s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }];
     r.gw.apply(s).unwrap();
+    (r, ca)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_and_http2_clients_reach_http1_backend_with_forwarded_headers() {
+    let (r, ca) = tls_host_to_echo(true).await;
 
     for alpn in [&b"h2"[..], &b"http/1.1"[..]] {
         let seen = https_get(r.https, Some("a.test"), ca.client_config(&[alpn]), "a.test", "/hello?x=1").await.unwrap();
@@ -233,17 +240,7 @@ async fn many_concurrent_http2_streams_on_one_connection_all_complete() {
     use http_body_util::{BodyExt, Empty};
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
-    let r = start().await;
-    let ca = TestCa::default();
-    let leaf = ca.leaf(&["a.test"]);
-    let backend = echo("app").await;
-    let mut s = snapshot(
-        vec![(host("a.test"), vec![route(PathMatch::Prefix("/".into()), "app", false)])],
-        vec![("app", cluster(&[backend]))],
-    );
-    s.certificates.insert("a".into(), leaf.certificate());
-    s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }];
-    r.gw.apply(s).unwrap();
+    let (r, ca) = tls_host_to_echo(false).await;
 
     let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("a.test").unwrap();
