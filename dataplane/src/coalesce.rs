@@ -1,12 +1,14 @@
 //! Write coalescing for multiplexed connections.
 //!
 //! An HTTP/2 connection flushes whenever one of its streams has produced a frame. Under load
-//! many streams' responses become ready within one turn of the event loop, and flushing each
-//! on its own costs a TLS record and a `writev` per response. [`Coalesce`] buffers the
-//! writes and, on the first flush, yields once to the scheduler: the other tasks that are
-//! already runnable (upstream connections delivering more responses) run first, and their
-//! frames leave in the same record and system call. When nothing else is runnable the task
-//! is polled again straight away, so an idle connection pays one extra poll, not a delay.
+//! many streams' responses become ready within a few turns of the event loop, and flushing
+//! each on its own costs a TLS record and a `writev` per response. [`Coalesce`] buffers the
+//! writes and, on a flush, yields to the scheduler so that the other runnable tasks
+//! (upstream connections delivering responses, the streams they wake) run first and their
+//! frames leave in the same record and system call. It keeps yielding only while the
+//! buffer grows between turns, at most [`MAX_YIELDS`] times and until a TLS record's worth
+//! of data is waiting. When nothing else is runnable the task is polled again straight away,
+//! so an idle connection pays one extra poll, not a delay.
 
 use std::io;
 use std::pin::Pin;
@@ -18,21 +20,28 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 const LIMIT: usize = 64 * 1024;
 /// A drained buffer larger than this is released, so idle connections hold little memory.
 const KEEP: usize = 16 * 1024;
+/// A full TLS record's worth of plaintext: no reason to wait for more.
+const RECORD: usize = 16 * 1024;
+/// Most yields one flush takes while other tasks keep adding to the buffer.
+const MAX_YIELDS: u8 = 16;
 
-/// An I/O object whose writes are gathered until a flush, and whose flushes first yield
-/// once to other runnable tasks. Reads pass through.
+/// An I/O object whose writes are gathered until a flush, and whose flushes first yield to
+/// other runnable tasks while those keep adding to the buffer. Reads pass through.
 #[derive(Debug)]
 pub struct Coalesce<T> {
     inner: T,
     buf: Vec<u8>,
     written: usize,
-    yielded: bool,
+    /// Yields taken for the current flush.
+    yields: u8,
+    /// Bytes pending when the last yield was taken.
+    mark: usize,
 }
 
 impl<T> Coalesce<T> {
     /// Wraps `inner`.
     pub fn new(inner: T) -> Self {
-        Coalesce { inner, buf: Vec::new(), written: 0, yielded: false }
+        Coalesce { inner, buf: Vec::new(), written: 0, yields: 0, mark: 0 }
     }
 
     fn pending(&self) -> usize {
@@ -104,13 +113,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.pending() > 0 && !this.yielded {
-            this.yielded = true;
+        let pending = this.pending();
+        if pending > 0 && pending < RECORD && this.yields < MAX_YIELDS && (this.yields == 0 || pending > this.mark) {
+            this.yields += 1;
+            this.mark = pending;
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
         ready!(this.poll_drain(cx))?;
-        this.yielded = false;
+        this.yields = 0;
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
@@ -155,6 +166,92 @@ mod tests {
         assert_eq!(&got[..4], b"head");
         assert!(got[4..4 + big.len()].iter().all(|&x| x == 7));
         assert_eq!(&got[got.len() - 4..], b"tail");
+    }
+
+    /// Records each write that reaches it.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+            self.0.push(data.to_vec());
+            Poll::Ready(Ok(data.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// The shape of an HTTP/2 connection task: frames queued by other tasks are written, then
+    /// flushed. Producers become ready over several scheduler turns, as responses do when an
+    /// upstream task wakes a stream task, which wakes the connection.
+    async fn frames_from_staggered_producers(producers: usize, frame: usize) -> Vec<Vec<u8>> {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        let queue: Rc<RefCell<(Vec<u8>, Option<std::task::Waker>)>> = Rc::default();
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async move {
+                let mut w = Coalesce::new(Writes::default());
+                for i in 0..producers {
+                    let queue = queue.clone();
+                    tokio::task::spawn_local(async move {
+                        for _ in 0..i {
+                            tokio::task::yield_now().await;
+                        }
+                        let mut q = queue.borrow_mut();
+                        q.0.extend(std::iter::repeat_n(b'a' + i as u8, frame));
+                        if let Some(waker) = q.1.take() {
+                            waker.wake();
+                        }
+                    });
+                }
+                let mut sent = 0;
+                std::future::poll_fn(|cx| loop {
+                    let frames = std::mem::take(&mut queue.borrow_mut().0);
+                    if !frames.is_empty() {
+                        sent += frames.len() / frame;
+                        let _ = Pin::new(&mut w).poll_write(cx, &frames)?;
+                    }
+                    queue.borrow_mut().1 = Some(cx.waker().clone());
+                    ready!(Pin::new(&mut w).poll_flush(cx))?;
+                    if sent == producers {
+                        return Poll::Ready(io::Result::Ok(()));
+                    }
+                    if queue.borrow().0.is_empty() {
+                        return Poll::Pending;
+                    }
+                })
+                .await
+                .unwrap();
+                w.inner.0
+            })
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_flush_waits_while_other_tasks_keep_adding_frames() {
+        let writes = frames_from_staggered_producers(6, 1).await;
+        assert_eq!(writes, vec![b"abcdef".to_vec()], "six frames ready over six turns, one write");
+    }
+
+    #[tokio::test]
+    async fn a_flush_stops_waiting_after_max_yields() {
+        let producers = MAX_YIELDS as usize + 4;
+        let writes = frames_from_staggered_producers(producers, 1).await;
+        assert!(writes.len() > 1, "producers beyond the yield budget go in a later write");
+        assert_eq!(writes.concat().len(), producers);
+        assert!(writes[0].len() <= MAX_YIELDS as usize + 1);
+    }
+
+    #[tokio::test]
+    async fn a_flush_stops_waiting_once_a_record_is_full() {
+        let writes = frames_from_staggered_producers(4, 10 * 1024).await;
+        let sizes: Vec<usize> = writes.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![20 * 1024, 20 * 1024], "two 10 KiB frames fill a record");
     }
 
     #[tokio::test]
