@@ -3,8 +3,8 @@
 # bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S]
 #
 # Every proxy gets the same ECDSA P-256 certificate, TLS 1.3 only, one worker pinned to
-# CPU 1, access logs off, and the same backend (an nginx serving a 1 KiB body on
-# 127.0.0.1:9000, pinned with the load generators to CPU 0). Runs are interleaved
+# PROXY_CPU (1), access logs off, and the same backend (an nginx serving a 1 KiB body on
+# 127.0.0.1:9000, pinned with the load generators to CLIENT_CPU (0)). Runs are interleaved
 # (W, N, H, W, N, H, ...); RESULTS.md reports medians and ranges, and ratios.
 #
 #   M1  new TLS 1.3 full handshakes per second (one request per connection), and per
@@ -55,7 +55,9 @@ service iperf3 stop >/dev/null 2>&1 || true
 (cd "$root" && cargo build --release --locked -p wharf -p wharf-loadgen >&2)
 wharf="$root/target/release/wharf"
 loadgen="$root/target/release/wharf-loadgen"
-PROXY_CPU=1 CLIENT_CPU=0
+# taskset CPU lists, overridable. With more than two CPUs, give the load generators and
+# the backend more than one (CLIENT_CPU=0,2,3) so that the proxy saturates first.
+PROXY_CPU=${PROXY_CPU:-1} CLIENT_CPU=${CLIENT_CPU:-0}
 
 # --- certificates and backend ---------------------------------------------------------
 if [ ! -f cert.pem ]; then
