@@ -236,29 +236,27 @@ async fn forward(
 /// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and
 /// authority to build HTTP/2 pseudo-headers).
 fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) {
-    let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let (uri, version) = match protocol {
+    let (scheme, authority, version) = match protocol {
+        // Already origin-form, as every HTTP/1.1 request is: nothing to rebuild.
         AppProtocol::Http1 if req.uri().scheme().is_none() && req.uri().authority().is_none() => {
-            (None, Version::HTTP_11)
+            *req.version_mut() = Version::HTTP_11;
+            return;
         }
-        AppProtocol::Http1 => (Uri::from_parts(uri_parts(None, None, pq)).ok(), Version::HTTP_11),
-        AppProtocol::H2c => {
-            let authority = Authority::try_from(if host.is_empty() { "localhost" } else { host }).ok();
-            (Uri::from_parts(uri_parts(Some(http::uri::Scheme::HTTP), authority, pq)).ok(), Version::HTTP_2)
-        }
+        AppProtocol::Http1 => (None, None, Version::HTTP_11),
+        AppProtocol::H2c => (
+            Some(http::uri::Scheme::HTTP),
+            Authority::try_from(if host.is_empty() { "localhost" } else { host }).ok(),
+            Version::HTTP_2,
+        ),
     };
-    if let Some(uri) = uri {
-        *req.uri_mut() = uri;
-    }
-    *req.version_mut() = version;
-}
-
-fn uri_parts(scheme: Option<http::uri::Scheme>, authority: Option<Authority>, pq: PathAndQuery) -> http::uri::Parts {
     let mut parts = http::uri::Parts::default();
     parts.scheme = scheme;
     parts.authority = authority;
-    parts.path_and_query = Some(pq);
-    parts
+    parts.path_and_query = Some(req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")));
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+    *req.version_mut() = version;
 }
 
 async fn upgrade_tunnel(
@@ -304,8 +302,9 @@ async fn upgrade_tunnel(
 
 #[cfg(test)]
 mod tests {
-    use super::{normalize_host, request_host};
-    use http::Request;
+    use super::{normalize_host, request_host, set_upstream_uri};
+    use http::{Request, Version};
+    use wharf_model::AppProtocol;
 
     #[test]
     fn hosts_normalize() {
@@ -322,5 +321,26 @@ mod tests {
         let h1 = Request::get("/x").header("host", "B.example").body(()).unwrap();
         assert_eq!(request_host(&h1).unwrap(), "B.example");
         assert!(request_host(&Request::get("/x").body(()).unwrap()).is_none());
+    }
+
+    #[test]
+    fn upstream_uri_is_origin_form_for_http1_and_absolute_for_h2c() {
+        let mut h2 = Request::get("https://a.example:8443/x?q=1").body(()).unwrap();
+        set_upstream_uri(&mut h2, AppProtocol::Http1, "a.example:8443");
+        assert_eq!(h2.uri(), "/x?q=1");
+        assert_eq!(h2.version(), Version::HTTP_11);
+
+        let mut h1 = Request::get("/y").body(()).unwrap();
+        set_upstream_uri(&mut h1, AppProtocol::Http1, "b.example");
+        assert_eq!(h1.uri(), "/y");
+
+        let mut to_h2c = Request::get("/z?k").body(()).unwrap();
+        set_upstream_uri(&mut to_h2c, AppProtocol::H2c, "c.example");
+        assert_eq!(to_h2c.uri(), "http://c.example/z?k");
+        assert_eq!(to_h2c.version(), Version::HTTP_2);
+
+        let mut no_host = Request::get("/").body(()).unwrap();
+        set_upstream_uri(&mut no_host, AppProtocol::H2c, "");
+        assert_eq!(no_host.uri(), "http://localhost/");
     }
 }
