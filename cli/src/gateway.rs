@@ -1,16 +1,16 @@
 //! Starting and stopping the data plane, shared by `run` and `controller`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
 use wharf_dataplane::drain::{self, Signal};
-use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
-
-use std::sync::Arc;
-use std::time::Duration;
-
+use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
+use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
+use wharf_model::Identity;
 
 use crate::args::{GatewayArgs, MeshArgs};
 
@@ -25,7 +25,11 @@ pub struct Serving {
 /// Binds every listener and starts serving an empty config.
 pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Result<Serving> {
     let (l, proxy, mesh) = (&args.listen, &args.proxy, &args.mesh);
-    let mesh_identity = mesh_identity(mesh, &args.translate.trust_domain)?;
+    let (mesh_identity, istio_ca) = match mesh_source(mesh, &args.translate.trust_domain)? {
+        MeshSource::None => (None, None),
+        MeshSource::Files(identity) => (Some(identity), None),
+        MeshSource::IstioCa(identity, ca) => (Some(identity), Some(ca)),
+    };
     let addr = |port: u16| (port != 0).then(|| SocketAddr::new(l.listen_address, port));
     let opts = Options {
         timeouts: Timeouts {
@@ -40,6 +44,10 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         mesh: mesh_identity,
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
+    if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {
+        tracing::info!(address = %ca.address, identity = %ca.identity, "asking the Istio CA for the mesh certificate");
+        tokio::spawn(ca.run(Arc::clone(identity), gateway.metrics().clone()));
+    }
     let addrs = ListenerAddrs {
         http: addr(l.http_port),
         https: addr(l.https_port),
@@ -71,17 +79,41 @@ impl Serving {
     }
 }
 
-/// Loads the mesh identity from files (and keeps reloading it), if configured.
-fn mesh_identity(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<Option<Arc<MeshIdentity>>> {
+/// Where the gateway's mesh identity comes from.
+enum MeshSource {
+    /// No mesh identity: ambient endpoints cannot be reached.
+    None,
+    /// PEM files, loaded now and reloaded when they change.
+    Files(Arc<MeshIdentity>),
+    /// The Istio CA; the identity is empty until the first certificate arrives.
+    IstioCa(Arc<MeshIdentity>, Box<IstioCa>),
+}
+
+/// Loads the mesh identity from files (and keeps reloading it), or prepares the Istio CA
+/// client, as configured.
+fn mesh_source(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<MeshSource> {
+    if let Some(address) = &mesh.istio_ca_address {
+        let Some(sa) = &mesh.mesh_service_account else {
+            anyhow::bail!("--istio-ca-address needs --mesh-service-account (the gateway's ServiceAccount)");
+        };
+        let ca = IstioCa {
+            address: address.clone(),
+            token: mesh.istio_ca_token.clone(),
+            roots: mesh.istio_ca_roots.clone(),
+            identity: Identity::new(trust_domain, &mesh.mesh_namespace, sa),
+            ttl: mesh.istio_ca_ttl,
+        };
+        return Ok(MeshSource::IstioCa(Arc::new(MeshIdentity::new(trust_domain)), Box::new(ca)));
+    }
     let (Some(cert), Some(key), Some(roots)) = (&mesh.mesh_cert, &mesh.mesh_key, &mesh.mesh_roots) else {
-        return Ok(None);
+        return Ok(MeshSource::None);
     };
     let files = MeshFiles { cert: cert.clone(), key: key.clone(), roots: roots.clone() };
     let identity = Arc::new(MeshIdentity::new(trust_domain));
     let certs = files.load(trust_domain).context("cannot load the mesh identity")?;
     identity.set(certs);
     tokio::spawn(files.watch(Arc::clone(&identity), Duration::from_secs(1)));
-    Ok(Some(identity))
+    Ok(MeshSource::Files(identity))
 }
 
 /// Translation options from flags.

@@ -32,17 +32,34 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut drain: Watch)
     }
 }
 
+/// Ready once a config is applied and, when a mesh identity is configured, once it has a
+/// certificate: a replica that cannot open tunnels must not take traffic for ambient
+/// backends. `mesh_loaded` is None when no mesh identity is configured.
+fn readiness(version: u64, mesh_loaded: Option<bool>) -> Result<(), &'static str> {
+    if version == 0 {
+        return Err("no config applied yet");
+    }
+    if mesh_loaded == Some(false) {
+        return Err("no mesh identity yet (waiting for the Istio CA or the mesh certificate files; see the log)");
+    }
+    Ok(())
+}
+
 fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let cfg = shared.config.load();
+    let mesh = shared.opts.mesh.as_ref().map(|m| m.load());
     let (status, ctype, body) = match req.uri().path() {
-        "/healthz/ready" if cfg.version > 0 => {
-            (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version))
-        }
-        "/healthz/ready" => {
-            (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready: no config applied yet\n".to_owned())
-        }
+        "/healthz/ready" => match readiness(cfg.version, mesh.as_ref().map(Option::is_some)) {
+            Ok(()) => (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version)),
+            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("not ready: {why}\n")),
+        },
         "/healthz/live" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/metrics" => (StatusCode::OK, "text/plain; version=0.0.4", shared.metrics.render()),
+        "/metrics" => {
+            if let Some(m) = &mesh {
+                shared.metrics.mesh_cert_expiry.set(m.as_ref().map_or(0, |c| c.not_after));
+            }
+            (StatusCode::OK, "text/plain; version=0.0.4", shared.metrics.render())
+        }
         "/debug/config" => {
             let dump = serde_json::json!({ "version": cfg.version, "snapshot": &*cfg.snapshot });
             (StatusCode::OK, "application/json", serde_json::to_string_pretty(&dump).unwrap_or_default())
@@ -55,4 +72,18 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readiness;
+
+    #[test]
+    fn ready_needs_a_config_and_a_configured_mesh_identity() {
+        assert_eq!(readiness(0, None), Err("no config applied yet"));
+        assert_eq!(readiness(0, Some(true)), Err("no config applied yet"));
+        assert!(readiness(1, Some(false)).unwrap_err().contains("no mesh identity"));
+        assert_eq!(readiness(1, Some(true)), Ok(()));
+        assert_eq!(readiness(1, None), Ok(()));
+    }
 }

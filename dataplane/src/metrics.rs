@@ -132,6 +132,9 @@ pub struct Metrics {
     /// Pooled HBONE client connections.
     pub hbone_pooled: IntGauge,
     hbone_bytes: IntCounterVec,
+    mesh_cert_requests: IntCounterVec,
+    /// Expiry of the gateway's mesh certificate, Unix seconds (0: none loaded).
+    pub mesh_cert_expiry: IntGauge,
 }
 
 /// Per-route handles, resolved at compile time.
@@ -240,7 +243,17 @@ impl Metrics {
                     Opts::new("wharf_hbone_bytes_total", "Bytes through HBONE tunnels, by tunnel direction (outbound, inbound) and byte direction (upstream, downstream)"),
                     &["tunnel", "direction"],
                 )?,
+                mesh_cert_requests: IntCounterVec::new(
+                    Opts::new("wharf_mesh_certificate_requests_total", "Certificate requests to the Istio CA by result (ok or the failure reason)"),
+                    &["result"],
+                )?,
+                mesh_cert_expiry: gauge(
+                    "wharf_mesh_certificate_expiry_timestamp_seconds",
+                    "Expiry of the gateway's mesh certificate, Unix seconds (0: no mesh identity loaded)",
+                )?,
             };
+            registry.register(Box::new(m.mesh_cert_requests.clone()))?;
+            registry.register(Box::new(m.mesh_cert_expiry.clone()))?;
             registry.register(Box::new(m.hbone_tunnels.clone()))?;
             registry.register(Box::new(m.hbone_active.clone()))?;
             registry.register(Box::new(m.hbone_pooled.clone()))?;
@@ -308,6 +321,11 @@ impl Metrics {
     pub fn hbone_bytes(&self, tunnel: &str, to_upstream: u64, to_client: u64) {
         self.hbone_bytes.with_label_values(&[tunnel, "upstream"]).inc_by(to_upstream);
         self.hbone_bytes.with_label_values(&[tunnel, "downstream"]).inc_by(to_client);
+    }
+
+    /// Counts a certificate request to the Istio CA (`result`: ok or the failure reason).
+    pub fn mesh_certificate_request(&self, result: &str) {
+        self.mesh_cert_requests.with_label_values(&[result]).inc();
     }
 
     /// Prometheus text exposition.

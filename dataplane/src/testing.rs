@@ -89,7 +89,7 @@ impl TestCa {
             leaf.key_pem.as_bytes(),
             self.root_pem.as_bytes(),
             trust_domain,
-            0,
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
         )
         .expect("valid mesh certificate")
     }
@@ -101,6 +101,20 @@ impl TestCa {
     /// If the CSR does not parse.
     pub fn sign_csr(&self, csr_pem: &str) -> Result<String, String> {
         let mut csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| e.to_string())?;
+        csr.params.extended_key_usages =
+            vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        Ok(csr.signed_by(&self.issuer).map_err(|e| e.to_string())?.pem())
+    }
+
+    /// Signs a PEM CSR's key for `uri` instead of the names it asks for (a CA that
+    /// answers with another identity).
+    ///
+    /// # Errors
+    /// If the CSR does not parse or `uri` is not ASCII.
+    pub fn sign_csr_as(&self, csr_pem: &str, uri: &str) -> Result<String, String> {
+        let mut csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| e.to_string())?;
+        csr.params.subject_alt_names =
+            vec![rcgen::SanType::URI(rcgen::string::Ia5String::try_from(uri).map_err(|e| e.to_string())?)];
         csr.params.extended_key_usages =
             vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth, rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         Ok(csr.signed_by(&self.issuer).map_err(|e| e.to_string())?.pem())
@@ -284,10 +298,15 @@ pub async fn https_get(
     Ok(seen)
 }
 
-/// Plain HTTP/1.1 GET.
+/// Plain HTTP/1.1 GET, given up after 10 s (a hung server fails the call, not the suite).
 pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, String> {
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    request(TokioIo::new(tcp), false, host, path, "http").await
+    let get = async {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        request(TokioIo::new(tcp), false, host, path, "http").await
+    };
+    tokio::time::timeout(Duration::from_secs(10), get)
+        .await
+        .map_err(|_| format!("GET {path} from {addr}: no answer in 10s"))?
 }
 
 async fn request<I>(io: I, h2: bool, host: &str, path: &str, scheme: &str) -> Result<Seen, String>

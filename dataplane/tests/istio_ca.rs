@@ -6,7 +6,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
@@ -16,8 +16,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use wharf_dataplane::hbone::istio_ca::{wire, CaError, IstioCa};
 use wharf_dataplane::hbone::{HboneClient, MeshIdentity};
-use wharf_dataplane::testing::TestCa;
+use wharf_dataplane::testing::{eventually, TestCa};
 use wharf_dataplane::{drain, Gateway, ListenerAddrs, Metrics, Options};
+use wharf_model::identity::uri_sans;
 use wharf_model::{Hbone, Identity};
 
 const TOKEN: &str = "projected-token-for-istio-ca";
@@ -40,8 +41,47 @@ fn grpc(status: &str, message: Option<Vec<u8>>) -> hyper::Response<Body> {
     r
 }
 
-/// A CA on localhost signing CSRs with `ca`; returns its port.
-async fn fake_istiod(ca: Arc<TestCa>) -> u16 {
+/// What the fake CA signs with, and what it saw.
+#[derive(Default)]
+struct Fake {
+    /// The CA signing CSRs now.
+    signer: Mutex<Option<Arc<TestCa>>>,
+    /// Sign for this URI SAN instead of the CSR's.
+    issue_as: Mutex<Option<String>>,
+    /// (path, URI SANs of the CSR, requested TTL) of each authorized request.
+    seen: Mutex<Vec<(String, Vec<String>, u64)>>,
+}
+
+impl Fake {
+    fn new(ca: &Arc<TestCa>) -> Arc<Fake> {
+        let f = Fake::default();
+        *f.signer.lock().unwrap() = Some(Arc::clone(ca));
+        Arc::new(f)
+    }
+
+    fn answer(&self, path: String, token_ok: bool, mut body: Bytes) -> hyper::Response<Body> {
+        if !token_ok {
+            return grpc("16", None);
+        }
+        let Some(ca) = self.signer.lock().unwrap().clone() else { return grpc("14", None) };
+        let _flag = body.get_u8();
+        let len = body.get_u32() as usize;
+        let Ok((csr, ttl)) = wire::request(&body[..len]) else { return grpc("3", None) };
+        self.seen.lock().unwrap().push((path, TestCa::csr_uris(&csr), ttl));
+        let leaf = match self.issue_as.lock().unwrap().clone() {
+            Some(uri) => ca.sign_csr_as(&csr, &uri),
+            None => ca.sign_csr(&csr),
+        };
+        match leaf {
+            Ok(leaf) => grpc("0", Some(wire::response(&[leaf, ca.root_pem.clone()]))),
+            Err(_) => grpc("3", None),
+        }
+    }
+}
+
+/// A CA on localhost serving TLS with a certificate of `ca`, answering as `fake` says;
+/// returns its port.
+async fn fake_istiod(ca: &TestCa, fake: Arc<Fake>) -> u16 {
     let serving = ca.leaf(&["localhost"]);
     let ck = wharf_model::tls::load(serving.chain_pem.as_bytes(), serving.key_pem.as_bytes(), 0).unwrap().certified_key;
     let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
@@ -54,28 +94,18 @@ async fn fake_istiod(ca: Arc<TestCa>) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     tokio::spawn(async move {
-        loop {
-            let (s, _) = l.accept().await.unwrap();
-            let (acceptor, ca) = (acceptor.clone(), Arc::clone(&ca));
+        while let Ok((s, _)) = l.accept().await {
+            let (acceptor, fake) = (acceptor.clone(), Arc::clone(&fake));
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(s).await else { return };
                 let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                    let ca = Arc::clone(&ca);
+                    let fake = Arc::clone(&fake);
                     async move {
-                        assert_eq!(req.uri().path(), "/istio.v1.auth.IstioCertificateService/CreateCertificate");
-                        let authorized = req.headers().get("authorization").and_then(|v| v.to_str().ok())
+                        let path = req.uri().path().to_owned();
+                        let token_ok = req.headers().get("authorization").and_then(|v| v.to_str().ok())
                             == Some(&format!("Bearer {TOKEN}"));
-                        let mut body = req.into_body().collect().await.unwrap().to_bytes();
-                        if !authorized {
-                            return Ok::<_, Infallible>(grpc("16", None));
-                        }
-                        let _flag = body.get_u8();
-                        let len = body.get_u32() as usize;
-                        let (csr, ttl) = wire::request(&body[..len]).unwrap();
-                        assert_eq!(ttl, 3600);
-                        assert_eq!(TestCa::csr_uris(&csr), ["spiffe://cluster.local/ns/wharf/sa/gateway"]);
-                        let leaf = ca.sign_csr(&csr).unwrap();
-                        Ok(grpc("0", Some(wire::response(&[leaf, ca.root_pem.clone()]))))
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        Ok::<_, Infallible>(fake.answer(path, token_ok, body))
                     }
                 });
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
@@ -112,10 +142,21 @@ fn request(port: u16, token: std::path::PathBuf, roots: std::path::PathBuf) -> I
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_from_the_ca_works_for_hbone() {
     let ca = Arc::new(TestCa::new("mesh root"));
-    let port = fake_istiod(Arc::clone(&ca)).await;
+    let fake = Fake::new(&ca);
+    let port = fake_istiod(&ca, Arc::clone(&fake)).await;
     let (token, roots) = files(&ca, TOKEN);
     let certs = request(port, token, roots).issue("cluster.local").await.unwrap();
     assert_eq!(certs.identity.to_string(), "spiffe://cluster.local/ns/wharf/sa/gateway");
+    // The request on the wire: Istio's method path, a CSR for our identity, our TTL.
+    let seen = fake.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [(
+            "/istio.v1.auth.IstioCertificateService/CreateCertificate".to_owned(),
+            vec!["spiffe://cluster.local/ns/wharf/sa/gateway".to_owned()],
+            3600
+        )]
+    );
 
     // The issued identity opens a tunnel to a peer of the same mesh.
     let peer = Arc::new(MeshIdentity::new("cluster.local"));
@@ -149,7 +190,7 @@ async fn certificate_from_the_ca_works_for_hbone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_token_is_a_clear_error() {
     let ca = Arc::new(TestCa::new("mesh root"));
-    let port = fake_istiod(Arc::clone(&ca)).await;
+    let port = fake_istiod(&ca, Fake::new(&ca)).await;
     let (token, roots) = files(&ca, "not-the-token");
     let err = request(port, token, roots).issue("cluster.local").await.unwrap_err();
     assert!(matches!(err, CaError::Refused { ref status, .. } if status == "16"), "{err}");
@@ -159,4 +200,66 @@ async fn refused_token_is_a_clear_error() {
     let dead = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
     let err = request(dead, token, roots).issue("cluster.local").await.unwrap_err();
     assert!(matches!(err, CaError::Unreachable { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_supplies_the_identity_and_follows_a_root_rotation() {
+    let (old, new) = (Arc::new(TestCa::new("old mesh root")), Arc::new(TestCa::new("new mesh root")));
+    let fake = Fake::new(&old);
+    let port = fake_istiod(&old, Arc::clone(&fake)).await;
+    let (token, roots) = files(&old, TOKEN);
+    let identity = Arc::new(MeshIdentity::new("cluster.local"));
+    let metrics = Metrics::new();
+    tokio::spawn(request(port, token, roots.clone()).run(Arc::clone(&identity), metrics.clone()));
+    let loaded = |ca: &Arc<TestCa>| {
+        let (id, ca) = (Arc::clone(&identity), Arc::clone(ca));
+        eventually(Duration::from_secs(10), move || {
+            let ok = issued_by(&id, &ca);
+            async move { ok }
+        })
+    };
+    assert!(loaded(&old).await, "no certificate");
+    let certs = identity.load().unwrap();
+    assert_eq!(uri_sans(certs.key.cert[0].as_ref()), ["spiffe://cluster.local/ns/wharf/sa/gateway"]);
+    assert_eq!(certs.roots.len(), 1);
+    assert!(
+        metrics.render().contains("wharf_mesh_certificate_requests_total{result=\"ok\"} 1"),
+        "{}",
+        metrics.render()
+    );
+
+    // The CA moves to a new root; the root ConfigMap carries both while workloads move.
+    *fake.signer.lock().unwrap() = Some(Arc::clone(&new));
+    std::fs::write(&roots, format!("{}{}", old.root_pem, new.root_pem)).unwrap();
+    assert!(loaded(&new).await, "no new certificate after the roots changed");
+    assert_eq!(identity.load().unwrap().roots.len(), 2, "both roots trusted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_identity_or_from_an_untrusted_ca_is_refused() {
+    let ca = Arc::new(TestCa::new("mesh root"));
+    let fake = Fake::new(&ca);
+    let port = fake_istiod(&ca, Arc::clone(&fake)).await;
+    let (token, roots) = files(&ca, TOKEN);
+
+    // The CA answers with a certificate for another service account.
+    *fake.issue_as.lock().unwrap() = Some("spiffe://cluster.local/ns/wharf/sa/someone-else".into());
+    let err = request(port, token.clone(), roots.clone()).issue("cluster.local").await.unwrap_err();
+    assert_eq!(err.reason(), "invalid_certificate", "{err}");
+    assert!(err.to_string().contains("sa/someone-else"), "{err}");
+
+    // The CA signs with a root the mesh roots do not hold.
+    *fake.issue_as.lock().unwrap() = None;
+    *fake.signer.lock().unwrap() = Some(Arc::new(TestCa::new("rogue root")));
+    let err = request(port, token, roots).issue("cluster.local").await.unwrap_err();
+    assert_eq!(err.reason(), "invalid_certificate", "{err}");
+    assert!(err.to_string().contains("does not chain to the mesh roots"), "{err}");
+}
+
+/// True when the chain a mesh identity presents was issued by `ca` (the fake CA sends
+/// its root after the leaf, and the identity only loads chains that verify).
+fn issued_by(identity: &MeshIdentity, ca: &TestCa) -> bool {
+    use rustls::pki_types::pem::PemObject;
+    let root = rustls::pki_types::CertificateDer::from_pem_slice(ca.root_pem.as_bytes()).unwrap();
+    identity.load().is_some_and(|c| c.key.cert.get(1) == Some(&root))
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the upstream test tools the e2e harness runs, from the Go module proxy, once per
 # machine: kube-apiserver and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3)
-# and helm (helm.sh/helm/v3). Prints the directory holding the binaries.
+# helm (helm.sh/helm/v3) and istiod (pilot-discovery from istio.io/istio, with the Istio
+# CRDs of the same version). Prints the directory holding the binaries.
 #
 # Cache: $WHARF_TOOLS_DIR (default ~/.cache/wharf-tools)/k8s-$K8S_VERSION. Delete it to rebuild.
 set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 HELM_VERSION="${HELM_VERSION:-3.19.5}"
+# istio.io/istio publishes no semver tags as a Go module: a pseudo-version (master, 2026-08-27).
+ISTIO_VERSION="${ISTIO_VERSION:-v0.0.0-20260827124520-eed52ebb66ad}"
 tools="${WHARF_TOOLS_DIR:-$HOME/.cache/wharf-tools}/k8s-$K8S_VERSION"
 mkdir -p "$tools"
 log() { echo "build-tools: $*" >&2; }
@@ -60,7 +63,19 @@ build_module_tool() { # binary, module@version, package
   go build -trimpath -ldflags "-s -w" -o "$tools/$bin" "$pkg" >&2
 }
 
+# istiod and the CRDs it watches (Istio's base chart ships them).
+build_istiod() {
+  build_module_tool pilot-discovery "istio.io/istio@$ISTIO_VERSION" istio.io/istio/pilot/cmd/pilot-discovery
+  if [ ! -f "$tools/istio-crds.yaml" ]; then
+    local dir
+    dir=$(cd "$tools/src-pilot-discovery" && go mod download -json "istio.io/istio@$ISTIO_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    cp "$dir/manifests/charts/base/files/crd-all.gen.yaml" "$tools/istio-crds.yaml"
+    chmod u+w "$tools/istio-crds.yaml"
+  fi
+}
+
 build_kube
+build_istiod
 build_module_tool etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" go.etcd.io/etcd/server/v3
 build_module_tool helm "helm.sh/helm/v3@v$HELM_VERSION" helm.sh/helm/v3/cmd/helm
 echo "$tools"

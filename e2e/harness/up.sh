@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts a real control plane on loopback, the way controller-runtime's envtest does: etcd
 # and kube-apiserver (RBAC on) as local processes, built from Go modules by build-tools.sh.
-# Writes into $E2E_DIR (default target/e2e):
+# Also starts istiod as the mesh CA (istiod.sh). Writes into $E2E_DIR (default target/e2e):
 #   admin.kubeconfig       cluster-admin (system:masters client certificate)
 #   controller.kubeconfig  the token of ServiceAccount wharf-system/wharf, created with its
 #                          RBAC by `helm install` of charts/wharf
@@ -90,6 +90,23 @@ kubectl() { "$tools/kubectl" "$@"; }
 token=$(kubectl create token wharf -n wharf-system --duration=24h)
 kubeconfig "$dir/controller.kubeconfig" "    token: $token"
 
+# istiod as the mesh CA, on loopback ports of its own. Its serving certificate also names
+# localhost, so the gateway reaches it as https://localhost:PORT and verifies it by name.
+kubectl create namespace istio-system >/dev/null
+kubectl apply --server-side -f "$tools/istio-crds.yaml" >/dev/null
+istiod_grpc=$(free_port)
+cat > "$dir/istiod.cmd" <<CMD
+env POD_NAMESPACE=istio-system ISTIOD_CUSTOM_HOST=localhost INJECT_ENABLED=false \
+  INJECTION_WEBHOOK_CONFIG_NAME= VALIDATION_WEBHOOK_CONFIG_NAME= ENABLE_LEADER_ELECTION=false \
+  PILOT_ENABLE_IP_AUTOALLOCATE=false \
+  "$tools/pilot-discovery" discovery --kubeconfig=$dir/admin.kubeconfig \
+  --httpAddr=127.0.0.1:$(free_port) --httpsAddr=127.0.0.1:$(free_port) --grpcAddr=127.0.0.1:$(free_port) \
+  --secureGRPCAddr=127.0.0.1:$istiod_grpc --monitoringAddr=127.0.0.1:$(free_port) \
+  --ctrlz_address=127.0.0.1 --ctrlz_port=0 --log_output_level=default:warn
+CMD
+log "starting istiod (mesh CA on 127.0.0.1:$istiod_grpc)"
+"$here/istiod.sh" start
+
 # The API server refuses loopback addresses in EndpointSlices: backends live in a network
 # namespace of our own.
 "$here/netns.sh" up
@@ -102,6 +119,7 @@ export WHARF_E2E_HARNESS=$here
 export E2E_DIR=$dir
 export WHARF_E2E_BACKEND_IP=198.18.0.2
 export WHARF_E2E_BACKEND_EXEC="ip netns exec $netns"
+export WHARF_E2E_ISTIOD_ADDRESS=https://localhost:$istiod_grpc
 export PATH=$tools:\$PATH
 ENV
 log "control plane up: https://127.0.0.1:$api_port (source $dir/env)"

@@ -15,6 +15,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use serde::Deserialize;
 use serde_json::json;
 pub use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa};
 
@@ -289,6 +290,19 @@ pub struct Controller {
 impl Controller {
     /// Starts a controller for `scope`'s class with `extra` flags, and waits until it serves.
     pub async fn start(env: &Env, scope: &Scope, identity: &str, extra: &[&str]) -> Result<Controller> {
+        let c = Controller::spawn(env, scope, identity, extra, &[])?;
+        c.wait_ready(Duration::from_secs(20)).await?;
+        Ok(c)
+    }
+
+    /// Starts a controller with `extra` flags and `vars` in its environment; does not wait.
+    pub fn spawn(
+        env: &Env,
+        scope: &Scope,
+        identity: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Result<Controller> {
         let (http, https, admin) = (free_port(), free_port(), free_port());
         let mut cmd = Command::new(&env.wharf_bin);
         cmd.arg("controller")
@@ -316,23 +330,108 @@ impl Controller {
             ])
             .args(["--drain-timeout", "2s"])
             .args(extra)
-            .env("RUST_LOG", "info,wharf::access=off");
-        let proc = Proc::spawn(cmd)?;
-        let c = Controller {
-            proc,
+            .env("RUST_LOG", "info,wharf::access=off")
+            .envs(vars.iter().copied());
+        Ok(Controller {
+            proc: Proc::spawn(cmd)?,
             http: SocketAddr::from(([127, 0, 0, 1], http)),
             https: SocketAddr::from(([127, 0, 0, 1], https)),
             admin: SocketAddr::from(([127, 0, 0, 1], admin)),
-        };
-        let admin_addr = c.admin;
-        let ready = eventually(Duration::from_secs(20), || async move {
+        })
+    }
+
+    /// Waits until `/healthz/ready` answers 200.
+    pub async fn wait_ready(&self, within: Duration) -> Result<()> {
+        let admin_addr = self.admin;
+        let ready = eventually(within, || async move {
             http_get(admin_addr, "admin", "/healthz/ready").await.map(|s| s.status) == Ok(200)
         })
         .await;
         if !ready {
-            bail!("controller {identity} not ready in 20s; log:\n{}", c.proc.log());
+            bail!("controller not ready in {within:?}; log:\n{}", self.proc.log());
         }
-        Ok(c)
+        Ok(())
+    }
+
+    /// The value of the metric line starting with `series` (name and labels), 0 if absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let body = http_get(self.admin, "admin", "/metrics").await.map(|s| s.body).unwrap_or_default();
+        body.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+/// The gateway container of the chart's Deployment as `helm template` renders it.
+#[derive(Debug, Clone)]
+pub struct ChartPod {
+    /// Container args.
+    pub args: Vec<String>,
+    /// Volume mounts: (volume name, mount path).
+    pub mounts: Vec<(String, String)>,
+}
+
+impl ChartPod {
+    /// Renders charts/wharf with the values files and `--set` values given (helm on PATH).
+    pub fn render(values: &[&str], sets: &[&str]) -> Result<ChartPod> {
+        let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/wharf");
+        let mut cmd = Command::new("helm");
+        cmd.args(["template", "wharf", chart, "-n", "wharf-system"]);
+        for v in values {
+            cmd.args(["-f", &format!("{chart}/{v}")]);
+        }
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let out = cmd.output().context("cannot run helm")?;
+        if !out.status.success() {
+            bail!("helm template: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let text = String::from_utf8(out.stdout)?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = serde_json::Value::deserialize(doc)?;
+            if v["kind"] != "Deployment" {
+                continue;
+            }
+            let c = &v["spec"]["template"]["spec"]["containers"][0];
+            let strings = |x: &serde_json::Value| x.as_str().map(str::to_owned);
+            return Ok(ChartPod {
+                args: c["args"].as_array().into_iter().flatten().filter_map(strings).collect(),
+                mounts: c["volumeMounts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| Some((strings(&m["name"])?, strings(&m["mountPath"])?)))
+                    .collect(),
+            });
+        }
+        bail!("the chart rendered no Deployment")
+    }
+
+    /// The mesh flags (`--istio-ca-*`, `--mesh-*`, `--trust-domain`), with every mounted
+    /// path moved under `root/<volume name>`, where the test writes the volume's files.
+    pub fn mesh_args(&self, root: &std::path::Path) -> Vec<String> {
+        self.args
+            .iter()
+            .filter(|a| ["--istio-ca-", "--mesh-", "--trust-domain"].iter().any(|p| a.starts_with(p)))
+            .map(|a| {
+                self.mounts.iter().fold(a.clone(), |a, (name, path)| {
+                    a.replace(&format!("={path}"), &format!("={}", root.join(name).display()))
+                })
+            })
+            .collect()
+    }
+
+    /// The directory standing in for volume `name` under `root`.
+    pub fn volume(&self, root: &std::path::Path, name: &str) -> Result<std::path::PathBuf> {
+        if !self.mounts.iter().any(|(n, _)| n == name) {
+            bail!("the chart mounts no volume {name}: {:?}", self.mounts);
+        }
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
     }
 }
 

@@ -1,7 +1,9 @@
 //! An Ingress whose backend pods are enrolled in the Istio ambient mesh is served over
 //! HBONE with the gateway's mesh identity; one whose pods are not goes direct. The
 //! backend's "ztunnel" is a Wharf HBONE inbound listener in the backend network
-//! namespace, presenting the pod's service-account identity.
+//! namespace, presenting the pod's service-account identity. The gateway runs with the
+//! mesh flags and files the chart renders for `mesh.source: secret` (files on disk, as
+//! cert-manager istio-csr or SPIRE provide them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,7 +24,6 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
         std::fs::write(dir.join(format!("{name}.key")), &leaf.key_pem).unwrap();
     };
     std::fs::write(dir.join("roots.pem"), &ca.root_pem).unwrap();
-    write("gateway", &ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf"));
     write("backend", &ca.workload(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)));
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
 
@@ -64,14 +65,17 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
         ztunnel.log()
     );
 
-    let c = Controller::start(
-        &env,
-        &s,
-        "ambient-0",
-        &["--mesh-cert", &p("gateway.crt"), "--mesh-key", &p("gateway.key"), "--mesh-roots", &p("roots.pem")],
-    )
-    .await
-    .unwrap();
+    // The gateway: the chart's Secret volume, written where its flags point.
+    let pod = ChartPod::render(&["examples/mesh-secret.yaml"], &[]).unwrap();
+    let secret = pod.volume(&dir, "mesh-identity").unwrap();
+    let gateway = ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf");
+    std::fs::write(secret.join("tls.crt"), &gateway.chain_pem).unwrap();
+    std::fs::write(secret.join("tls.key"), &gateway.key_pem).unwrap();
+    std::fs::write(secret.join("ca.crt"), &ca.root_pem).unwrap();
+    let mesh_args = pod.mesh_args(&dir);
+    assert!(mesh_args.iter().any(|a| a.starts_with("--mesh-cert=")), "{mesh_args:?}");
+    let mesh_args: Vec<&str> = mesh_args.iter().map(String::as_str).collect();
+    let c = Controller::start(&env, &s, "ambient-0", &mesh_args).await.unwrap();
     let (_m, mesh_addr) = backend(&env, "in-mesh").await.unwrap();
     let (_d, direct_addr) = backend(&env, "direct").await.unwrap();
     s.pod("mesh-0", json!({"app": "mesh", "istio.io/dataplane-mode": "ambient"}), "backend").await.unwrap();

@@ -143,13 +143,17 @@ impl Index {
         }
     }
 
-    /// True once every watch has listed its objects at least once.
+    /// True once every watch has listed its objects at least once. Translation reads all
+    /// of them: before Pods and Namespaces have listed, an ambient endpoint would look
+    /// unenrolled and be dialed directly instead of over HBONE.
     pub fn synced(&self) -> bool {
         self.classes.synced
             && self.ingresses.synced
             && self.secrets.synced
             && self.services.synced
             && self.slices.synced
+            && self.pods.synced
+            && self.namespaces.synced
     }
 
     /// The objects, for [`crate::translate`].
@@ -193,25 +197,52 @@ mod tests {
         }
     }
 
+    /// The initial-list end of each kind the index watches.
+    fn init_done() -> Vec<Change> {
+        vec![
+            Change::IngressClass(Event::InitDone),
+            Change::Ingress(Event::InitDone),
+            Change::Secret(Event::InitDone),
+            Change::Service(Event::InitDone),
+            Change::EndpointSlice(Event::InitDone),
+            Change::Pod(Event::InitDone),
+            Change::Namespace(Event::InitDone),
+        ]
+    }
+
     fn sync_all(index: &mut Index) {
-        index.apply(Change::IngressClass(Event::InitDone));
-        index.apply(Change::Secret(Event::InitDone));
-        index.apply(Change::Service(Event::InitDone));
-        index.apply(Change::EndpointSlice(Event::InitDone));
-        index.apply(Change::Pod(Event::InitDone));
-        index.apply(Change::Namespace(Event::InitDone));
+        for c in init_done() {
+            index.apply(c);
+        }
     }
 
     #[test]
     fn synced_only_after_every_initial_list() {
+        for missing in 0..init_done().len() {
+            let mut index = Index::default();
+            let mut left_out = None;
+            for (i, c) in init_done().into_iter().enumerate() {
+                if i == missing {
+                    left_out = Some(c);
+                } else {
+                    index.apply(c);
+                }
+            }
+            let left_out = left_out.unwrap();
+            let kind = format!("{left_out:?}");
+            assert!(!index.synced(), "synced before {kind} listed");
+            index.apply(left_out);
+            assert!(index.synced(), "not synced after {kind} listed");
+        }
+    }
+
+    #[test]
+    fn initial_list_is_buffered_until_done() {
         let mut index = Index::default();
-        sync_all(&mut index);
-        assert!(!index.synced());
         index.apply(Change::Ingress(Event::Init));
         index.apply(Change::Ingress(Event::InitApply(ing("a"))));
         assert!(index.world().ingresses.is_empty(), "buffered until InitDone");
         assert!(index.apply(Change::Ingress(Event::InitDone)));
-        assert!(index.synced());
         assert_eq!(index.world().ingresses.len(), 1);
     }
 

@@ -30,6 +30,17 @@ pub enum MeshCertError {
     /// A root is unusable.
     #[error("mesh root refused: {0}")]
     BadRoot(String),
+    /// The certificate does not chain to the mesh roots.
+    #[error("the mesh certificate does not chain to the mesh roots: {0} (were the roots and the certificate issued by the same mesh CA?)")]
+    Untrusted(String),
+    /// The certificate is for another workload than the one configured.
+    #[error("the mesh certificate is for {found}, but this gateway's identity is {want}")]
+    WrongIdentity {
+        /// In the certificate.
+        found: String,
+        /// Configured.
+        want: String,
+    },
     /// The leaf has no SPIFFE URI SAN of the Istio shape.
     #[error("the mesh certificate has no URI SAN spiffe://<trust-domain>/ns/<ns>/sa/<sa> (it has {0:?})")]
     NoSpiffeId(Vec<String>),
@@ -68,6 +79,9 @@ pub struct MeshCerts {
     /// Inbound (east-west) TLS config: our certificate, client certificates required from
     /// the trust domain.
     pub(crate) server_config: Arc<ServerConfig>,
+    // The PEM it was built from, so that new roots can be applied to the same key.
+    chain_pem: Vec<u8>,
+    key_pem: Vec<u8>,
 }
 
 /// TLS 1.3 only, AES-GCM only: what ztunnel accepts.
@@ -109,6 +123,12 @@ impl MeshCerts {
             rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
                 .build()
                 .map_err(|e| MeshCertError::Tls(e.to_string()))?;
+        // Our certificate is presented to peers that trust these roots (and used as a
+        // client certificate): one that does not chain would fail every tunnel.
+        let at = rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(now.max(0) as u64));
+        inner
+            .verify_client_cert(leaf, &loaded.certified_key.cert[1..], at)
+            .map_err(|e| MeshCertError::Untrusted(e.to_string()))?;
         let verifier: Arc<dyn ClientCertVerifier> = Arc::new(TrustDomainVerifier::new(inner, trust_domain));
         let mut server = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
@@ -122,7 +142,34 @@ impl MeshCerts {
             roots,
             not_after: loaded.info.not_after,
             server_config: Arc::new(server),
+            chain_pem: chain.to_vec(),
+            key_pem: key.to_vec(),
         })
+    }
+
+    /// The same certificate and key with new mesh roots (the CA's roots rotated); refused
+    /// if the certificate does not chain to them.
+    pub fn with_roots(&self, roots_pem: &[u8], now: i64) -> Result<MeshCerts, MeshCertError> {
+        MeshCerts::from_pem(&self.chain_pem, &self.key_pem, roots_pem, &self.identity.trust_domain, now)
+    }
+
+    /// The PEM certificate chain, leaf first.
+    pub fn chain_pem(&self) -> &[u8] {
+        &self.chain_pem
+    }
+
+    /// The PEM private key.
+    pub fn key_pem(&self) -> &[u8] {
+        &self.key_pem
+    }
+
+    /// Refuses a certificate for another workload than `want`.
+    pub fn expect_identity(self, want: &Identity) -> Result<MeshCerts, MeshCertError> {
+        if &self.identity == want {
+            Ok(self)
+        } else {
+            Err(MeshCertError::WrongIdentity { found: self.identity.to_string(), want: want.to_string() })
+        }
     }
 }
 

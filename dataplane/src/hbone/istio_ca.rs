@@ -3,9 +3,9 @@
 //! projected service-account token, renewed before expiry. The two messages involved are
 //! small enough to encode by hand, which keeps protobuf and gRPC stacks out of the build.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::{Request, Uri};
@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use wharf_model::Identity;
 
 use super::certs::{MeshCertError, MeshCerts, MeshIdentity};
+use crate::metrics::Metrics;
 
 const PATH: &str = "/istio.v1.auth.IstioCertificateService/CreateCertificate";
 
@@ -75,8 +76,49 @@ pub enum CaError {
     Cert(#[from] MeshCertError),
 }
 
+impl CaError {
+    /// Short stable reason for metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CaError::Read { .. } => "read_failed",
+            CaError::Unreachable { .. } => "unreachable",
+            CaError::Refused { .. } => "refused",
+            CaError::BadAnswer(_) => "bad_answer",
+            CaError::Csr(_) => "csr_failed",
+            CaError::Cert(_) => "invalid_certificate",
+        }
+    }
+}
+
+/// How long after `now`, when it was issued, a certificate valid until `not_after` is
+/// renewed: after half of its remaining lifetime plus `jitter` (0..1) times a tenth of it,
+/// so that replicas started together do not all ask at once (Istio's agents renew at half
+/// the lifetime too). Counted from issuance, not from `notBefore`, which CAs backdate.
+pub fn renew_after(now: i64, not_after: i64, jitter: f64) -> Duration {
+    let left = (not_after - now).max(0) as f64;
+    Duration::from_secs_f64(left * (0.5 + 0.1 * jitter.clamp(0.0, 1.0))).max(Duration::from_secs(1))
+}
+
+/// The wait before retry `attempt` (0-based) after a failure: 1 s doubling up to 60 s,
+/// scaled by `jitter` (0..1) into its upper half.
+pub fn backoff(attempt: u32, jitter: f64) -> Duration {
+    let base = Duration::from_secs(1u64 << attempt.min(6)).min(Duration::from_secs(60));
+    base.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Size and modification time of a file (following symlinks, as Kubernetes ConfigMap
+/// volumes swap them).
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(path).ok().and_then(|m| Some((m.modified().ok()?, m.len())))
+}
+
 impl IstioCa {
-    /// Asks for a certificate once and validates it.
+    /// Asks for a certificate once and validates it: it must carry exactly the configured
+    /// identity and chain to the mesh roots.
     pub async fn issue(&self, trust_domain: &str) -> Result<MeshCerts, CaError> {
         let read = |p: &PathBuf| std::fs::read(p).map_err(|source| CaError::Read { path: p.clone(), source });
         let token = String::from_utf8_lossy(&read(&self.token)?).trim().to_owned();
@@ -101,14 +143,14 @@ impl IstioCa {
         if chain.is_empty() {
             return Err(CaError::BadAnswer("empty certificate chain".into()));
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        Ok(MeshCerts::from_pem(
+        let certs = MeshCerts::from_pem(
             chain.concat().as_bytes(),
             key.serialize_pem().as_bytes(),
             &roots_pem,
             trust_domain,
-            now,
-        )?)
+            unix_now(),
+        )?;
+        Ok(certs.expect_identity(&self.identity)?)
     }
 
     async fn call(&self, token: &str, roots_pem: &[u8], msg: Bytes) -> Result<Vec<String>, CaError> {
@@ -187,25 +229,69 @@ impl IstioCa {
         decode_chain(&data[..len]).map_err(CaError::BadAnswer)
     }
 
-    /// Keeps `identity` supplied: a certificate now, then a new one when half of its
-    /// lifetime has passed (retrying every 10 s on failure).
-    pub async fn run(self, identity: Arc<MeshIdentity>) {
+    /// Keeps `identity` supplied: a certificate now, a new one after half of its lifetime
+    /// (jittered), retries with backoff on failure (the current certificate keeps serving
+    /// until it expires), and at once when the roots file changes (the mesh roots rotated).
+    pub async fn run(self, identity: Arc<MeshIdentity>, metrics: Metrics) {
+        let mut roots_seen = stamp(&self.roots);
+        let mut attempt = 0u32;
+        let mut next = tokio::time::Instant::now();
         loop {
-            let wait = match self.issue(&identity.trust_domain).await {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = changed(&self.roots, &mut roots_seen) => {
+                    tracing::info!(roots = %self.roots.display(), "mesh roots changed; asking the Istio CA for a new certificate");
+                    self.apply_roots(&identity);
+                }
+            }
+            match self.issue(&identity.trust_domain).await {
                 Ok(certs) => {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs() as i64);
-                    let left = (certs.not_after - now).max(0) as u64;
+                    metrics.mesh_certificate_request("ok");
+                    let wait = renew_after(unix_now(), certs.not_after, fastrand::f64());
                     identity.set(certs);
-                    Duration::from_secs((left / 2).max(10))
+                    tracing::info!(renew_in = ?wait, "mesh certificate from the Istio CA");
+                    attempt = 0;
+                    next = tokio::time::Instant::now() + wait;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "mesh certificate not renewed; retrying in 10s");
-                    Duration::from_secs(10)
+                    metrics.mesh_certificate_request(e.reason());
+                    let wait = backoff(attempt, fastrand::f64());
+                    attempt = attempt.saturating_add(1);
+                    match identity.load() {
+                        Some(c) => tracing::error!(
+                            error = %e, reason = e.reason(), retry_in = ?wait, not_after = c.not_after,
+                            "mesh certificate not renewed; the current one keeps serving"
+                        ),
+                        None => tracing::error!(
+                            error = %e, reason = e.reason(), retry_in = ?wait,
+                            "no mesh certificate yet: ambient backends cannot be reached and /healthz/ready fails"
+                        ),
+                    }
+                    next = tokio::time::Instant::now() + wait;
                 }
-            };
-            tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    /// Puts new roots under the current certificate, so that peers of the new root are
+    /// trusted even before the CA answers.
+    fn apply_roots(&self, identity: &MeshIdentity) {
+        let (Some(current), Ok(roots)) = (identity.load(), std::fs::read(&self.roots)) else { return };
+        match current.with_roots(&roots, unix_now()) {
+            Ok(certs) => identity.set(certs),
+            Err(e) => tracing::warn!(error = %e, "the current mesh certificate does not fit the new roots"),
+        }
+    }
+}
+
+/// Resolves when the file's stamp differs from `seen` (checked every second).
+async fn changed(path: &Path, seen: &mut Option<(SystemTime, u64)>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = stamp(path);
+        if now != *seen {
+            *seen = now;
+            return;
         }
     }
 }
@@ -316,6 +402,39 @@ pub mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renewal_after_half_the_lifetime_within_a_tenth_of_jitter() {
+        let s = Duration::from_secs;
+        assert_eq!(renew_after(1_000, 87_400, 0.0), s(43_200));
+        assert_eq!(renew_after(1_000, 87_400, 1.0), s(43_200 + 8_640));
+        assert_eq!(renew_after(1_000, 87_400, 7.0), s(43_200 + 8_640), "jitter is clamped");
+        assert_eq!(renew_after(1_000, 1_020, 0.0), s(10));
+        assert_eq!(renew_after(500, 400, 0.5), s(1), "an expired certificate is renewed after a second");
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_minute() {
+        let full: Vec<u64> = (0..9).map(|a| backoff(a, 1.0).as_secs()).collect();
+        assert_eq!(full, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(3, 0.0), Duration::from_secs(4), "jitter keeps at least half");
+        assert_eq!(backoff(u32::MAX, 1.0), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn reasons_are_stable() {
+        let cases = [
+            (CaError::Read { path: "t".into(), source: std::io::ErrorKind::NotFound.into() }, "read_failed"),
+            (CaError::Unreachable { address: "a".into(), message: "m".into() }, "unreachable"),
+            (CaError::Refused { status: "16".into(), message: "m".into(), identity: "i".into() }, "refused"),
+            (CaError::BadAnswer("b".into()), "bad_answer"),
+            (CaError::Csr("c".into()), "csr_failed"),
+            (CaError::Cert(MeshCertError::NoRoots), "invalid_certificate"),
+        ];
+        for (e, r) in cases {
+            assert_eq!(e.reason(), r, "{e}");
+        }
+    }
 
     #[test]
     fn varints_and_chains_round_trip() {

@@ -31,7 +31,7 @@ pub const RESERVED_PORTS: [u16; 4] = [15008, 15006, 15001, 15080];
 #[derive(Debug, thiserror::Error)]
 pub enum HboneError {
     /// No mesh certificate is loaded.
-    #[error("no mesh identity is loaded: configure --mesh-cert, --mesh-key and --mesh-roots")]
+    #[error("no mesh identity is loaded: configure --istio-ca-address, or --mesh-cert, --mesh-key and --mesh-roots (with the Istio CA, see the log for why no certificate was issued)")]
     NoIdentity,
     /// TCP connect to the HBONE port failed.
     #[error("connecting to {addr} failed: {source} (is ztunnel running there? maybe a NetworkPolicy blocks HBONE port 15008)")]
