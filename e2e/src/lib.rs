@@ -378,7 +378,7 @@ impl ChartPod {
     pub fn render(values: &[&str], sets: &[&str]) -> Result<ChartPod> {
         let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/wharf");
         let mut cmd = Command::new("helm");
-        cmd.args(["template", "wharf", chart, "-n", "wharf-system"]);
+        cmd.args(["template", "wharf", chart, "-n", "wharf-system", "--kube-version", "1.35.4"]);
         for v in values {
             cmd.args(["-f", &format!("{chart}/{v}")]);
         }

@@ -12,9 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
+use wharf_dataplane::hbone::{HboneClient, MeshIdentity};
+use wharf_dataplane::Metrics;
 use wharf_e2e::*;
-use wharf_model::Identity;
+use wharf_model::{Hbone, Identity};
 
 fn istiod() -> String {
     std::env::var("WHARF_E2E_ISTIOD_ADDRESS")
@@ -142,19 +145,44 @@ async fn chart_istio_mode_gets_its_identity_from_istiod_tunnels_with_it_and_rene
     )
     .unwrap();
     write_istio_volumes(&pod, &dir, &root);
-    let args = mesh_args(&pod, &dir);
+    let mut args = mesh_args(&pod, &dir);
+    // The HBONE inbound the chart turns on (mesh.hbonePort), on a port of this test's own.
+    assert!(pod.args.iter().any(|a| a == "--hbone-port=15008"), "{:?}", pod.args);
+    let inbound_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    args.push(format!("--hbone-port={inbound_port}"));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let c = Controller::spawn(&env, &s, "istio-ca-0", &args, &[("POD_NAMESPACE", "wharf-system")]).unwrap();
     c.wait_ready(Duration::from_secs(30)).await.unwrap();
     let log = c.proc.log();
     assert!(
-        log.contains("mesh identity loaded identity=spiffe://cluster.local/ns/wharf-system/sa/wharf"),
+        log.lines().any(
+            |l| l.contains("mesh identity loaded") && l.contains("spiffe://cluster.local/ns/wharf-system/sa/wharf")
+        ),
         "the gateway did not log its SPIFFE identity:\n{log}"
     );
     assert_eq!(c.metric("wharf_mesh_certificate_requests_total{result=\"ok\"}").await, 1.0);
     let expiry = c.metric("wharf_mesh_certificate_expiry_timestamp_seconds").await;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     assert!(expiry > now && expiry < now + 120.0, "expiry {expiry} is not about 40 s from {now}");
+
+    // A mesh client with an istiod identity tunnels into the gateway's HBONE inbound and
+    // finds the gateway's istiod identity there.
+    let target = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client_identity = Arc::new(MeshIdentity::new("cluster.local"));
+    let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    client_identity.set(backend_identity.with_roots(root.as_bytes(), unix_now).unwrap());
+    let client = HboneClient::new(client_identity, Duration::from_secs(5), Metrics::new());
+    let hb = Hbone {
+        dial: std::net::SocketAddr::from(([127, 0, 0, 1], inbound_port)),
+        identity: Identity::new("cluster.local", "wharf-system", "wharf"),
+        authority: target.local_addr().unwrap().to_string(),
+    };
+    let mut tunnel = client.open(&hb, None).await.unwrap();
+    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(5), target.accept()).await.unwrap().unwrap();
+    tunnel.write_all(b"through the inbound").await.unwrap();
+    let mut got = [0u8; 19];
+    upstream.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"through the inbound");
 
     // An ambient backend is served over HBONE with that identity.
     let (_b, addr) = backend(&env, "in-mesh").await.unwrap();
@@ -199,6 +227,11 @@ async fn chart_istio_mode_gets_its_identity_from_istiod_tunnels_with_it_and_rene
         "requests stopped after the renewal"
     );
     load.abort();
+    eprintln!(
+        "across the renewal: {} requests served, {} failed",
+        ok.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
     assert_eq!(failed.load(Ordering::Relaxed), 0, "requests failed across the renewal; log:\n{}", c.proc.log());
     assert!(c.metric("wharf_mesh_certificate_expiry_timestamp_seconds").await > expiry, "the new certificate is live");
 }
