@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use wharf_dataplane::proxy::normalize::EscapedSlashes;
+
 use crate::logging::LogFormat;
 
 /// Wharf: a Kubernetes edge gateway. Many certificates on one IP by SNI, HTTP routing,
@@ -176,6 +178,19 @@ pub struct ProxyArgs {
     /// Log one line per request.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "WHARF_ACCESS_LOG")]
     pub access_log: bool,
+    /// Escaped slashes (`%2F`, `%5C`) in request paths: `keep` (forwarded as sent; refused
+    /// with 400 where one hides a `..` segment), `reject` (400), or `decode` (to `/`,
+    /// then normalised).
+    #[arg(long, default_value = "keep", value_parser = parse_escaped_slashes, env = "WHARF_ESCAPED_SLASHES")]
+    pub escaped_slashes: EscapedSlashes,
+    /// Merge runs of slashes in request paths (`//a///b` is `/a/b`) before matching and
+    /// forwarding.
+    #[arg(long, env = "WHARF_MERGE_SLASHES")]
+    pub merge_slashes: bool,
+}
+
+fn parse_escaped_slashes(s: &str) -> Result<EscapedSlashes, String> {
+    s.parse()
 }
 
 /// The gateway's identity in the Istio ambient mesh.

@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
+use wharf_dataplane::proxy::normalize::PathOptions;
 use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
 use wharf_model::Identity;
 
@@ -42,6 +43,7 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         https_redirect_port: l.https_redirect_port.unwrap_or(default_redirect_port),
         access_log: proxy.access_log,
         mesh: mesh_identity,
+        paths: PathOptions { escaped_slashes: proxy.escaped_slashes, merge_slashes: proxy.merge_slashes },
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {

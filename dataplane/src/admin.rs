@@ -20,12 +20,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut drain: Watch)
             a = listener.accept() => a,
             _ = drain.signaled() => return,
         };
-        let Ok((stream, _)) = accepted else { continue };
+        let Ok((stream, peer)) = accepted else { continue };
         let s = Arc::clone(&shared);
         tokio::spawn(async move {
+            let local = peer.ip().is_loopback();
             let svc = service_fn(move |req| {
                 let s = Arc::clone(&s);
-                async move { Ok::<_, std::convert::Infallible>(respond(&s, &req)) }
+                async move { Ok::<_, std::convert::Infallible>(respond(&s, &req, local)) }
             });
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
         });
@@ -45,7 +46,10 @@ fn readiness(version: u64, mesh_loaded: Option<bool>) -> Result<(), &'static str
     Ok(())
 }
 
-fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+/// `local`: the client connected over loopback (in Kubernetes: from inside the pod, e.g.
+/// `kubectl port-forward` or `kubectl exec`). Only such clients see `/debug/*`, which
+/// lists every host, route, backend address and certificate name.
+fn respond(shared: &Shared, req: &Request<Incoming>, local: bool) -> Response<Full<Bytes>> {
     let cfg = shared.config.load();
     let mesh = shared.opts.mesh.as_ref().map(|m| m.load());
     let (status, ctype, body) = match req.uri().path() {
@@ -60,6 +64,11 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             }
             (StatusCode::OK, "text/plain; version=0.0.4", shared.metrics.render())
         }
+        p if p.starts_with("/debug/") && !local => (
+            StatusCode::FORBIDDEN,
+            "text/plain",
+            "/debug/* is served only to clients on localhost (use kubectl port-forward)\n".to_owned(),
+        ),
         "/debug/config" => {
             let dump = serde_json::json!({ "version": cfg.version, "snapshot": &*cfg.snapshot });
             (StatusCode::OK, "application/json", serde_json::to_string_pretty(&dump).unwrap_or_default())

@@ -134,6 +134,8 @@ pub struct CompiledConfig {
     pub snapshot: Arc<Snapshot>,
     /// HTTPS listener config.
     pub tls: Arc<ServerConfig>,
+    /// The certificates by name that `tls` serves, for checks made per request.
+    pub sni: Arc<SniResolver>,
     /// HTTP routes.
     pub router: Router,
     /// TLS passthrough routes.
@@ -185,7 +187,8 @@ impl Compiler {
                 Host::Any => {}
             }
         }
-        let tls = tls::server_config(resolver, &self.resumption)?;
+        let sni = Arc::new(resolver);
+        let tls = tls::server_config(Arc::clone(&sni), &self.resumption)?;
 
         let mut endpoints = HashMap::new();
         let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::new();
@@ -250,7 +253,7 @@ impl Compiler {
             .filter_map(|r| Some((r.port, upstreams.get(r.cluster.as_str())?.clone())))
             .collect();
 
-        Ok(CompiledConfig { version, snapshot, tls, router, passthrough, tcp, endpoints, certs })
+        Ok(CompiledConfig { version, snapshot, tls, sni, router, passthrough, tcp, endpoints, certs })
     }
 
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {

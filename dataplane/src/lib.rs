@@ -72,11 +72,19 @@ pub struct Options {
     /// The gateway's mesh identity: ambient endpoints are reached over HBONE with it, and
     /// the HBONE inbound listener presents it.
     pub mesh: Option<Arc<hbone::MeshIdentity>>,
+    /// Request-path normalisation.
+    pub paths: proxy::normalize::PathOptions,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { timeouts: Timeouts::default(), https_redirect_port: 443, access_log: true, mesh: None }
+        Options {
+            timeouts: Timeouts::default(),
+            https_redirect_port: 443,
+            access_log: true,
+            mesh: None,
+            paths: proxy::normalize::PathOptions::default(),
+        }
     }
 }
 

@@ -128,13 +128,13 @@ impl Bound {
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Http, s.clone(), move |stream, client, w| {
-                serve_http(s.clone(), stream, ConnInfo { client, scheme: Scheme::Http, port }, w)
+                serve_http(s.clone(), stream, ConnInfo { client, scheme: Scheme::Http, port, sni: None }, w)
             }));
         }
         if let Some((l, port)) = self.https {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Https, s.clone(), move |stream, client, w| {
-                serve_https(s.clone(), stream, ConnInfo { client, scheme: Scheme::Https, port }, w)
+                serve_https(s.clone(), stream, ConnInfo { client, scheme: Scheme::Https, port, sni: None }, w)
             }));
         }
         if let Some(l) = self.passthrough {
@@ -202,11 +202,12 @@ where
     }
 }
 
-async fn serve_https(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo, drain: Watch) {
+async fn serve_https(shared: Arc<Shared>, stream: TcpStream, mut info: ConnInfo, drain: Watch) {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&shared.config.load().tls));
     match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
             shared.metrics.handshake(true);
+            info.sni = tls.get_ref().1.server_name().map(Arc::from);
             if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
                 serve_h2(shared, tls, info, drain).await;
             } else {

@@ -133,6 +133,7 @@ pub struct Metrics {
     pub hbone_pooled: IntGauge,
     hbone_bytes: IntCounterVec,
     mesh_cert_requests: IntCounterVec,
+    rejected: IntCounterVec,
     /// Expiry of the gateway's mesh certificate, Unix seconds (0: none loaded).
     pub mesh_cert_expiry: IntGauge,
 }
@@ -247,11 +248,19 @@ impl Metrics {
                     Opts::new("wharf_mesh_certificate_requests_total", "Certificate requests to the Istio CA by result (ok or the failure reason)"),
                     &["result"],
                 )?,
+                rejected: IntCounterVec::new(
+                    Opts::new("wharf_requests_rejected_total", "Requests answered by the gateway before routing (400, 421), by reason"),
+                    &["reason"],
+                )?,
                 mesh_cert_expiry: gauge(
                     "wharf_mesh_certificate_expiry_timestamp_seconds",
                     "Expiry of the gateway's mesh certificate, Unix seconds (0: no mesh identity loaded)",
                 )?,
             };
+            for r in crate::proxy::Rejected::REASONS {
+                m.rejected.with_label_values(&[r]);
+            }
+            registry.register(Box::new(m.rejected.clone()))?;
             registry.register(Box::new(m.mesh_cert_requests.clone()))?;
             registry.register(Box::new(m.mesh_cert_expiry.clone()))?;
             registry.register(Box::new(m.hbone_tunnels.clone()))?;
@@ -321,6 +330,11 @@ impl Metrics {
     pub fn hbone_bytes(&self, tunnel: &str, to_upstream: u64, to_client: u64) {
         self.hbone_bytes.with_label_values(&[tunnel, "upstream"]).inc_by(to_upstream);
         self.hbone_bytes.with_label_values(&[tunnel, "downstream"]).inc_by(to_client);
+    }
+
+    /// Counts a request refused before routing.
+    pub fn rejected(&self, reason: &str) {
+        self.rejected.with_label_values(&[reason]).inc();
     }
 
     /// Counts a certificate request to the Istio CA (`result`: ok or the failure reason).

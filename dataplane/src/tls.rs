@@ -84,12 +84,12 @@ impl Resumption {
 }
 
 /// The HTTPS listener's rustls config: TLS 1.2 and 1.3, ALPN h2 and http/1.1, resumption.
-pub fn server_config(resolver: SniResolver, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
+pub fn server_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     cfg.session_storage = Arc::clone(&resumption.cache);
     cfg.ticketer = Arc::clone(&resumption.ticketer);

@@ -2,6 +2,7 @@
 
 mod body;
 pub mod headers;
+pub mod normalize;
 pub mod upstream;
 
 use std::borrow::Cow;
@@ -45,21 +46,147 @@ pub struct ConnInfo {
     pub scheme: Scheme,
     /// The gateway port the client sees (for X-Forwarded-Port).
     pub port: u16,
+    /// The SNI the TLS connection was opened for (HTTPS only).
+    pub sni: Option<Arc<str>>,
+}
+
+/// Why a request was answered by the gateway itself before routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejected {
+    /// An HTTP/1.1 request without `Host`, or one without any host at all.
+    MissingHost,
+    /// More than one `Host` header.
+    DuplicateHost,
+    /// HTTP/2 `:authority` and `Host` name different hosts.
+    HostMismatch,
+    /// The path cannot be normalised safely.
+    Path(normalize::PathError),
+    /// The host would be served with another certificate than the connection's (421).
+    Misdirected,
+}
+
+impl Rejected {
+    /// Every reason, for the metric's label set.
+    pub const REASONS: [&'static str; 8] = [
+        "missing_host",
+        "duplicate_host",
+        "host_mismatch",
+        "bad_path_escape",
+        "nul_in_path",
+        "escaped_slash",
+        "hidden_dot_segment",
+        "misdirected",
+    ];
+
+    /// Short stable reason for metrics and logs.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Rejected::MissingHost => "missing_host",
+            Rejected::DuplicateHost => "duplicate_host",
+            Rejected::HostMismatch => "host_mismatch",
+            Rejected::Path(e) => e.reason(),
+            Rejected::Misdirected => "misdirected",
+        }
+    }
+
+    /// The status the client gets.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Rejected::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Rejected::MissingHost => "the request has no Host header",
+            Rejected::DuplicateHost => "the request has more than one Host header",
+            Rejected::HostMismatch => "the Host header and :authority name different hosts",
+            Rejected::Path(e) => match e {
+                normalize::PathError::BadEscape => "the path has a malformed percent-escape",
+                normalize::PathError::Nul => "the path contains an escaped NUL byte",
+                normalize::PathError::EscapedSlash => "the path contains an escaped slash (%2F or %5C)",
+                normalize::PathError::HiddenDotSegment => "the path hides a dot segment behind an escaped slash",
+            },
+            Rejected::Misdirected => {
+                "this connection's certificate is not the one for this host: open a new connection for it"
+            }
+        }
+    }
+}
+
+/// Refuses requests whose target is ambiguous (RFC 9112 §3.2; RFC 9113 §8.3.1). hyper
+/// already refuses obsolete line folding, and drops Content-Length when
+/// Transfer-Encoding is present (RFC 9112 §6.3), so a backend never sees both.
+fn check_framing<B>(req: &Request<B>) -> Result<(), Rejected> {
+    let h = req.headers();
+    let mut hosts = h.get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(Rejected::DuplicateHost);
+    }
+    match req.version() {
+        Version::HTTP_2 => match (req.uri().authority(), host) {
+            (Some(a), Some(h)) if !a.as_str().eq_ignore_ascii_case(h.to_str().unwrap_or("")) => {
+                Err(Rejected::HostMismatch)
+            }
+            (None, None) => Err(Rejected::MissingHost),
+            _ => Ok(()),
+        },
+        Version::HTTP_11 if host.is_none() => Err(Rejected::MissingHost),
+        _ => Ok(()),
+    }
+}
+
+/// Normalises the request's path in place (see [`normalize`]).
+fn normalize_target<B>(req: &mut Request<B>, opts: normalize::PathOptions) -> Result<(), Rejected> {
+    let normalized = match normalize::normalize_path(req.uri().path(), opts).map_err(Rejected::Path)? {
+        Cow::Borrowed(_) => return Ok(()),
+        Cow::Owned(p) => p,
+    };
+    let pq = match req.uri().query() {
+        Some(q) => format!("{normalized}?{q}"),
+        None => normalized,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query =
+        Some(PathAndQuery::try_from(pq).map_err(|_| Rejected::Path(normalize::PathError::BadEscape))?);
+    *req.uri_mut() = Uri::from_parts(parts).map_err(|_| Rejected::Path(normalize::PathError::BadEscape))?;
+    Ok(())
 }
 
 /// Handles one request end to end. Never fails: errors become responses.
-pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn handle(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    mut req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     let cfg = shared.config.load_full();
+    let checked = check_framing(&req).and_then(|()| normalize_target(&mut req, shared.opts.paths));
     let host_value = request_host(&req);
     let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
-    let route = cfg.router.route(&host, req.uri().path());
+    let checked = checked.and_then(|()| match &conn.sni {
+        Some(sni) if misdirected(&cfg, sni, &host) => Err(Rejected::Misdirected),
+        _ => Ok(()),
+    });
+    let route = if checked.is_ok() { cfg.router.route(&host, req.uri().path()) } else { None };
     let method = req.method().clone();
     // Only the access log needs its own copy of the path.
     let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
     let version = req.version();
 
     let (resp, reason, upstream_addr) = match route {
+        None if checked.is_err() => {
+            let rejected = checked.err().unwrap_or(Rejected::MissingHost);
+            shared.metrics.rejected(rejected.reason());
+            let mut r = local(rejected.status(), rejected.message());
+            if rejected != Rejected::Misdirected {
+                // The connection's framing can no longer be trusted.
+                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            (r, Some(rejected.reason()), None)
+        }
         None => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
         Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
         // Boxed: the forwarding state is large, and hyper moves the request future into a
@@ -93,6 +220,18 @@ pub async fn handle(shared: Arc<Shared>, conn: ConnInfo, req: Request<Incoming>)
         );
     }
     Ok(resp)
+}
+
+/// True when `host` would get another certificate than `sni`, the name the connection
+/// was opened for: the client must not reuse this connection for it (RFC 9110 §15.5.20).
+/// Hosts that share a certificate can share connections.
+fn misdirected(cfg: &crate::CompiledConfig, sni: &str, host: &str) -> bool {
+    if host.is_empty() || sni.eq_ignore_ascii_case(host) {
+        return false;
+    }
+    let (for_sni, _) = cfg.sni.select(Some(sni));
+    let (for_host, _) = cfg.sni.select(Some(host));
+    !Arc::ptr_eq(for_sni, for_host)
 }
 
 /// The host a request is for, as sent: `:authority` (HTTP/2, absolute-form) or `Host`.
@@ -170,8 +309,10 @@ async fn forward(
         port: conn.port,
     };
     headers::set_forwarded(req.headers_mut(), &fwd);
+    // The backend sees the host that was routed: an absolute-form target wins over a
+    // different Host header (RFC 9112 §3.2.2), and HTTP/2 carries it as :authority.
     if let Some(h) = host {
-        if !req.headers().contains_key(header::HOST) {
+        if req.headers().get(header::HOST) != Some(h) {
             req.headers_mut().insert(header::HOST, h.clone());
         }
     }

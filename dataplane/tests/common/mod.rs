@@ -27,7 +27,11 @@ pub fn loopback() -> Option<SocketAddr> {
 }
 
 pub async fn start_with(timeouts: Timeouts) -> Running {
-    let gw = Gateway::new(Options { timeouts, https_redirect_port: 8443, access_log: false, mesh: None }).unwrap();
+    start_with_options(Options { timeouts, https_redirect_port: 8443, access_log: false, ..Options::default() }).await
+}
+
+pub async fn start_with_options(opts: Options) -> Running {
+    let gw = Gateway::new(opts).unwrap();
     let addrs = ListenerAddrs {
         http: loopback(),
         https: loopback(),

@@ -1,0 +1,204 @@
+//! What an edge in front of many tenants must refuse or rewrite before routing: paths
+//! that climb out of a route, hosts that do not belong to the connection's certificate,
+//! ambiguous framing. Requests are sent as raw bytes where a client library would tidy
+//! them up first.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wharf_dataplane::proxy::normalize::{EscapedSlashes, PathOptions};
+use wharf_dataplane::testing::TestCa;
+use wharf_dataplane::Options;
+use wharf_model::{PathMatch, TlsHost};
+
+/// Sends `raw` on a new connection and reads until the server closes or 2 s pass; returns
+/// the status code of the first response and the whole answer.
+async fn raw(addr: SocketAddr, raw: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(raw.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), s.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: t.test\r\nConnection: close\r\n\r\n")
+}
+
+/// Host t.test exposes only /public (to "public"); "/" elsewhere is not routed.
+async fn tenant(paths: PathOptions) -> Running {
+    let r = start_with_options(Options { access_log: false, paths, ..Options::default() }).await;
+    let public = echo("public").await;
+    let s = snapshot(
+        vec![(host("t.test"), vec![route(PathMatch::prefix("/public").unwrap(), "public", false)])],
+        vec![("public", cluster(&[public]))],
+    );
+    r.gw.apply(s).unwrap();
+    r
+}
+
+fn backend_path(answer: &str) -> String {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
+    json["path"].as_str().unwrap_or("").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_are_normalised_before_matching_and_the_backend_gets_the_normalised_path() {
+    let r = tenant(PathOptions::default()).await;
+    for p in ["/public/../internal", "/public/%2e%2e/internal", "/public/%2E%2e/internal", "/public/./../internal"] {
+        let (status, answer) = raw(r.http, &get(p)).await;
+        assert_eq!(status, 404, "{p} climbed out of /public: {answer}");
+    }
+    // Escaped slashes are kept, but may not hide a dot segment.
+    let (status, answer) = raw(r.http, &get("/public/..%2finternal")).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("dot segment"), "{answer}");
+    // What stays inside the route reaches the backend normalised.
+    let cases = [
+        ("/public//../internal", "/public/internal"),
+        ("/public/a/./b/../c?x=1", "/public/a/c"),
+        ("/%70ublic/%7euser", "/public/~user"),
+        ("/public/g%2fp", "/public/g%2Fp"),
+    ];
+    for (sent, want) in cases {
+        let (status, answer) = raw(r.http, &get(sent)).await;
+        assert_eq!(status, 200, "{sent}: {answer}");
+        assert_eq!(backend_path(&answer), want, "{sent}");
+    }
+    let (status, _) = raw(r.http, &get("/public/%zz")).await;
+    assert_eq!(status, 400);
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("wharf_requests_rejected_total{reason=\"hidden_dot_segment\"} 1"), "{m}");
+    assert!(m.contains("wharf_requests_rejected_total{reason=\"bad_path_escape\"} 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escaped_slashes_rejected_or_decoded_and_slashes_merged_when_configured() {
+    let reject = tenant(PathOptions { escaped_slashes: EscapedSlashes::Reject, merge_slashes: false }).await;
+    assert_eq!(raw(reject.http, &get("/public/g%2Fp")).await.0, 400);
+    let decode = tenant(PathOptions { escaped_slashes: EscapedSlashes::Decode, merge_slashes: true }).await;
+    assert_eq!(raw(decode.http, &get("/public/..%2Finternal")).await.0, 404);
+    let (status, answer) = raw(decode.http, &get("/public/g%2Fp//q")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(backend_path(&answer), "/public/g/p/q");
+    assert_eq!(raw(decode.http, &get("//public//../internal")).await.0, 404, "merged first, then ..");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_http1_framing_is_refused() {
+    let r = tenant(PathOptions::default()).await;
+    let (status, answer) =
+        raw(r.http, "GET /public HTTP/1.1\r\nHost: t.test\r\nHost: other.test\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("more than one Host"), "{answer}");
+    let (status, answer) = raw(r.http, "GET /public HTTP/1.1\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("no Host"), "{answer}");
+    // Content-Length and Transfer-Encoding together: chunked wins (RFC 9112 §6.3) and the
+    // backend never sees both, so it cannot read the body another way.
+    let (status, answer) = raw(
+        r.http,
+        "POST /public HTTP/1.1\r\nHost: t.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap();
+    assert!(json["headers"].get("content-length").is_none(), "{answer}");
+    assert_eq!(json["headers"]["transfer-encoding"], "chunked", "{answer}");
+    let (status, answer) =
+        raw(r.http, "GET /public HTTP/1.1\r\nHost: t.test\r\nX-Folded: a\r\n b\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, 400, "obsolete line folding: {answer}");
+    // Absolute-form: the target's host wins over Host, and the backend sees that host.
+    let (status, answer) =
+        raw(r.http, "GET http://t.test/public HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, 200, "{answer}");
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("");
+    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap();
+    assert_eq!(json["host"], "t.test", "{answer}");
+    // HTTP/1.0 may omit Host.
+    assert_eq!(raw(r.http, "GET /public HTTP/1.0\r\n\r\n").await.0, 404);
+}
+
+/// a.test and b.test with certificates of their own, c.test sharing a.test's.
+async fn two_tenants() -> (Running, TestCa) {
+    let r = start().await;
+    let ca = TestCa::default();
+    let backend = echo("app").await;
+    let mut s = snapshot(
+        ["a.test", "b.test", "c.test"]
+            .into_iter()
+            .map(|h| (host(h), vec![route(PathMatch::prefix("/").unwrap(), "app", false)]))
+            .collect(),
+        vec![("app", cluster(&[backend]))],
+    );
+    s.certificates.insert("ac".into(), ca.leaf(&["a.test", "c.test"]).certificate());
+    s.certificates.insert("b".into(), ca.leaf(&["b.test"]).certificate());
+    s.tls_hosts = vec![
+        TlsHost { host: host("a.test"), certificate: "ac".into() },
+        TlsHost { host: host("c.test"), certificate: "ac".into() },
+        TlsHost { host: host("b.test"), certificate: "b".into() },
+    ];
+    r.gw.apply(s).unwrap();
+    (r, ca)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_another_certificate_than_the_connection_gets_421() {
+    let (r, ca) = two_tenants().await;
+    for alpn in [&b"h2"[..], &b"http/1.1"[..]] {
+        let cfg = ca.client_config(&[alpn]);
+        let seen = https_get(r.https, Some("a.test"), Arc::clone(&cfg), "b.test", "/").await.unwrap();
+        assert_eq!(seen.status, 421, "{}", seen.body);
+        let seen = https_get(r.https, Some("a.test"), Arc::clone(&cfg), "c.test", "/").await.unwrap();
+        assert_eq!(seen.status, 200, "same certificate: coalescable");
+        let seen = https_get(r.https, Some("A.test"), cfg, "a.test", "/").await.unwrap();
+        assert_eq!(seen.status, 200);
+    }
+
+    // One HTTP/2 connection opened for a.test, then used for b.test, c.test and a.test.
+    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
+        .connect(rustls::pki_types::ServerName::try_from("a.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let mut statuses = Vec::new();
+    for authority in ["b.test", "c.test", "a.test"] {
+        let req = http::Request::get(format!("https://{authority}/")).body(Empty::<Bytes>::new()).unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        statuses.push(resp.status().as_u16());
+        resp.into_body().collect().await.unwrap();
+    }
+    assert_eq!(statuses, [421, 200, 200]);
+    assert!(admin_get(&r, "/metrics").await.body.contains("wharf_requests_rejected_total{reason=\"misdirected\"} 3"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_host_header_must_agree_with_authority() {
+    let (r, ca) = two_tenants().await;
+    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
+        .connect(rustls::pki_types::ServerName::try_from("a.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("https://a.test/").header("host", "b.test").body(Empty::<Bytes>::new()).unwrap();
+    assert_eq!(send.send_request(req).await.unwrap().status(), 400);
+}
