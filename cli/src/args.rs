@@ -187,6 +187,32 @@ pub struct ProxyArgs {
     /// forwarding.
     #[arg(long, env = "WHARF_MERGE_SLASHES")]
     pub merge_slashes: bool,
+    /// Largest request head (request line and headers) in bytes: 431 beyond; also the
+    /// HTTP/2 header list size. At least 8192.
+    #[arg(long, default_value_t = 65536, value_parser = clap::value_parser!(u32).range(8192..), env = "WHARF_MAX_REQUEST_HEADER_BYTES")]
+    pub max_request_header_bytes: u32,
+    /// Most headers in one HTTP/1.1 request: 431 beyond.
+    #[arg(long, default_value_t = 100, env = "WHARF_MAX_REQUEST_HEADERS")]
+    pub max_request_headers: usize,
+    /// Longest request target (path and query) in bytes: 414 beyond.
+    #[arg(long, default_value_t = 8192, env = "WHARF_MAX_URL_BYTES")]
+    pub max_url_bytes: usize,
+    /// Largest request body for routes without their own limit (`wharf.dev/proxy-body-size`),
+    /// like `8m`, `512k` or bytes: 413 beyond. `0` is unlimited.
+    #[arg(long, default_value = "0", value_parser = parse_size, env = "WHARF_MAX_REQUEST_BODY")]
+    pub max_request_body: u64,
+    /// Open connections per listener; beyond, new connections are closed at once and
+    /// /healthz/ready fails. 0 is unlimited.
+    #[arg(long, default_value_t = 0, env = "WHARF_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Client connections older than this are asked to close (HTTP/1.1 after the current
+    /// request, HTTP/2 with GOAWAY) so clients spread over new replicas; 0 never.
+    #[arg(long, default_value = "0", value_parser = parse_duration, env = "WHARF_MAX_CONNECTION_AGE")]
+    pub max_connection_age: Duration,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    wharf_model::parse_size(s).ok_or_else(|| format!("{s:?} is not a size like 8m, 512k or 1024 (0: unlimited)"))
 }
 
 fn parse_escaped_slashes(s: &str) -> Result<EscapedSlashes, String> {

@@ -10,7 +10,7 @@ use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
 use wharf_dataplane::proxy::normalize::PathOptions;
-use wharf_dataplane::{Gateway, ListenerAddrs, Options, Timeouts};
+use wharf_dataplane::{Gateway, Limits, ListenerAddrs, Options, Timeouts};
 use wharf_model::Identity;
 
 use crate::args::{GatewayArgs, MeshArgs};
@@ -44,6 +44,14 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         access_log: proxy.access_log,
         mesh: mesh_identity,
         paths: PathOptions { escaped_slashes: proxy.escaped_slashes, merge_slashes: proxy.merge_slashes },
+        limits: Limits {
+            max_header_bytes: proxy.max_request_header_bytes as usize,
+            max_headers: proxy.max_request_headers,
+            max_url_bytes: proxy.max_url_bytes,
+            max_body_bytes: proxy.max_request_body,
+            max_connections: proxy.max_connections,
+            max_connection_age: (!proxy.max_connection_age.is_zero()).then_some(proxy.max_connection_age),
+        },
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {

@@ -33,15 +33,29 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut drain: Watch)
     }
 }
 
+/// True when a listener holds `--max-connections` connections.
+fn full(shared: &Shared) -> bool {
+    use crate::metrics::Listener;
+    let max = shared.opts.limits.max_connections as i64;
+    max > 0
+        && [Listener::Http, Listener::Https, Listener::Passthrough, Listener::Tcp, Listener::Hbone]
+            .into_iter()
+            .any(|l| shared.metrics.open_connections(l) >= max)
+}
+
 /// Ready once a config is applied and, when a mesh identity is configured, once it has a
 /// certificate: a replica that cannot open tunnels must not take traffic for ambient
-/// backends. `mesh_loaded` is None when no mesh identity is configured.
-fn readiness(version: u64, mesh_loaded: Option<bool>) -> Result<(), &'static str> {
+/// backends. `mesh_loaded` is None when no mesh identity is configured. A replica whose
+/// listener is full says so, so that load balancers send new clients elsewhere.
+fn readiness(version: u64, mesh_loaded: Option<bool>, full: bool) -> Result<(), &'static str> {
     if version == 0 {
         return Err("no config applied yet");
     }
     if mesh_loaded == Some(false) {
         return Err("no mesh identity yet (waiting for the Istio CA or the mesh certificate files; see the log)");
+    }
+    if full {
+        return Err("a listener is at --max-connections");
     }
     Ok(())
 }
@@ -53,7 +67,7 @@ fn respond(shared: &Shared, req: &Request<Incoming>, local: bool) -> Response<Fu
     let cfg = shared.config.load();
     let mesh = shared.opts.mesh.as_ref().map(|m| m.load());
     let (status, ctype, body) = match req.uri().path() {
-        "/healthz/ready" => match readiness(cfg.version, mesh.as_ref().map(Option::is_some)) {
+        "/healthz/ready" => match readiness(cfg.version, mesh.as_ref().map(Option::is_some), full(shared)) {
             Ok(()) => (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version)),
             Err(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("not ready: {why}\n")),
         },
@@ -89,10 +103,11 @@ mod tests {
 
     #[test]
     fn ready_needs_a_config_and_a_configured_mesh_identity() {
-        assert_eq!(readiness(0, None), Err("no config applied yet"));
-        assert_eq!(readiness(0, Some(true)), Err("no config applied yet"));
-        assert!(readiness(1, Some(false)).unwrap_err().contains("no mesh identity"));
-        assert_eq!(readiness(1, Some(true)), Ok(()));
-        assert_eq!(readiness(1, None), Ok(()));
+        assert_eq!(readiness(0, None, false), Err("no config applied yet"));
+        assert_eq!(readiness(0, Some(true), false), Err("no config applied yet"));
+        assert!(readiness(1, Some(false), false).unwrap_err().contains("no mesh identity"));
+        assert_eq!(readiness(1, Some(true), false), Ok(()));
+        assert_eq!(readiness(1, None, false), Ok(()));
+        assert!(readiness(1, None, true).unwrap_err().contains("max-connections"));
     }
 }

@@ -58,6 +58,8 @@ pub struct CompiledRoute {
     pub source: String,
     /// Redirect plain HTTP to HTTPS.
     pub https_redirect: bool,
+    /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
+    pub max_body_bytes: Option<u64>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -219,6 +221,7 @@ impl Compiler {
                 upstream: upstreams.get(r.cluster.as_str()).cloned(),
                 source,
                 https_redirect: r.https_redirect,
+                max_body_bytes: r.max_body_bytes,
                 metrics,
             }
         };

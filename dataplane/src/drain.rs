@@ -34,18 +34,35 @@ impl Watch {
     }
 }
 
-/// Serves an HTTP connection until it ends; once draining starts, asks it to finish its
-/// in-flight requests (HTTP/1.1: close after the current one; HTTP/2: GOAWAY) and waits.
-pub async fn serve_connection<C>(conn: C, mut drain: Watch)
+/// Serves an HTTP connection until it ends; once draining starts, or the connection is
+/// older than `max_age`, asks it to finish its in-flight requests (HTTP/1.1: close after
+/// the current one; HTTP/2: GOAWAY) and waits. Returns how the connection ended.
+pub async fn serve_connection<C>(
+    conn: C,
+    mut drain: Watch,
+    max_age: Option<Duration>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
     C: hyper_util::server::graceful::GracefulConnection,
+    C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
+    let aged = async {
+        match max_age {
+            Some(age) => tokio::time::sleep(age).await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
         _ = drain.signaled() => {
             conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+            conn.await
         }
-    }
+        _ = aged => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    ended.map_err(Into::into)
 }

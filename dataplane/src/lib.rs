@@ -60,6 +60,39 @@ impl Default for Timeouts {
     }
 }
 
+/// Request and connection limits.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Request head in bytes: HTTP/1.1 (request line and headers; 431 beyond, at least
+    /// 8 KiB) and the HTTP/2 header list.
+    pub max_header_bytes: usize,
+    /// Request headers per HTTP/1.1 request (431 beyond).
+    pub max_headers: usize,
+    /// Request target (path and query) in bytes (414 beyond).
+    pub max_url_bytes: usize,
+    /// Request body bytes for routes without a limit of their own (413 beyond); 0 is
+    /// unlimited.
+    pub max_body_bytes: u64,
+    /// Open connections per listener; new ones beyond are closed at once. 0 is unlimited.
+    pub max_connections: usize,
+    /// Connections older than this are asked to close (HTTP/1.1: after the current
+    /// request; HTTP/2: GOAWAY), so that clients spread over new replicas.
+    pub max_connection_age: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 64 * 1024,
+            max_headers: 100,
+            max_url_bytes: 8 * 1024,
+            max_body_bytes: 0,
+            max_connections: 0,
+            max_connection_age: None,
+        }
+    }
+}
+
 /// Data-plane settings.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -74,6 +107,8 @@ pub struct Options {
     pub mesh: Option<Arc<hbone::MeshIdentity>>,
     /// Request-path normalisation.
     pub paths: proxy::normalize::PathOptions,
+    /// Request and connection limits.
+    pub limits: Limits,
 }
 
 impl Default for Options {
@@ -84,6 +119,7 @@ impl Default for Options {
             access_log: true,
             mesh: None,
             paths: proxy::normalize::PathOptions::default(),
+            limits: Limits::default(),
         }
     }
 }

@@ -21,6 +21,8 @@ use crate::{admin, passthrough, tcp, Gateway, Shared};
 
 /// Concurrent streams per client HTTP/2 connection.
 const H2_MAX_STREAMS: u32 = 250;
+/// hyper's smallest HTTP/1.1 read buffer.
+const MIN_HEAD_BYTES: usize = 8192;
 /// PING interval on quiet client HTTP/2 connections.
 const H2_KEEPALIVE: Duration = Duration::from_secs(30);
 
@@ -176,9 +178,16 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let active = shared.metrics.active(kind);
+    let max = shared.opts.limits.max_connections;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((stream, _)) if max > 0 && active.get() >= max as i64 => {
+                    // Refused before any work: closing at once is cheaper than serving
+                    // slowly, and clients retry elsewhere.
+                    drop(stream);
+                    shared.metrics.connection_refused(kind);
+                }
                 Ok((stream, client)) => {
                     let _ = stream.set_nodelay(true);
                     let w = drain.clone();
@@ -229,17 +238,40 @@ async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let limits = &shared.opts.limits;
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(shared.opts.timeouts.client_idle).keep_alive(true);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.opts.timeouts.client_idle)
+        .keep_alive(true)
+        .max_buf_size(limits.max_header_bytes.max(MIN_HEAD_BYTES))
+        .max_headers(limits.max_headers);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_header_list_size(header_list_size(limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
     let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    crate::drain::serve_connection(conn, drain).await;
+    let ended = crate::drain::serve_connection(conn, drain, limits.max_connection_age).await;
+    count_head_too_large(&shared, ended);
+}
+
+/// hyper refuses an oversized HTTP/1.1 request head itself (431) and ends the connection
+/// with this error; count it with the other refusals.
+fn count_head_too_large(shared: &Shared, ended: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
+    if let Err(e) = ended {
+        if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse_too_large) {
+            shared.metrics.rejected("header_too_large");
+        }
+    }
+}
+
+fn header_list_size(limits: &crate::Limits) -> u32 {
+    u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX)
 }
 
 /// HTTP/2 negotiated by ALPN: no protocol sniffing, and the responses of many streams
@@ -249,9 +281,13 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder.timer(TokioTimer::new()).max_concurrent_streams(H2_MAX_STREAMS).keep_alive_interval(Some(H2_KEEPALIVE));
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_header_list_size(header_list_size(&shared.opts.limits))
+        .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
     let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
     let conn = builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc);
-    crate::drain::serve_connection(conn, drain).await;
+    let _ = crate::drain::serve_connection(conn, drain, shared.opts.limits.max_connection_age).await;
 }

@@ -134,6 +134,7 @@ pub struct Metrics {
     hbone_bytes: IntCounterVec,
     mesh_cert_requests: IntCounterVec,
     rejected: IntCounterVec,
+    refused: IntCounterVec,
     /// Expiry of the gateway's mesh certificate, Unix seconds (0: none loaded).
     pub mesh_cert_expiry: IntGauge,
 }
@@ -248,6 +249,10 @@ impl Metrics {
                     Opts::new("wharf_mesh_certificate_requests_total", "Certificate requests to the Istio CA by result (ok or the failure reason)"),
                     &["result"],
                 )?,
+                refused: IntCounterVec::new(
+                    Opts::new("wharf_connections_refused_total", "Connections closed at accept because the listener was at --max-connections"),
+                    &["listener"],
+                )?,
                 rejected: IntCounterVec::new(
                     Opts::new("wharf_requests_rejected_total", "Requests answered by the gateway before routing (400, 421), by reason"),
                     &["reason"],
@@ -261,6 +266,7 @@ impl Metrics {
                 m.rejected.with_label_values(&[r]);
             }
             registry.register(Box::new(m.rejected.clone()))?;
+            registry.register(Box::new(m.refused.clone()))?;
             registry.register(Box::new(m.mesh_cert_requests.clone()))?;
             registry.register(Box::new(m.mesh_cert_expiry.clone()))?;
             registry.register(Box::new(m.hbone_tunnels.clone()))?;
@@ -330,6 +336,16 @@ impl Metrics {
     pub fn hbone_bytes(&self, tunnel: &str, to_upstream: u64, to_client: u64) {
         self.hbone_bytes.with_label_values(&[tunnel, "upstream"]).inc_by(to_upstream);
         self.hbone_bytes.with_label_values(&[tunnel, "downstream"]).inc_by(to_client);
+    }
+
+    /// Counts a connection closed at accept (listener full).
+    pub fn connection_refused(&self, listener: Listener) {
+        self.refused.with_label_values(&[listener.label()]).inc();
+    }
+
+    /// Open connections of a listener.
+    pub fn open_connections(&self, listener: Listener) -> i64 {
+        self.active.with_label_values(&[listener.label()]).get()
     }
 
     /// Counts a request refused before routing.

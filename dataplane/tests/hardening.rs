@@ -17,7 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_dataplane::proxy::normalize::{EscapedSlashes, PathOptions};
 use wharf_dataplane::testing::TestCa;
-use wharf_dataplane::Options;
+use wharf_dataplane::{Limits, Options};
 use wharf_model::{PathMatch, TlsHost};
 
 /// Sends `raw` on a new connection and reads until the server closes or 2 s pass; returns
@@ -201,4 +201,139 @@ async fn http2_host_header_must_agree_with_authority() {
     tokio::spawn(conn);
     let req = http::Request::get("https://a.test/").header("host", "b.test").body(Empty::<Bytes>::new()).unwrap();
     assert_eq!(send.send_request(req).await.unwrap().status(), 400);
+}
+
+/// Host t.test with "/" to an echo backend, under `limits`; "/small" allows 1 KiB bodies.
+async fn limited(limits: Limits) -> Running {
+    let r = start_with_options(Options { access_log: false, limits, ..Options::default() }).await;
+    let app = echo("app").await;
+    let mut small = route(PathMatch::prefix("/small").unwrap(), "app", false);
+    small.max_body_bytes = Some(1024);
+    let mut routes = vec![route(PathMatch::prefix("/").unwrap(), "app", false), small];
+    routes.sort_by_key(|r| r.path.precedence_key());
+    r.gw.apply(snapshot(vec![(host("t.test"), routes)], vec![("app", cluster(&[app]))])).unwrap();
+    r
+}
+
+fn rejected(metrics: &str, reason: &str) -> u64 {
+    let series = format!("wharf_requests_rejected_total{{reason=\"{reason}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&series)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_heads_and_targets_are_refused() {
+    let r = limited(Limits::default()).await;
+    let big = "x".repeat(200 * 1024);
+    let (status, answer) = raw(r.http, &format!("GET / HTTP/1.1\r\nHost: t.test\r\nX-Big: {big}\r\n\r\n")).await;
+    assert_eq!(status, 431, "{}", &answer[..answer.len().min(200)]);
+    let many: String = (0..101).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let (status, _) = raw(r.http, &format!("GET / HTTP/1.1\r\nHost: t.test\r\n{many}\r\n")).await;
+    assert_eq!(status, 431);
+    let long = format!("/{}", "a".repeat(9000));
+    let (status, answer) = raw(r.http, &get(&long)).await;
+    assert_eq!(status, 414, "{}", &answer[..answer.len().min(200)]);
+    // Just under the limits: served.
+    let (status, _) = raw(r.http, &get(&format!("/{}", "a".repeat(8000)))).await;
+    assert_eq!(status, 200);
+    let m = admin_get(&r, "/metrics").await.body;
+    assert_eq!(rejected(&m, "header_too_large"), 2, "{m}");
+    assert_eq!(rejected(&m, "url_too_long"), 1, "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_header_lists_over_the_limit_are_refused() {
+    let r = limited(Limits { max_header_bytes: 16 * 1024, ..Limits::default() }).await;
+    let tcp = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("http://t.test/").header("x-big", "y".repeat(32 * 1024)).body(Empty::<Bytes>::new());
+    let refused = match send.send_request(req.unwrap()).await {
+        Ok(resp) => resp.status().as_u16() == 431,
+        Err(_) => true,
+    };
+    assert!(refused, "a 32 KiB header list went through a 16 KiB limit");
+    let req = http::Request::get("http://t.test/").header("x-small", "y".repeat(1024)).body(Empty::<Bytes>::new());
+    assert_eq!(send.send_request(req.unwrap()).await.unwrap().status(), 200);
+}
+
+fn post(path: &str, body: &str, chunked: bool) -> String {
+    if chunked {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: t.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    } else {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: t.test\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_over_the_route_or_gateway_limit_get_413() {
+    let r = limited(Limits { max_body_bytes: 4096, ..Limits::default() }).await;
+    let (small, medium, large) = ("s".repeat(500), "m".repeat(2000), "l".repeat(5000));
+    for chunked in [false, true] {
+        assert_eq!(raw(r.http, &post("/small", &small, chunked)).await.0, 200, "chunked: {chunked}");
+        assert_eq!(raw(r.http, &post("/small", &medium, chunked)).await.0, 413, "route limit, chunked: {chunked}");
+        assert_eq!(raw(r.http, &post("/", &medium, chunked)).await.0, 200, "chunked: {chunked}");
+        assert_eq!(raw(r.http, &post("/", &large, chunked)).await.0, 413, "gateway limit, chunked: {chunked}");
+    }
+    assert_eq!(rejected(&admin_get(&r, "/metrics").await.body, "body_too_large"), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_listener_closes_new_connections_and_is_not_ready() {
+    let r = limited(Limits { max_connections: 2, ..Limits::default() }).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(r.http).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: t.test\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"HTTP/1.1 200");
+        held.push(s);
+    }
+    // The third is closed without an answer.
+    let mut third = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    let _ = third.write_all(b"GET / HTTP/1.1\r\nHost: t.test\r\n\r\n").await;
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), third.read_to_end(&mut buf)).await.unwrap();
+    assert!(matches!(n, Ok(0) | Err(_)), "{:?}", String::from_utf8_lossy(&buf));
+    let ready = admin_get(&r, "/healthz/ready").await;
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(admin_get(&r, "/metrics").await.body.contains("wharf_connections_refused_total{listener=\"http\"} 1"));
+    // One closes: ready again.
+    held.pop();
+    let admin = r.admin;
+    let back = eventually(std::time::Duration::from_secs(5), || async move {
+        http_get(admin, "admin", "/healthz/ready").await.map(|s| s.status) == Ok(200)
+    })
+    .await;
+    assert!(back);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_connections_are_asked_to_close() {
+    let age = std::time::Duration::from_millis(300);
+    let r = limited(Limits { max_connection_age: Some(age), ..Limits::default() }).await;
+    let started = std::time::Instant::now();
+    let mut s = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: t.test\r\n\r\n").await.unwrap();
+    let mut buf = Vec::new();
+    // Keep-alive: the server closes it only because of its age.
+    tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut buf)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200"));
+    assert!(started.elapsed() >= age, "closed after {:?}", started.elapsed());
+
+    // HTTP/2: GOAWAY, the client's connection ends.
+    let tcp = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.unwrap();
+    let ended = tokio::spawn(conn);
+    let req = http::Request::get("http://t.test/").body(Empty::<Bytes>::new()).unwrap();
+    assert_eq!(send.send_request(req).await.unwrap().status(), 200);
+    tokio::time::timeout(std::time::Duration::from_secs(5), ended).await.unwrap().unwrap().unwrap();
 }

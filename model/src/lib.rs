@@ -12,6 +12,6 @@ pub use host::{Host, HostError};
 pub use identity::Identity;
 pub use path::{PathMatch, PathMatchError};
 pub use snapshot::{
-    AppProtocol, Certificate, Cluster, Endpoint, Hbone, ObjectRef, PassthroughRoute, Route, Snapshot, TcpRoute,
-    TlsHost, VirtualHost,
+    parse_size, AppProtocol, Certificate, Cluster, Endpoint, Hbone, ObjectRef, PassthroughRoute, Route, Snapshot,
+    TcpRoute, TlsHost, VirtualHost,
 };

@@ -106,6 +106,10 @@ pub struct Route {
     /// Answer plain-HTTP requests with a 308 to https (the host has TLS and the Ingress
     /// did not opt out).
     pub https_redirect: bool,
+    /// Largest request body in bytes (413 beyond); `Some(0)` is unlimited, `None` the
+    /// gateway's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
 }
 
 /// A TLS passthrough route: connections whose SNI matches go to the cluster untouched.
@@ -176,4 +180,39 @@ pub struct Hbone {
     /// `:authority` of the CONNECT request: `<pod ip>:<target port>`, or
     /// `<service host>:<port>` through a waypoint.
     pub authority: String,
+}
+
+/// Parses an nginx-style size (`proxy-body-size`): bytes, or a number with a `k`, `m` or
+/// `g` suffix (any case, powers of 1024). `0` means unlimited.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 1u64 << 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::parse_size;
+
+    #[test]
+    fn nginx_sizes() {
+        assert_eq!(parse_size("0"), Some(0));
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("8k"), Some(8 << 10));
+        assert_eq!(parse_size("1m"), Some(1 << 20));
+        assert_eq!(parse_size(" 2M "), Some(2 << 20));
+        assert_eq!(parse_size("1g"), Some(1 << 30));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        for bad in ["", "m", "1.5m", "-1", "1t", "1 m", "99999999999999999999g", "0x10"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
+        }
+    }
 }

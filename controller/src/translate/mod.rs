@@ -109,6 +109,7 @@ const PASSTHROUGH_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-passthrough", "nginx.
 const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
 const FORCE_SSL_REDIRECT_ANNOTATIONS: [&str; 2] =
     ["wharf.dev/force-ssl-redirect", "nginx.ingress.kubernetes.io/force-ssl-redirect"];
+const BODY_SIZE_ANNOTATIONS: [&str; 2] = ["wharf.dev/proxy-body-size", "nginx.ingress.kubernetes.io/proxy-body-size"];
 
 /// Builds a snapshot from the objects in `world`.
 ///
@@ -244,6 +245,20 @@ impl<'a> Translator<'a> {
         }
     }
 
+    /// Reads a size annotation; an invalid value is reported and treated as absent.
+    fn size_annotation(&mut self, ing: &Ingress, src: &ObjectRef, keys: &[&str]) -> Option<u64> {
+        let (key, value) = annotation(ing, keys)?;
+        let size = wharf_model::parse_size(value);
+        if size.is_none() {
+            self.diag(
+                src,
+                "InvalidAnnotation",
+                format!("annotation {key}: {value:?} is not a size like 8m, 512k or 0 (unlimited); it is ignored"),
+            );
+        }
+        size
+    }
+
     fn ingress(
         &mut self,
         ing: &Ingress,
@@ -256,6 +271,7 @@ impl<'a> Translator<'a> {
         let passthrough = self.bool_annotation(ing, &src, &PASSTHROUGH_ANNOTATIONS) == Some(true);
         let ssl_redirect = self.bool_annotation(ing, &src, &SSL_REDIRECT_ANNOTATIONS) != Some(false);
         let force_redirect = self.bool_annotation(ing, &src, &FORCE_SSL_REDIRECT_ANNOTATIONS) == Some(true);
+        let max_body_bytes = self.size_annotation(ing, &src, &BODY_SIZE_ANNOTATIONS);
 
         if passthrough {
             self.passthrough(ing, &src, routes);
@@ -272,8 +288,13 @@ impl<'a> Translator<'a> {
 
         if let Some(backend) = &spec.default_backend {
             if let Some(cluster) = self.backend(&src, backend) {
-                let route =
-                    Route { path: PathMatch::Prefix("/".into()), cluster, source: src.clone(), https_redirect: false };
+                let route = Route {
+                    path: PathMatch::Prefix("/".into()),
+                    cluster,
+                    source: src.clone(),
+                    https_redirect: false,
+                    max_body_bytes,
+                };
                 match &routes.default_backend {
                     None => routes.default_backend = Some(route),
                     Some(winner) => {
@@ -332,8 +353,13 @@ impl<'a> Translator<'a> {
                     continue;
                 }
                 routes.claimed.insert(key, src.clone());
-                let route = Route { path, cluster, source: src.clone(), https_redirect: ssl_redirect };
-                let route = Route { https_redirect: route.https_redirect || force_redirect, ..route };
+                let route = Route {
+                    path,
+                    cluster,
+                    source: src.clone(),
+                    https_redirect: ssl_redirect || force_redirect,
+                    max_body_bytes,
+                };
                 routes.by_host.entry(host.clone()).or_default().push(route);
             }
         }

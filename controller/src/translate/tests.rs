@@ -468,3 +468,38 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
     let t = translate(&w, &opts(), None);
     assert!(t.snapshot.clusters["web/app:80"].endpoints.iter().all(|e| e.hbone.is_none()));
 }
+
+#[test]
+fn body_size_annotation_sets_each_route_limit() {
+    let spec = |host: &str| {
+        json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}}, "rules": [
+            rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+        ]})
+    };
+    let limited = ingress("limited", 0, json!({"nginx.ingress.kubernetes.io/proxy-body-size": "8m"}), spec("a.com"));
+    let ours = ingress(
+        "ours",
+        1,
+        json!({"wharf.dev/proxy-body-size": "0", "nginx.ingress.kubernetes.io/proxy-body-size": "1k"}),
+        spec("b.com"),
+    );
+    let bad = ingress("bad", 2, json!({"wharf.dev/proxy-body-size": "lots"}), spec("c.com"));
+    let t = translate(&world(vec![limited, ours, bad]), &opts(), None);
+    let limits: Vec<(String, Option<u64>)> = t
+        .snapshot
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| v.routes.iter().map(move |r| (v.host.to_string(), r.max_body_bytes)))
+        .collect();
+    assert_eq!(
+        limits,
+        [("a.com".into(), Some(8 << 20)), ("b.com".into(), Some(0)), ("c.com".into(), None)],
+        "the wharf.dev name wins over the nginx one; 0 is unlimited; a bad value is ignored"
+    );
+    assert_eq!(
+        t.snapshot.default_backend.as_ref().and_then(|r| r.max_body_bytes),
+        Some(8 << 20),
+        "the oldest sets the default backend"
+    );
+    assert!(reasons(&t).contains(&("bad", "InvalidAnnotation")), "{:?}", reasons(&t));
+}

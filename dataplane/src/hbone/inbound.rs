@@ -68,7 +68,7 @@ pub async fn serve_conn(
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
         .serve_connection(TokioIo::new(tls), svc);
-    crate::drain::serve_connection(conn, drain).await;
+    let _ = crate::drain::serve_connection(conn, drain, None).await;
 }
 
 fn status(code: StatusCode) -> Response<Empty<Bytes>> {

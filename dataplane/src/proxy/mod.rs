@@ -22,7 +22,8 @@ use wharf_model::AppProtocol;
 use crate::config::CompiledRoute;
 use crate::metrics::UpstreamError;
 use crate::Shared;
-use body::PooledBody;
+use body::{PooledBody, RequestBody};
+use std::sync::atomic::{AtomicBool, Ordering};
 use upstream::{Conn, Upstream};
 
 /// Response body type of every listener.
@@ -63,11 +64,18 @@ pub enum Rejected {
     Path(normalize::PathError),
     /// The host would be served with another certificate than the connection's (421).
     Misdirected,
+    /// The request target is longer than `--max-url-bytes` (414).
+    UrlTooLong,
+    /// The body is larger than the route's limit (413).
+    BodyTooLarge,
 }
 
 impl Rejected {
     /// Every reason, for the metric's label set.
-    pub const REASONS: [&'static str; 8] = [
+    pub const REASONS: [&'static str; 11] = [
+        "url_too_long",
+        "body_too_large",
+        "header_too_large",
         "missing_host",
         "duplicate_host",
         "host_mismatch",
@@ -86,6 +94,8 @@ impl Rejected {
             Rejected::HostMismatch => "host_mismatch",
             Rejected::Path(e) => e.reason(),
             Rejected::Misdirected => "misdirected",
+            Rejected::UrlTooLong => "url_too_long",
+            Rejected::BodyTooLarge => "body_too_large",
         }
     }
 
@@ -93,6 +103,8 @@ impl Rejected {
     pub fn status(self) -> StatusCode {
         match self {
             Rejected::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            Rejected::UrlTooLong => StatusCode::URI_TOO_LONG,
+            Rejected::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -111,6 +123,8 @@ impl Rejected {
             Rejected::Misdirected => {
                 "this connection's certificate is not the one for this host: open a new connection for it"
             }
+            Rejected::UrlTooLong => "the request target is longer than this gateway accepts",
+            Rejected::BodyTooLarge => "the request body is larger than this route accepts",
         }
     }
 }
@@ -163,7 +177,10 @@ pub async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     let cfg = shared.config.load_full();
-    let checked = check_framing(&req).and_then(|()| normalize_target(&mut req, shared.opts.paths));
+    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let checked = if url_len > shared.opts.limits.max_url_bytes { Err(Rejected::UrlTooLong) } else { Ok(()) };
+    let checked =
+        checked.and_then(|()| check_framing(&req)).and_then(|()| normalize_target(&mut req, shared.opts.paths));
     let host_value = request_host(&req);
     let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
     let checked = checked.and_then(|()| match &conn.sni {
@@ -191,13 +208,38 @@ pub async fn handle(
         Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
         // Boxed: the forwarding state is large, and hyper moves the request future into a
         // task per HTTP/2 stream; a small future makes that move cheap.
-        Some(r) => match Box::pin(forward(&shared, &conn, r, host_value.as_ref(), req)).await {
-            Ok((resp, addr)) => (resp, None, Some(addr)),
-            Err(e) => {
-                shared.metrics.upstream_error(e);
-                (local(e.status(), e.reason()), Some(e.reason()), None)
+        Some(r) => {
+            let limit = body_limit(r, shared.opts.limits.max_body_bytes, req.headers());
+            match limit {
+                BodyLimit::Over => {
+                    shared.metrics.rejected(Rejected::BodyTooLarge.reason());
+                    let mut resp = local(StatusCode::PAYLOAD_TOO_LARGE, Rejected::BodyTooLarge.message());
+                    // The body is not read: the connection cannot carry another request.
+                    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    (resp, Some(Rejected::BodyTooLarge.reason()), None)
+                }
+                limit => {
+                    let tripped = Arc::new(AtomicBool::new(false));
+                    let req = req.map(|b| match limit {
+                        BodyLimit::At(n) => RequestBody::limited(b, n, Arc::clone(&tripped)),
+                        _ => RequestBody::unlimited(b),
+                    });
+                    match Box::pin(forward(&shared, &conn, r, host_value.as_ref(), req)).await {
+                        Ok((resp, addr)) => (resp, None, Some(addr)),
+                        Err(_) if tripped.load(Ordering::Relaxed) => {
+                            shared.metrics.rejected(Rejected::BodyTooLarge.reason());
+                            let mut resp = local(StatusCode::PAYLOAD_TOO_LARGE, Rejected::BodyTooLarge.message());
+                            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                            (resp, Some(Rejected::BodyTooLarge.reason()), None)
+                        }
+                        Err(e) => {
+                            shared.metrics.upstream_error(e);
+                            (local(e.status(), e.reason()), Some(e.reason()), None)
+                        }
+                    }
+                }
             }
-        },
+        }
     };
     let elapsed = start.elapsed();
     let status = resp.status();
@@ -220,6 +262,31 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// How much body a request may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyLimit {
+    /// No limit.
+    None,
+    /// At most this many bytes.
+    At(u64),
+    /// Its Content-Length is already over the limit.
+    Over,
+}
+
+/// The route's limit, else the gateway's (0: none), checked against Content-Length.
+fn body_limit(route: &CompiledRoute, default: u64, headers: &http::HeaderMap) -> BodyLimit {
+    let limit = route.max_body_bytes.unwrap_or(default);
+    if limit == 0 {
+        return BodyLimit::None;
+    }
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if n > limit => BodyLimit::Over,
+        _ => BodyLimit::At(limit),
+    }
 }
 
 /// True when `host` would get another certificate than `sni`, the name the connection
@@ -290,7 +357,7 @@ async fn forward(
     conn: &ConnInfo,
     route: &CompiledRoute,
     host: Option<&HeaderValue>,
-    mut req: Request<Incoming>,
+    mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
     let upstream = route.upstream.as_ref().ok_or(UpstreamError::NoEndpoints)?;
     if upstream.endpoints.is_empty() {
@@ -403,7 +470,7 @@ fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) 
 async fn upgrade_tunnel(
     shared: &Shared,
     upstream: &Upstream,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     downstream: hyper::upgrade::OnUpgrade,
     client: SocketAddr,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use crossbeam_queue::ArrayQueue;
-use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use wharf_model::{AppProtocol, Hbone};
 
+use super::body::RequestBody;
 use crate::hbone::HboneClient;
 use crate::metrics::UpstreamError;
 
@@ -85,8 +85,8 @@ pub struct EndpointState {
     hbone: Option<Hbone>,
     active: AtomicUsize,
     ejected_until: AtomicU64,
-    idle: ArrayQueue<(http1::SendRequest<Incoming>, Instant)>,
-    h2: ArcSwapOption<http2::SendRequest<Incoming>>,
+    idle: ArrayQueue<(http1::SendRequest<RequestBody>, Instant)>,
+    h2: ArcSwapOption<http2::SendRequest<RequestBody>>,
 }
 
 /// A request slot on an endpoint; dropping it ends the request for load balancing.
@@ -103,9 +103,9 @@ impl Drop for InFlight {
 #[derive(Debug)]
 pub enum Conn {
     /// HTTP/1.1; return it with [`EndpointState::checkin`] once the response is done.
-    H1(http1::SendRequest<Incoming>),
+    H1(http1::SendRequest<RequestBody>),
     /// HTTP/2 (shared).
-    H2(http2::SendRequest<Incoming>),
+    H2(http2::SendRequest<RequestBody>),
 }
 
 impl EndpointState {
@@ -197,7 +197,7 @@ impl EndpointState {
     }
 
     /// Returns an HTTP/1.1 connection to the pool once its response has been read.
-    pub fn checkin(self: &Arc<Self>, mut sender: http1::SendRequest<Incoming>) {
+    pub fn checkin(self: &Arc<Self>, mut sender: http1::SendRequest<RequestBody>) {
         if sender.is_ready() {
             let _ = self.idle.push((sender, Instant::now()));
             return;

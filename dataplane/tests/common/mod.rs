@@ -83,7 +83,7 @@ pub fn cluster(addrs: &[SocketAddr]) -> Cluster {
 }
 
 pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {
-    Route { path, cluster: cluster.into(), source: src(cluster), https_redirect: redirect }
+    Route { path, cluster: cluster.into(), source: src(cluster), https_redirect: redirect, max_body_bytes: None }
 }
 
 /// A snapshot with one virtual host per (host, routes) and the given clusters.
