@@ -238,6 +238,11 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Starts `cmd`, collecting its stderr.
+    pub fn spawn_command(cmd: Command) -> Result<Proc> {
+        Proc::spawn(cmd)
+    }
+
     fn spawn(mut cmd: Command) -> Result<Proc> {
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().with_context(|| format!("cannot start {cmd:?}"))?;
@@ -371,6 +376,8 @@ pub struct ChartPod {
     pub args: Vec<String>,
     /// Volume mounts: (volume name, mount path).
     pub mounts: Vec<(String, String)>,
+    /// (path, container port) of the readiness and liveness probes.
+    pub probes: Vec<(String, u16)>,
 }
 
 impl ChartPod {
@@ -397,7 +404,24 @@ impl ChartPod {
             }
             let c = &v["spec"]["template"]["spec"]["containers"][0];
             let strings = |x: &serde_json::Value| x.as_str().map(str::to_owned);
+            let port_named = |name: &serde_json::Value| {
+                c["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|p| p["name"] == *name)
+                    .and_then(|p| p["containerPort"].as_u64())
+            };
+            let probes = ["readinessProbe", "livenessProbe"]
+                .iter()
+                .map(|k| {
+                    let get = &c[*k]["httpGet"];
+                    let port = port_named(&get["port"]).context("probe port is not a named container port")?;
+                    Ok((strings(&get["path"]).context("probe without a path")?, u16::try_from(port)?))
+                })
+                .collect::<Result<Vec<_>>>()?;
             return Ok(ChartPod {
+                probes,
                 args: c["args"].as_array().into_iter().flatten().filter_map(strings).collect(),
                 mounts: c["volumeMounts"]
                     .as_array()
@@ -410,17 +434,24 @@ impl ChartPod {
         bail!("the chart rendered no Deployment")
     }
 
-    /// The mesh flags (`--istio-ca-*`, `--mesh-*`, `--trust-domain`), with every mounted
-    /// path moved under `root/<volume name>`, where the test writes the volume's files.
-    pub fn mesh_args(&self, root: &std::path::Path) -> Vec<String> {
+    /// Every arg, with each mounted path moved under `root/<volume name>`, where the test
+    /// writes the volume's files.
+    pub fn args_at(&self, root: &std::path::Path) -> Vec<String> {
         self.args
             .iter()
-            .filter(|a| ["--istio-ca-", "--mesh-", "--trust-domain"].iter().any(|p| a.starts_with(p)))
             .map(|a| {
                 self.mounts.iter().fold(a.clone(), |a, (name, path)| {
                     a.replace(&format!("={path}"), &format!("={}", root.join(name).display()))
                 })
             })
+            .collect()
+    }
+
+    /// The mesh flags (`--istio-ca-*`, `--mesh-*`, `--trust-domain`) of [`ChartPod::args_at`].
+    pub fn mesh_args(&self, root: &std::path::Path) -> Vec<String> {
+        self.args_at(root)
+            .into_iter()
+            .filter(|a| ["--istio-ca-", "--mesh-", "--trust-domain"].iter().any(|p| a.starts_with(p)))
             .collect()
     }
 

@@ -1,0 +1,104 @@
+//! Every configuration the chart ships (its defaults and each example) run as the chart
+//! runs it: the exact args `helm template` renders for the container, its mounted files,
+//! the environment the Deployment sets. Each must start, get ready on the chart's readiness
+//! probe path and port, and serve an Ingress of the chart's class on the chart's HTTP port.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+use wharf_e2e::*;
+
+fn port_of(args: &[String], flag: &str) -> u16 {
+    args.iter().find_map(|a| a.strip_prefix(&format!("{flag}="))).and_then(|p| p.parse().ok()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_chart_configuration_starts_gets_ready_and_serves() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("chart").await.unwrap();
+    let dir = std::env::temp_dir().join(format!("wharf-e2e-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_b, addr) = backend(&env, "chart-backend").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    // Unique per run: the class is the chart's, shared with earlier runs on this API server.
+    let host = format!("{}.e2e.test", s.ns);
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "chart", "namespace": s.ns},
+        "spec": {"ingressClassName": "wharf", "rules": [{"host": host, "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
+
+    // What the volumes hold in a cluster: a projected token and istiod's root for the
+    // Istio CA, a Secret with the mesh identity.
+    let root = s.kubectl(&["get", "configmap", "istio-ca-root-cert", "-o", "jsonpath={.data.root-cert\\.pem}"]);
+    let token = Command::new("kubectl")
+        .args(["create", "token", "wharf", "-n", "wharf-system", "--audience", "istio-ca"])
+        .output()
+        .unwrap();
+    let ca = TestCa::new("chart mesh root");
+    let mesh = ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf");
+    let istiod = std::env::var("WHARF_E2E_ISTIOD_ADDRESS").unwrap();
+
+    let cases: [(&str, Vec<String>); 6] = [
+        ("", vec![]),
+        ("examples/ambient.yaml", vec![format!("mesh.istio.caAddress={istiod}")]),
+        ("examples/autoscaling.yaml", vec![]),
+        ("examples/kind.yaml", vec![]),
+        ("examples/mesh-secret.yaml", vec![]),
+        ("examples/production.yaml", vec![]),
+    ];
+    for (values, sets) in cases {
+        let name = if values.is_empty() { "default" } else { values };
+        let files: Vec<&str> = if values.is_empty() { vec![] } else { vec![values] };
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let pod = ChartPod::render(&files, &sets).unwrap();
+        let at = dir.join(name.replace('/', "-"));
+        for (volume, _) in &pod.mounts {
+            let d = pod.volume(&at, volume).unwrap();
+            match volume.as_str() {
+                "istio-token" => std::fs::write(d.join("istio-token"), &token.stdout).unwrap(),
+                "istio-ca-root" => std::fs::write(d.join("root-cert.pem"), root.as_ref().unwrap()).unwrap(),
+                "mesh-identity" => {
+                    std::fs::write(d.join("tls.crt"), &mesh.chain_pem).unwrap();
+                    std::fs::write(d.join("tls.key"), &mesh.key_pem).unwrap();
+                    std::fs::write(d.join("ca.crt"), &ca.root_pem).unwrap();
+                }
+                other => panic!("{name}: the chart mounts {other}, which this test does not know"),
+            }
+        }
+        let args = pod.args_at(&at);
+        let http = port_of(&args, "--http-port");
+        let mut cmd = Command::new(&env.wharf_bin);
+        cmd.args(&args)
+            .env("WHARF_KUBECONFIG", &env.controller_kubeconfig)
+            .env("POD_NAME", format!("chart-{}", name.replace(['/', '.'], "-")))
+            .env("POD_NAMESPACE", "wharf-system")
+            .env("RUST_LOG", "info,wharf::access=off");
+        let gateway = Proc::spawn_command(cmd).unwrap();
+        // The probes exactly as the Deployment declares them.
+        for (path, port) in pod.probes.clone() {
+            let probe = SocketAddr::from(([127, 0, 0, 1], port));
+            let ok = eventually(Duration::from_secs(30), || {
+                let path = path.clone();
+                async move { http_get(probe, "probe", &path).await.map(|s| s.status) == Ok(200) }
+            })
+            .await;
+            assert!(ok, "{name}: probe {path} on {port} failed with {args:?}; log:\n{}", gateway.log());
+        }
+        let http_addr = SocketAddr::from(([127, 0, 0, 1], http));
+        let host = host.as_str();
+        let served = eventually(Duration::from_secs(10), || async move {
+            http_get(http_addr, host, "/").await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
+        })
+        .await;
+        assert!(served, "{name}: the Ingress is not served; log:\n{}", gateway.log());
+        drop(gateway);
+    }
+}
