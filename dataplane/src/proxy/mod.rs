@@ -114,12 +114,7 @@ impl Rejected {
             Rejected::MissingHost => "the request has no Host header",
             Rejected::DuplicateHost => "the request has more than one Host header",
             Rejected::HostMismatch => "the Host header and :authority name different hosts",
-            Rejected::Path(e) => match e {
-                normalize::PathError::BadEscape => "the path has a malformed percent-escape",
-                normalize::PathError::Nul => "the path contains an escaped NUL byte",
-                normalize::PathError::EscapedSlash => "the path contains an escaped slash (%2F or %5C)",
-                normalize::PathError::HiddenDotSegment => "the path hides a dot segment behind an escaped slash",
-            },
+            Rejected::Path(e) => e.message(),
             Rejected::Misdirected => {
                 "this connection's certificate is not the one for this host: open a new connection for it"
             }
@@ -177,10 +172,7 @@ pub async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
     let cfg = shared.config.load_full();
-    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    let checked = if url_len > shared.opts.limits.max_url_bytes { Err(Rejected::UrlTooLong) } else { Ok(()) };
-    let checked =
-        checked.and_then(|()| check_framing(&req)).and_then(|()| normalize_target(&mut req, shared.opts.paths));
+    let checked = precheck(&shared, &mut req);
     let host_value = request_host(&req);
     let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
     let checked = checked.and_then(|()| match &conn.sni {
@@ -193,53 +185,15 @@ pub async fn handle(
     let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
     let version = req.version();
 
-    let (resp, reason, upstream_addr) = match route {
-        None if checked.is_err() => {
-            let rejected = checked.err().unwrap_or(Rejected::MissingHost);
-            shared.metrics.rejected(rejected.reason());
-            let mut r = local(rejected.status(), rejected.message());
-            if rejected != Rejected::Misdirected {
-                // The connection's framing can no longer be trusted.
-                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            (r, Some(rejected.reason()), None)
+    let (resp, reason, upstream_addr) = match (checked, route) {
+        (Err(rejected), _) => refuse(&shared, rejected),
+        (Ok(()), None) => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
+        (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
+            (redirect(&shared, &host, &req), None, None)
         }
-        None => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
-        Some(r) if r.https_redirect && conn.scheme == Scheme::Http => (redirect(&shared, &host, &req), None, None),
         // Boxed: the forwarding state is large, and hyper moves the request future into a
         // task per HTTP/2 stream; a small future makes that move cheap.
-        Some(r) => {
-            let limit = body_limit(r, shared.opts.limits.max_body_bytes, req.headers());
-            match limit {
-                BodyLimit::Over => {
-                    shared.metrics.rejected(Rejected::BodyTooLarge.reason());
-                    let mut resp = local(StatusCode::PAYLOAD_TOO_LARGE, Rejected::BodyTooLarge.message());
-                    // The body is not read: the connection cannot carry another request.
-                    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    (resp, Some(Rejected::BodyTooLarge.reason()), None)
-                }
-                limit => {
-                    let tripped = Arc::new(AtomicBool::new(false));
-                    let req = req.map(|b| match limit {
-                        BodyLimit::At(n) => RequestBody::limited(b, n, Arc::clone(&tripped)),
-                        _ => RequestBody::unlimited(b),
-                    });
-                    match Box::pin(forward(&shared, &conn, r, host_value.as_ref(), req)).await {
-                        Ok((resp, addr)) => (resp, None, Some(addr)),
-                        Err(_) if tripped.load(Ordering::Relaxed) => {
-                            shared.metrics.rejected(Rejected::BodyTooLarge.reason());
-                            let mut resp = local(StatusCode::PAYLOAD_TOO_LARGE, Rejected::BodyTooLarge.message());
-                            resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-                            (resp, Some(Rejected::BodyTooLarge.reason()), None)
-                        }
-                        Err(e) => {
-                            shared.metrics.upstream_error(e);
-                            (local(e.status(), e.reason()), Some(e.reason()), None)
-                        }
-                    }
-                }
-            }
-        }
+        (Ok(()), Some(r)) => Box::pin(proxy(&shared, &conn, r, host_value.as_ref(), req)).await,
     };
     let elapsed = start.elapsed();
     let status = resp.status();
@@ -262,6 +216,59 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// A response, the reason it was not the backend's (for the access log), and the
+/// endpoint that answered.
+type Outcome = (Response<Body>, Option<&'static str>, Option<SocketAddr>);
+
+/// The checks made before routing: target length, framing, path normalisation.
+fn precheck<B>(shared: &Shared, req: &mut Request<B>) -> Result<(), Rejected> {
+    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if url_len > shared.opts.limits.max_url_bytes {
+        return Err(Rejected::UrlTooLong);
+    }
+    check_framing(req)?;
+    normalize_target(req, shared.opts.paths)
+}
+
+/// Answers a refused request; counted by reason.
+fn refuse(shared: &Shared, rejected: Rejected) -> Outcome {
+    shared.metrics.rejected(rejected.reason());
+    let mut r = local(rejected.status(), rejected.message());
+    if rejected != Rejected::Misdirected {
+        // The framing can no longer be trusted, or the body was not read: this
+        // connection carries no further request.
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    (r, Some(rejected.reason()), None)
+}
+
+/// Forwards under the route's body limit.
+async fn proxy(
+    shared: &Shared,
+    conn: &ConnInfo,
+    route: &CompiledRoute,
+    host: Option<&HeaderValue>,
+    req: Request<Incoming>,
+) -> Outcome {
+    let (req, tripped) = match body_limit(route, shared.opts.limits.max_body_bytes, req.headers()) {
+        BodyLimit::Over => return refuse(shared, Rejected::BodyTooLarge),
+        BodyLimit::At(n) => {
+            let tripped = Arc::new(AtomicBool::new(false));
+            let t = Arc::clone(&tripped);
+            (req.map(|b| RequestBody::limited(b, n, t)), Some(tripped))
+        }
+        BodyLimit::None => (req.map(RequestBody::unlimited), None),
+    };
+    match forward(shared, conn, route, host, req).await {
+        Ok((resp, addr)) => (resp, None, Some(addr)),
+        Err(_) if tripped.is_some_and(|t| t.load(Ordering::Relaxed)) => refuse(shared, Rejected::BodyTooLarge),
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            (local(e.status(), e.reason()), Some(e.reason()), None)
+        }
+    }
 }
 
 /// How much body a request may send.

@@ -45,22 +45,29 @@ pub struct PathOptions {
 
 /// Why a path was refused (400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.message())]
 pub enum PathError {
     /// `%` not followed by two hex digits.
-    #[error("the path has a malformed percent-escape")]
     BadEscape,
     /// `%00`.
-    #[error("the path contains an escaped NUL byte")]
     Nul,
     /// `%2F` or `%5C` with `--escaped-slashes reject`.
-    #[error("the path contains an escaped slash (%2F or %5C), which this gateway refuses")]
     EscapedSlash,
     /// A kept escaped slash next to `.` or `..`.
-    #[error("the path hides a dot segment behind an escaped slash (e.g. ..%2F)")]
     HiddenDotSegment,
 }
 
 impl PathError {
+    /// What the client is told.
+    pub fn message(self) -> &'static str {
+        match self {
+            PathError::BadEscape => "the path has a malformed percent-escape",
+            PathError::Nul => "the path contains an escaped NUL byte",
+            PathError::EscapedSlash => "the path contains an escaped slash (%2F or %5C), which this gateway refuses",
+            PathError::HiddenDotSegment => "the path hides a dot segment behind an escaped slash (e.g. ..%2F)",
+        }
+    }
+
     /// Short stable reason for metrics and logs.
     pub fn reason(self) -> &'static str {
         match self {
