@@ -436,6 +436,20 @@ mod tests {
         }
     }
 
+    /// The bytes istio/api's `security/v1alpha1/ca.proto` defines:
+    /// `IstioCertificateRequest { string csr = 1; int64 validity_duration = 3; }` and
+    /// `IstioCertificateResponse { repeated string cert_chain = 1; }`.
+    #[test]
+    fn wire_format_matches_istio_ca_proto() {
+        let mut req = BytesMut::new();
+        put_string(&mut req, 1, "csr");
+        put_varint_field(&mut req, 3, 86_400);
+        assert_eq!(&req[..], [0x0a, 0x03, b'c', b's', b'r', 0x18, 0x80, 0xa3, 0x05]);
+        // Two chain entries, and an unknown field (a later proto version) skipped.
+        let resp = [0x0a, 0x01, b'A', 0x10, 0x07, 0x0a, 0x02, b'B', b'C'];
+        assert_eq!(decode_chain(&resp), Ok(vec!["A".to_owned(), "BC".to_owned()]));
+    }
+
     #[test]
     fn varints_and_chains_round_trip() {
         let chain = vec!["-----BEGIN CERTIFICATE-----\nA\n".to_owned(), "x".repeat(300)];

@@ -253,6 +253,31 @@ mod tests {
         assert_eq!(norm("/a//b/./c").as_deref(), Ok("/a//b/c"));
     }
 
+    /// Random paths over the characters that matter: whatever is accepted is a fixed
+    /// point and has no dot segment left, in every mode.
+    #[test]
+    fn random_paths_normalise_to_a_fixed_point_without_dot_segments() {
+        const ALPHABET: &[u8] = b"/./.%2e%2E%2f%2F%5c%5Ca0z~%%";
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..50_000 {
+            let len = rng.usize(1..24);
+            let mut p = String::from("/");
+            for _ in 0..len {
+                p.push(char::from(ALPHABET[rng.usize(..ALPHABET.len())]));
+            }
+            for escaped_slashes in [EscapedSlashes::Keep, EscapedSlashes::Reject, EscapedSlashes::Decode] {
+                for merge_slashes in [false, true] {
+                    let opts = PathOptions { escaped_slashes, merge_slashes };
+                    if let Ok(once) = normalize_path(&p, opts) {
+                        assert_eq!(normalize_path(&once, opts).as_deref(), Ok(&*once), "{p} ({opts:?})");
+                        assert!(!once.split('/').any(|s| s == "." || s == ".."), "{p} -> {once} ({opts:?})");
+                        assert!(once.starts_with('/'), "{p} -> {once}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn modes_parse() {
         assert_eq!("keep".parse(), Ok(EscapedSlashes::Keep));
