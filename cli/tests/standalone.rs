@@ -155,11 +155,6 @@ impl Quickstart {
     }
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
-        || Command::new(tool).arg("version").output().map(|o| o.status.success()).unwrap_or(false)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quickstart_serves_each_host_with_its_certificate() {
     let q = quickstart("sni").await;
@@ -199,19 +194,20 @@ async fn quickstart_serves_each_host_with_its_certificate() {
     // Plain TCP on the configured port reaches the api Service.
     assert_eq!(http_get(addr(w.tcp), "anything", "/").await.unwrap().echo_name(), "api");
 
-    if have("curl") {
+    // curl and openssl are real clients users meet; CI installs them (a missing one fails).
+    {
         let out = Command::new("curl")
             .args(["-sS", "--http2", "--cacert"])
             .arg(q.dir.join("ca.pem"))
             .args(["--resolve", &format!("shop.example.com:{}:127.0.0.1", w.https)])
             .arg(format!("https://shop.example.com:{}/api/x", w.https))
             .output()
-            .unwrap();
+            .expect("curl is needed by this test");
         let body = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
         assert!(body.contains("\"name\":\"api\""), "{body}");
     }
-    if have("openssl") {
+    {
         for (sni, cn) in [(Some("blog.example.com"), "blog.example.com"), (None, "wharf.local")] {
             let mut cmd = Command::new("openssl");
             cmd.args(["s_client", "-connect", &format!("127.0.0.1:{}", w.https)]);
@@ -220,7 +216,7 @@ async fn quickstart_serves_each_host_with_its_certificate() {
             } else {
                 cmd.arg("-noservername");
             }
-            let out = cmd.stdin(Stdio::null()).output().unwrap();
+            let out = cmd.stdin(Stdio::null()).output().expect("openssl is needed by this test");
             let text = String::from_utf8_lossy(&out.stdout).replace(' ', "");
             assert!(text.contains(&format!("subject=CN={cn}")), "openssl with SNI {sni:?}:\n{text}");
         }

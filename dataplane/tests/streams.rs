@@ -122,11 +122,12 @@ async fn snapshot_swaps_under_load_lose_no_request() {
         )
     };
     r.gw.apply(snap("blue", a)).unwrap();
-    let ok = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
+    let (ok, failed, done) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let names = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<String, usize>::new()));
     let mut clients = Vec::new();
     for _ in 0..16 {
-        let (ok, failed, addr) = (ok.clone(), failed.clone(), r.http);
+        let (ok, failed, done, names, addr) = (ok.clone(), failed.clone(), done.clone(), names.clone(), r.http);
         clients.push(tokio::spawn(async move {
             // Keep-alive connection per client, like real load.
             let tcp = TcpStream::connect(addr).await.unwrap();
@@ -142,22 +143,36 @@ async fn snapshot_swaps_under_load_lose_no_request() {
                     failed.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                match s.send_request(req).await {
+                // Success is a whole answer from one of the two backends.
+                let answered = match s.send_request(req).await {
                     Ok(resp) if resp.status() == 200 => {
                         use http_body_util::BodyExt;
-                        let _ = resp.into_body().collect().await;
+                        resp.into_body().collect().await.ok().and_then(|b| {
+                            let j: serde_json::Value = serde_json::from_slice(&b.to_bytes()).ok()?;
+                            j["name"].as_str().map(str::to_owned)
+                        })
+                    }
+                    _ => None,
+                };
+                match answered {
+                    Some(name) => {
+                        *names.lock().unwrap().entry(name).or_default() += 1;
                         ok.fetch_add(1, Ordering::Relaxed);
                     }
-                    _ => {
+                    None => {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
+            done.fetch_add(1, Ordering::Relaxed);
         }));
     }
-    for i in 0..50 {
-        let s = if i % 2 == 0 { snap("green", b) } else { snap("blue", a) };
+    // Swap back and forth for as long as the clients run (at least 50 times).
+    let mut swaps = 0;
+    while swaps < 50 || done.load(Ordering::Relaxed) < 16 {
+        let s = if swaps % 2 == 0 { snap("green", b) } else { snap("blue", a) };
         r.gw.apply(s).unwrap();
+        swaps += 1;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     for c in clients {
@@ -165,25 +180,50 @@ async fn snapshot_swaps_under_load_lose_no_request() {
     }
     assert_eq!(failed.load(Ordering::Relaxed), 0);
     assert_eq!(ok.load(Ordering::Relaxed), 16 * 60);
-    assert_eq!(r.gw.version(), 51);
+    assert_eq!(r.gw.version(), 1 + swaps);
+    let names = names.lock().unwrap().clone();
+    assert_eq!(names.keys().map(String::as_str).collect::<Vec<_>>(), ["blue", "green"], "both answered: {names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_finishes_in_flight_requests_then_stops_listening() {
     let mut r = start().await;
-    let b = echo("slow").await;
+    // A backend that holds the request until told to answer.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let b = l.local_addr().unwrap();
+    let (arrived_tx, arrived) = tokio::sync::oneshot::channel::<()>();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut n = 0;
+        while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            n += s.read(&mut buf[n..]).await.unwrap();
+        }
+        arrived_tx.send(()).unwrap();
+        released.await.unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nslow").await.unwrap();
+    });
     r.gw.apply(snapshot(
         vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],
         vec![("c", cluster(&[b]))],
     ))
     .unwrap();
     let http = r.http;
-    let in_flight = tokio::spawn(async move { http_get(http, "a.test", "/?delay_ms=400").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let in_flight = tokio::spawn(async move { http_get(http, "a.test", "/").await });
+    // Drain starts while the backend holds the request.
+    arrived.await.unwrap();
     let signal = r.drain.take().unwrap();
     let drained = tokio::spawn(signal.drain(Duration::from_secs(5)));
+    // New connections are refused once draining has begun, in-flight ones finish.
+    let http = r.http;
+    assert!(
+        eventually(Duration::from_secs(5), || async move { TcpStream::connect(http).await.is_err() }).await,
+        "still accepting while draining"
+    );
+    release.send(()).unwrap();
     let seen = in_flight.await.unwrap().unwrap();
-    assert_eq!((seen.status, seen.echo_name().as_str()), (200, "slow"));
+    assert_eq!((seen.status, seen.body.as_str()), (200, "slow"));
     assert!(drained.await.unwrap(), "drain did not finish before its deadline");
     (&mut r.done).await.unwrap();
     assert!(TcpStream::connect(r.http).await.is_err(), "listener still accepting after drain");
