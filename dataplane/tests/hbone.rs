@@ -175,10 +175,13 @@ async fn hundred_tunnels_share_one_connection_within_the_stream_limit() {
     let mut extra = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
     assert_eq!(c.pooled_connections(), 2);
     assert_eq!(round_trip(&mut extra, b"101").await, b"101");
-    // Closed tunnels free their streams for reuse.
+    // Closed tunnels free their streams: a hundred more fit beside the one still open,
+    // on the same two connections (without freeing, the 100th would need a third).
     drop(tunnels);
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let _again = c.open(&target(addr, BACKEND, echo), None).await.unwrap();
+    let mut again = Vec::new();
+    for _ in 0..100 {
+        again.push(c.open(&target(addr, BACKEND, echo), None).await.unwrap());
+    }
     assert_eq!(c.pooled_connections(), 2);
 }
 
@@ -216,6 +219,70 @@ async fn quiet_connection_answers_pings_for_a_minute() {
     tokio::time::resume();
     assert_eq!(round_trip(&mut t, b"still here").await, b"still here");
     assert_eq!(c.pooled_connections(), 1);
+}
+
+/// A relay between client and inbound that can stop carrying bytes (a peer that hangs).
+async fn freezable_relay(to: SocketAddr) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let frozen = Arc::new(AtomicBool::new(false));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let f = Arc::clone(&frozen);
+    tokio::spawn(async move {
+        while let Ok((down, _)) = l.accept().await {
+            let up = tokio::net::TcpStream::connect(to).await.unwrap();
+            let (dr, dw) = down.into_split();
+            let (ur, uw) = up.into_split();
+            for (mut r, mut w, f) in [
+                (
+                    Box::new(dr) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                    Box::new(uw) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                    Arc::clone(&f),
+                ),
+                (Box::new(ur), Box::new(dw), Arc::clone(&f)),
+            ] {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 16384];
+                    loop {
+                        let Ok(n) = r.read(&mut buf).await else { return };
+                        if n == 0 || f.load(Ordering::Relaxed) {
+                            // Frozen: hold the socket open, carry nothing more.
+                            std::future::pending::<()>().await;
+                        }
+                        if w.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    (addr, frozen)
+}
+
+#[tokio::test(start_paused = false)]
+async fn a_peer_that_stops_answering_pings_is_dropped() {
+    let ca = TestCa::new("mesh root");
+    let (_gw, inbound_addr) = inbound(&ca, BACKEND).await;
+    let (relay, frozen) = freezable_relay(inbound_addr).await;
+    let echo = tcp_echo().await;
+    let (c, _) = client(&ca, GATEWAY, "cluster.local");
+    let mut t = c.open(&target(relay, BACKEND, echo), None).await.unwrap();
+    assert_eq!(round_trip(&mut t, b"before").await, b"before");
+    frozen.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Virtual time: a PING after 10 s, no PONG within 20 s more: the connection is closed.
+    tokio::time::pause();
+    for _ in 0..20 {
+        tokio::time::advance(Duration::from_secs(2)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    tokio::time::resume();
+    let mut buf = [0u8; 8];
+    let read = tokio::time::timeout(Duration::from_secs(5), t.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the tunnel outlived an unanswered PING: {read:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
