@@ -81,6 +81,10 @@ pub struct ControllerArgs {
     /// How often the Lease is renewed or tried.
     #[arg(long, default_value = "2s", value_parser = parse_duration, env = "WHARF_LEASE_RETRY")]
     pub lease_retry: Duration,
+    /// How often everything is translated again without a change (so that expiring
+    /// certificates are noticed).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, env = "WHARF_RESYNC_INTERVAL")]
+    pub resync_interval: Duration,
     /// Data-plane and translation settings.
     #[command(flatten)]
     pub gateway: GatewayArgs,

@@ -33,7 +33,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         publish,
         lease: lease.clone(),
         debounce: Duration::from_millis(50),
-        resync: Duration::from_secs(300),
+        resync: args.resync_interval,
     };
     tracing::info!(identity = %identity, "starting controller");
     let mut handles = k8s::start(client.clone(), cfg);

@@ -17,7 +17,7 @@ async fn cert_for(c: &Controller, sni: &str) -> Option<Vec<u8>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
+async fn ingress_goes_live_and_status_shows_the_address() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("live").await.unwrap();
     s.set_load_balancer("gateway", "203.0.113.7").await.unwrap();
@@ -32,7 +32,9 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
     s.ingress("shop", "shop.e2e.test", "shop", Some("shop-tls")).await.unwrap();
     let https = c.https;
     let cfg = ca.client_config(&[b"h2"]);
-    let live = eventually(Duration::from_secs(1), || {
+    // The propagation figure is measured in bench/ (M5); here the bound only catches a
+    // change that never arrives, with room for a debug build on two busy cores.
+    let live = eventually(Duration::from_secs(5), || {
         let cfg = cfg.clone();
         async move {
             https_get(https, Some("shop.e2e.test"), cfg, "shop.e2e.test", "/")
@@ -43,7 +45,7 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
         }
     })
     .await;
-    assert!(live, "not live within 1s of creation; log:\n{}", c.proc.log());
+    assert!(live, "not live within 5s of creation; log:\n{}", c.proc.log());
     eprintln!("live {:?} after the objects were created", created.elapsed());
 
     let shown = eventually(Duration::from_secs(5), || async {
@@ -73,8 +75,9 @@ async fn ingress_goes_live_within_a_second_and_status_shows_the_address() {
     }))
     .unwrap();
     s.apply::<Ingress>(serde_json::to_value(ing).unwrap()).await.unwrap();
+    // A failing kubectl counts as not cleared.
     let cleared = eventually(Duration::from_secs(5), || async {
-        !s.kubectl(&["get", "ingress", "shop"]).unwrap_or_default().contains("203.0.113")
+        matches!(s.kubectl(&["get", "ingress", "shop"]), Ok(out) if out.contains("shop") && !out.contains("203.0.113"))
     })
     .await;
     assert!(cleared, "status not cleared after the Ingress left our class");
@@ -159,7 +162,15 @@ async fn deleted_ingress_host_is_gone() {
 async fn bad_secret_gets_an_event_and_other_hosts_are_unaffected() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("badsecret").await.unwrap();
-    let c = Controller::start(&env, &s, "badsecret-0", &[]).await.unwrap();
+    let c = Controller::spawn(
+        &env,
+        &s,
+        "badsecret-0",
+        &["--resync-interval", "1s"],
+        &[("RUST_LOG", "info,wharf_controller::k8s=debug,wharf::access=off")],
+    )
+    .unwrap();
+    c.wait_ready(Duration::from_secs(20)).await.unwrap();
     let (_b, addr) = backend(&env, "ok").await.unwrap();
     let ca = TestCa::default();
     let (good, other) = (ca.leaf(&["good.e2e.test"]), ca.leaf(&["bad.e2e.test"]));
@@ -169,14 +180,7 @@ async fn bad_secret_gets_an_event_and_other_hosts_are_unaffected() {
     s.tls_secret("bad-tls", &other.chain_pem, &good.key_pem).await.unwrap();
     s.ingress("good", "good.e2e.test", "ok", Some("good-tls")).await.unwrap();
     s.ingress("bad", "bad.e2e.test", "ok", Some("bad-tls")).await.unwrap();
-    let want = good.leaf_der().as_ref().to_vec();
-    assert!(
-        eventually(Duration::from_secs(5), || async { cert_for(&c, "good.e2e.test").await == Some(want.clone()) })
-            .await
-    );
-    let bad_cert = cert_for(&c, "bad.e2e.test").await.unwrap();
-    assert_ne!(bad_cert, other.leaf_der().as_ref().to_vec(), "a certificate with a mismatched key was served");
-
+    // First the diagnostic, then what is served: the bad Ingress has been processed.
     let described = eventually(Duration::from_secs(10), || async {
         s.kubectl(&["describe", "ingress", "bad"]).unwrap_or_default().contains("KeyMismatch")
     })
@@ -185,14 +189,37 @@ async fn bad_secret_gets_an_event_and_other_hosts_are_unaffected() {
     assert!(described, "no KeyMismatch Event in kubectl describe:\n{text}\nlog:\n{}", c.proc.log());
     assert!(text.contains("Warning"), "{text}");
     assert!(text.contains("does not match the certificate"), "{text}");
+    let want = good.leaf_der().as_ref().to_vec();
+    assert!(
+        eventually(Duration::from_secs(5), || async { cert_for(&c, "good.e2e.test").await == Some(want.clone()) })
+            .await
+    );
+    let bad_cert = cert_for(&c, "bad.e2e.test").await.unwrap();
+    assert_ne!(bad_cert, other.leaf_der().as_ref().to_vec(), "a certificate with a mismatched key was served");
 
-    // Resyncs and unrelated changes do not repeat the Event.
+    // Unrelated changes and resyncs (every second here) do not repeat the Event: one
+    // Event object, never bumped into a series.
     s.ingress("good", "good.e2e.test", "ok", None).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let resyncs = |log: &str| log.matches("periodic re-translation").count();
+    let seen = resyncs(&c.proc.log());
+    assert!(
+        eventually(Duration::from_secs(10), || async { resyncs(&c.proc.log()) >= seen + 2 }).await,
+        "no resync logged; log:\n{}",
+        c.proc.log()
+    );
     let events = s
-        .kubectl(&["get", "events", "--field-selector", "involvedObject.name=bad,reason=KeyMismatch", "-o", "name"])
+        .kubectl(&[
+            "get",
+            "events.events.k8s.io",
+            "--field-selector",
+            "regarding.name=bad,reason=KeyMismatch",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} series={.series.count}{\"\\n\"}{end}",
+        ])
         .unwrap();
-    assert_eq!(events.lines().count(), 1, "{events}");
+    let lines: Vec<&str> = events.lines().collect();
+    assert_eq!(lines.len(), 1, "{events}");
+    assert!(lines[0].ends_with("series="), "the Event was repeated: {events}");
 
     // Fixing the Secret serves the right certificate.
     s.tls_secret("bad-tls", &other.chain_pem, &other.key_pem).await.unwrap();
@@ -213,20 +240,23 @@ async fn older_ingress_wins_a_host_and_the_other_gets_an_event() {
     let (_b, b) = backend(&env, "second").await.unwrap();
     s.service("first", a).await.unwrap();
     s.service("second", b).await.unwrap();
-    s.ingress("first", "same.e2e.test", "first", None).await.unwrap();
-    // creationTimestamp has one-second resolution.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let first = s.ingress("first", "same.e2e.test", "first", None).await.unwrap();
+    // creationTimestamp has one-second resolution: the second must be created in a later
+    // second to be younger.
+    let created = first.metadata.creation_timestamp.map(|t| t.0.as_second()).unwrap();
+    let unix = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!(eventually(Duration::from_secs(3), || async move { unix() > created }).await);
     s.ingress("second", "same.e2e.test", "second", None).await.unwrap();
     let http = c.http;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    for _ in 0..5 {
-        assert_eq!(http_get(http, "same.e2e.test", "/").await.unwrap().echo_name(), "first");
-    }
+    // Once the loser has been told, the winner serves.
     let told = eventually(Duration::from_secs(10), || async {
         s.kubectl(&["describe", "ingress", "second"]).unwrap_or_default().contains("HostPathConflict")
     })
     .await;
     assert!(told, "{}", s.kubectl(&["describe", "ingress", "second"]).unwrap_or_default());
+    for _ in 0..5 {
+        assert_eq!(http_get(http, "same.e2e.test", "/").await.unwrap().echo_name(), "first");
+    }
     // The winner goes away: the other takes the host.
     s.delete::<Ingress>("first").await.unwrap();
     assert!(

@@ -143,6 +143,7 @@ async fn own(
             }
             _ = resync.tick() => {
                 if index.synced() {
+                    tracing::debug!(every = ?cfg.resync, "periodic re-translation");
                     rebuild(&index, &mut cfg, &mut last, &mut ours, &mut log, &translations, &plans);
                 }
             }
