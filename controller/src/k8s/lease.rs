@@ -34,6 +34,31 @@ struct Observed {
     at: Option<Instant>,
 }
 
+/// What to do with a Lease that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// We hold it: renew.
+    Renew,
+    /// Free, or its holder stopped renewing: take it.
+    TakeOver,
+    /// Another replica holds it and renewed recently.
+    Wait,
+}
+
+/// `holder` is the Lease's holder (empty: released); `unchanged_for` is how long this
+/// replica has seen the same holder and renew time (None: never looked before), judged by
+/// its own clock rather than the holder's timestamps; `their_duration` the Lease's
+/// duration.
+fn decide(holder: &str, me: &str, unchanged_for: Option<Duration>, their_duration: Duration) -> Decision {
+    if holder == me {
+        Decision::Renew
+    } else if holder.is_empty() || unchanged_for.is_none_or(|d| d > their_duration) {
+        Decision::TakeOver
+    } else {
+        Decision::Wait
+    }
+}
+
 /// Runs the election forever, publishing `true` while this replica leads.
 pub async fn run(client: Client, cfg: LeaseConfig, leader: watch::Sender<bool>) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
@@ -118,14 +143,12 @@ async fn try_acquire_or_renew(
         observed.record = Some(record);
         observed.at = Some(Instant::now());
     }
-    let held_by_me = holder == cfg.identity;
-    if !held_by_me && !holder.is_empty() {
-        let their_duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
-        let expired = observed.at.is_none_or(|at| at.elapsed() > their_duration);
-        if !expired {
-            return Ok(false);
-        }
-    }
+    let their_duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(secs).max(1) as u64);
+    let held_by_me = match decide(&holder, &cfg.identity, observed.at.map(|at| at.elapsed()), their_duration) {
+        Decision::Wait => return Ok(false),
+        Decision::Renew => true,
+        Decision::TakeOver => false,
+    };
     if !held_by_me {
         spec.acquire_time = Some(now.clone());
         spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
@@ -138,5 +161,24 @@ async fn try_acquire_or_renew(
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decide, Decision};
+    use std::time::Duration;
+
+    const D: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn renew_own_take_free_or_expired_wait_for_a_live_holder() {
+        let s = Duration::from_secs;
+        assert_eq!(decide("me", "me", Some(s(100)), D), Decision::Renew, "ours, however old");
+        assert_eq!(decide("", "me", Some(s(0)), D), Decision::TakeOver, "released");
+        assert_eq!(decide("other", "me", Some(s(14)), D), Decision::Wait);
+        assert_eq!(decide("other", "me", Some(s(15)), D), Decision::Wait, "expiry is strictly after the duration");
+        assert_eq!(decide("other", "me", Some(s(16)), D), Decision::TakeOver);
+        assert_eq!(decide("other", "me", None, D), Decision::TakeOver, "first look at a lease nobody renews");
     }
 }

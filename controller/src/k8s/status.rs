@@ -211,3 +211,100 @@ fn truncate(s: &str, max: usize) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Service;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+    use wharf_model::ObjectRef;
+
+    use crate::k8s::index::Change;
+
+    fn ing(name: &str, ip: Option<&str>) -> Ingress {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "status": {"loadBalancer": {"ingress": ip.map(|ip| vec![json!({"ip": ip})]).unwrap_or_default()}},
+        }))
+        .unwrap()
+    }
+
+    fn key(name: &str) -> Key {
+        ("ns".into(), name.into())
+    }
+
+    fn lb(ip: &str) -> IngressLoadBalancerIngress {
+        IngressLoadBalancerIngress { ip: Some(ip.into()), ..Default::default() }
+    }
+
+    fn index(ings: Vec<Ingress>) -> Index {
+        let mut index = Index::default();
+        for i in ings {
+            index.apply(Change::Ingress(Event::Apply(i)));
+        }
+        index
+    }
+
+    #[test]
+    fn ours_get_the_address_left_ones_are_cleared_only_what_differs_is_written() {
+        let index = index(vec![
+            ing("stale", Some("1.1.1.1")),
+            ing("current", Some("2.2.2.2")),
+            ing("fresh", None),
+            ing("left", Some("2.2.2.2")),
+            ing("left-clean", None),
+        ]);
+        let ours: BTreeSet<Key> = [key("stale"), key("current"), key("fresh"), key("gone")].into();
+        let left: BTreeSet<Key> = [key("left"), key("left-clean")].into();
+        let p = plan(&index, &ours, &left, &[lb("2.2.2.2")], &[]);
+        let want: BTreeMap<Key, Vec<IngressLoadBalancerIngress>> =
+            [(key("stale"), vec![lb("2.2.2.2")]), (key("fresh"), vec![lb("2.2.2.2")]), (key("left"), vec![])].into();
+        assert_eq!(p.status, want);
+        assert!(p.events.is_empty() && p.refs.is_empty());
+    }
+
+    #[test]
+    fn diagnostics_on_known_ingresses_become_events_with_their_uid() {
+        let index = index(vec![ing("bad", None)]);
+        let d = |kind: &str, name: &str, reason: &'static str| Diagnostic {
+            object: ObjectRef::new(kind, "ns", name),
+            reason,
+            message: format!("{reason} on {name}"),
+        };
+        let diags =
+            [d("Ingress", "bad", "KeyMismatch"), d("Ingress", "unknown", "SecretNotFound"), d("Secret", "bad", "X")];
+        let p = plan(&index, &BTreeSet::new(), &BTreeSet::new(), &[], &diags);
+        let events: Vec<(String, String)> = p.events.iter().map(|e| (e.key.1.clone(), e.reason.clone())).collect();
+        assert_eq!(events, [("bad".to_owned(), "KeyMismatch".to_owned())]);
+        assert_eq!(p.refs[&key("bad")].uid.as_deref(), Some("uid-bad"));
+        assert_eq!(p.refs[&key("bad")].kind.as_deref(), Some("Ingress"));
+    }
+
+    #[test]
+    fn addresses_from_flags_or_the_published_service() {
+        let mut index = index(vec![]);
+        assert!(addresses(&Publish::Nothing, &index).is_empty());
+        let fixed = addresses(&Publish::Addresses(vec!["10.0.0.1".into(), "lb.example.com".into()]), &index);
+        assert_eq!(fixed[0].ip.as_deref(), Some("10.0.0.1"));
+        assert_eq!(fixed[1].hostname.as_deref(), Some("lb.example.com"));
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "gw", "namespace": "ns"},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}, {"hostname": "a.elb.example"}]}},
+        }))
+        .unwrap();
+        index.apply(Change::Service(Event::Apply(svc)));
+        let published = addresses(&Publish::Service(key("gw")), &index);
+        assert_eq!(published.len(), 2);
+        assert_eq!(published[0].ip.as_deref(), Some("203.0.113.7"));
+        assert_eq!(published[1].hostname.as_deref(), Some("a.elb.example"));
+        assert!(addresses(&Publish::Service(key("missing")), &index).is_empty());
+    }
+
+    #[test]
+    fn long_event_notes_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("ééé", 3), "é…");
+        assert_eq!(truncate(&"x".repeat(2000), 1000).chars().count(), 1001);
+    }
+}
