@@ -266,3 +266,34 @@ async fn older_ingress_wins_a_host_and_the_other_gets_an_event() {
         .await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingress_that_left_the_class_while_no_replica_ran_is_cleared() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("leftdown").await.unwrap();
+    let publish = ["--publish-address", "203.0.113.9"];
+    let mut first = Controller::start(&env, &s, "leftdown-0", &publish).await.unwrap();
+    s.ingress("x", "x.e2e.test", "x", None).await.unwrap();
+    let shown = eventually(Duration::from_secs(10), || async {
+        matches!(s.kubectl(&["get", "ingress", "x"]), Ok(out) if out.contains("203.0.113.9"))
+    })
+    .await;
+    assert!(shown, "no address written; log:\n{}", first.proc.log());
+    first.proc.kill();
+
+    // While no replica runs, the Ingress moves to another class.
+    s.apply::<Ingress>(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "x", "namespace": s.ns},
+        "spec": {"ingressClassName": "someone-else", "rules": [{"host": "x.e2e.test"}]},
+    }))
+    .await
+    .unwrap();
+    let second = Controller::start(&env, &s, "leftdown-1", &publish).await.unwrap();
+    // The new replica takes the Lease once the killed one's expires (4 s), then clears.
+    let cleared = eventually(Duration::from_secs(20), || async {
+        matches!(s.kubectl(&["get", "ingress", "x"]), Ok(out) if out.contains("x.e2e.test") && !out.contains("203.0.113.9"))
+    })
+    .await;
+    assert!(cleared, "status of an Ingress that left the class is still ours; log:\n{}", second.proc.log());
+}

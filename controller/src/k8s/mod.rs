@@ -125,7 +125,6 @@ async fn own(
 ) {
     let mut index = Index::default();
     let mut last: Option<Snapshot> = None;
-    let mut ours: BTreeSet<Key> = BTreeSet::new();
     let mut log = DiagnosticLog::default();
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut resync = tokio::time::interval(cfg.resync);
@@ -139,12 +138,12 @@ async fn own(
             }
             _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() && index.synced() => {
                 deadline = None;
-                rebuild(&index, &mut cfg, &mut last, &mut ours, &mut log, &translations, &plans);
+                rebuild(&index, &mut cfg, &mut last, &mut log, &translations, &plans);
             }
             _ = resync.tick() => {
                 if index.synced() {
                     tracing::debug!(every = ?cfg.resync, "periodic re-translation");
-                    rebuild(&index, &mut cfg, &mut last, &mut ours, &mut log, &translations, &plans);
+                    rebuild(&index, &mut cfg, &mut last, &mut log, &translations, &plans);
                 }
             }
         }
@@ -155,7 +154,6 @@ fn rebuild(
     index: &Index,
     cfg: &mut Config,
     last: &mut Option<Snapshot>,
-    ours: &mut BTreeSet<Key>,
     log: &mut DiagnosticLog,
     translations: &watch::Sender<Option<Arc<Translation>>>,
     plans: &watch::Sender<Arc<Plan>>,
@@ -164,11 +162,10 @@ fn rebuild(
     cfg.translate.now = crate::unix_now();
     let t = translate(&index.world(), &cfg.translate, last.as_ref());
     log.report(&t.diagnostics);
-    let now_ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
-    let left: BTreeSet<Key> = ours.difference(&now_ours).cloned().collect();
+    let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
-    let plan = status::plan(index, &now_ours, &left, &addrs, &t.diagnostics);
-    *ours = now_ours;
+    let left = status::left(index, &ours, &addrs);
+    let plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
     plans.send_if_modified(|p| {
         if **p == plan {
             return false;

@@ -82,6 +82,16 @@ fn current(ing: &Ingress) -> Vec<IngressLoadBalancerIngress> {
     ing.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone()).unwrap_or_default()
 }
 
+/// Ingresses that are not ours but carry exactly our addresses: they left our class (also
+/// while no replica was running), and their status is ours to clear. Computed from what
+/// the API server holds, so a restart forgets nothing.
+pub fn left(index: &Index, ours: &BTreeSet<Key>, addrs: &[IngressLoadBalancerIngress]) -> BTreeSet<Key> {
+    if addrs.is_empty() {
+        return BTreeSet::new();
+    }
+    index.ingresses().filter(|(k, ing)| !ours.contains(*k) && current(ing) == addrs).map(|(k, _)| k.clone()).collect()
+}
+
 /// Computes the plan: `ours` get `addrs`; Ingresses in `left` (ours before, not now) are
 /// cleared; diagnostics on Ingresses become Events.
 pub fn plan(
@@ -262,6 +272,15 @@ mod tests {
             [(key("stale"), vec![lb("2.2.2.2")]), (key("fresh"), vec![lb("2.2.2.2")]), (key("left"), vec![])].into();
         assert_eq!(p.status, want);
         assert!(p.events.is_empty() && p.refs.is_empty());
+    }
+
+    #[test]
+    fn ingresses_carrying_our_address_that_are_not_ours_have_left() {
+        let index =
+            index(vec![ing("ours", Some("2.2.2.2")), ing("left", Some("2.2.2.2")), ing("other", Some("9.9.9.9"))]);
+        let ours: BTreeSet<Key> = [key("ours")].into();
+        assert_eq!(left(&index, &ours, &[lb("2.2.2.2")]), [key("left")].into());
+        assert!(left(&index, &ours, &[]).is_empty(), "publishing nothing, nothing to clear");
     }
 
     #[test]
