@@ -118,6 +118,7 @@ export WHARF_CONTROLLER_KUBECONFIG=$dir/controller.kubeconfig
 export WHARF_E2E_HARNESS=$here
 export E2E_DIR=$dir
 export WHARF_E2E_BACKEND_IP=198.18.0.2
+export WHARF_E2E_HOST_IP=198.18.0.1
 export WHARF_E2E_BACKEND_EXEC="ip netns exec $netns"
 export WHARF_E2E_ISTIOD_ADDRESS=https://localhost:$istiod_grpc
 export PATH=$tools:\$PATH

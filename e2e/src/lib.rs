@@ -32,6 +32,9 @@ pub struct Env {
     pub backend_exec: Vec<String>,
     /// The harness scripts directory, when the API server can be stopped and started.
     pub harness: Option<String>,
+    /// An address of the test process that is valid in an EndpointSlice (the host side of
+    /// the backend network), for backends the test itself runs.
+    pub host_ip: Option<String>,
 }
 
 impl Env {
@@ -48,6 +51,7 @@ impl Env {
                 .map(str::to_owned)
                 .collect(),
             harness: std::env::var("WHARF_E2E_HARNESS").ok(),
+            host_ip: std::env::var("WHARF_E2E_HOST_IP").ok(),
         })
     }
 }

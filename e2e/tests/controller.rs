@@ -297,3 +297,125 @@ async fn an_ingress_that_left_the_class_while_no_replica_ran_is_cleared() {
     .await;
     assert!(cleared, "status of an Ingress that left the class is still ours; log:\n{}", second.proc.log());
 }
+
+/// A backend in the test process: answers `/ready` at once, holds `/hold` until
+/// `release` fires, telling `arrived` when it has the request.
+async fn holding_backend(
+    ip: &str,
+) -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (arrived_tx, arrived) = tokio::sync::mpsc::channel(1);
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let released = std::sync::Arc::new(tokio::sync::Mutex::new(Some(released)));
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let (arrived_tx, released) = (arrived_tx.clone(), released.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                }
+                if buf[..n].starts_with(b"GET /hold") {
+                    let _ = arrived_tx.send(()).await;
+                    if let Some(r) = released.lock().await.take() {
+                        let _ = r.await;
+                    }
+                }
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nheld").await;
+            });
+        }
+    });
+    (addr, arrived, release)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits() {
+    let env = Env::from_env().unwrap();
+    let host_ip = env.host_ip.clone().expect("WHARF_E2E_HOST_IP is not set");
+    let s = Scope::new("drain").await.unwrap();
+    let mut c = Controller::start(&env, &s, "drain-0", &[]).await.unwrap();
+    let (addr, mut arrived, release) = holding_backend(&host_ip).await;
+    s.service("held", addr).await.unwrap();
+    s.ingress("held", "held.e2e.test", "held", None).await.unwrap();
+    let http = c.http;
+    assert!(
+        eventually(Duration::from_secs(10), || async move {
+            http_get(http, "held.e2e.test", "/ready").await.map(|r| r.status) == Ok(200)
+        })
+        .await,
+        "{}",
+        c.proc.log()
+    );
+    let in_flight = tokio::spawn(async move { http_get(http, "held.e2e.test", "/hold").await });
+    arrived.recv().await.unwrap();
+
+    let kill = std::process::Command::new("kill").args(["-TERM", &c.proc.child.id().to_string()]).status();
+    assert!(kill.unwrap().success());
+    // Draining: new connections are refused while the request is still held.
+    assert!(
+        eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() }).await,
+        "still accepting after SIGTERM"
+    );
+    release.send(()).unwrap();
+    let seen = in_flight.await.unwrap().unwrap();
+    assert_eq!((seen.status, seen.body.as_str()), (200, "held"), "the request in flight was dropped");
+    // Then the process exits, well within the drain deadline (2 s here) plus shutdown.
+    let exited = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(Some(status)) = c.proc.child.try_wait() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the controller did not exit after draining");
+    assert!(exited.success(), "exit status {exited:?}; log:\n{}", c.proc.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_deleted_while_in_use_keeps_open_connections_and_new_ones_get_the_default() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("secretgone").await.unwrap();
+    let c = Controller::start(&env, &s, "secretgone-0", &[]).await.unwrap();
+    let (_b, addr) = backend(&env, "app").await.unwrap();
+    let ca = TestCa::default();
+    let leaf = ca.leaf(&["gone-secret.e2e.test"]);
+    s.tls_secret("app-tls", &leaf.chain_pem, &leaf.key_pem).await.unwrap();
+    s.service("app", addr).await.unwrap();
+    s.ingress("app", "gone-secret.e2e.test", "app", Some("app-tls")).await.unwrap();
+    let want = leaf.leaf_der().as_ref().to_vec();
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            cert_for(&c, "gone-secret.e2e.test").await == Some(want.clone())
+        })
+        .await
+    );
+    let tcp = tokio::net::TcpStream::connect(c.https).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("gone-secret.e2e.test").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"http/1.1"])).connect(name, tcp).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+
+    s.delete::<Secret>("app-tls").await.unwrap();
+    let told = eventually(Duration::from_secs(10), || async {
+        s.kubectl(&["describe", "ingress", "app"]).unwrap_or_default().contains("SecretNotFound")
+    })
+    .await;
+    assert!(told, "no SecretNotFound Event; log:\n{}", c.proc.log());
+    let now = cert_for(&c, "gone-secret.e2e.test").await.unwrap();
+    assert_ne!(now, want, "a deleted Secret's certificate is still served to new connections");
+    // The connection made before keeps working.
+    sender.ready().await.unwrap();
+    let req = http::Request::get("/")
+        .header("host", "gone-secret.e2e.test")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    assert_eq!(sender.send_request(req).await.unwrap().status(), 200);
+}
