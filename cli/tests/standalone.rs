@@ -116,13 +116,25 @@ struct Quickstart {
 }
 
 async fn quickstart(name: &str) -> Quickstart {
+    quickstart_with(name, None).await
+}
+
+/// Like [`quickstart`], with the "blog" backend on port `blog` (the caller serves it)
+/// instead of an echo server.
+async fn quickstart_with(name: &str, mut blog: Option<u16>) -> Quickstart {
     let dir = temp_dir(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
     let mut ports = Vec::new();
     for (backend, port) in [("web", "9001"), ("api", "9002"), ("blog", "9003")] {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let p = l.local_addr().unwrap().port();
-        tokio::spawn(wharf_dataplane::echo::serve(l, backend.to_owned()));
+        let p = match blog.take_if(|_| backend == "blog") {
+            Some(p) => p,
+            None => {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let p = l.local_addr().unwrap().port();
+                tokio::spawn(wharf_dataplane::echo::serve(l, backend.to_owned()));
+                p
+            }
+        };
         ports.push((port, p.to_string()));
     }
     for entry in std::fs::read_dir(&src).unwrap() {
@@ -367,16 +379,24 @@ async fn bad_certificate_at_start_serves_default_for_that_host_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_in_flight_requests_and_exits_zero() {
-    let q = quickstart("drain").await;
+    let held = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let q = quickstart_with("drain", Some(held.local_addr().unwrap().port())).await;
+    let (mut arrived, release) = wharf_dataplane::testing::holding_backend(held);
     let mut w = Wharf::start_with_workers(&[&q.dir], &[], Some(1));
     w.wait_ready().await;
     let http = addr(w.http);
-    let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/?delay_ms=500").await });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/hold").await });
+    // SIGTERM while the backend holds the request.
+    arrived.recv().await.unwrap();
     let kill = Command::new("kill").args(["-TERM", &w.child.id().to_string()]).status().unwrap();
     assert!(kill.success());
+    assert!(
+        eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() }).await,
+        "still accepting after SIGTERM"
+    );
+    release.send(()).unwrap();
     let seen = slow.await.unwrap().unwrap();
-    assert_eq!((seen.status, seen.echo_name().as_str()), (200, "blog"), "in-flight request was dropped");
+    assert_eq!((seen.status, seen.body.as_str()), (200, "held"), "in-flight request was dropped");
     let status = tokio::task::spawn_blocking(move || {
         let s = w.child.wait().unwrap();
         (s, w)

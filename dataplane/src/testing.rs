@@ -356,3 +356,42 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A backend on `listener` that answers every request with `200 held`, but holds
+/// requests for `/hold` until `release` fires, telling `arrived` once it has one: a
+/// request known to be in flight at the backend.
+pub fn holding_backend(
+    listener: tokio::net::TcpListener,
+) -> (tokio::sync::mpsc::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (arrived_tx, arrived) = tokio::sync::mpsc::channel(1);
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (arrived_tx, released) = (arrived_tx.clone(), Arc::clone(&released));
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                    if n == buf.len() {
+                        return;
+                    }
+                }
+                if buf[..n].starts_with(b"GET /hold") {
+                    let _ = arrived_tx.send(()).await;
+                    let waiting = released.lock().await.take();
+                    if let Some(r) = waiting {
+                        let _ = r.await;
+                    }
+                }
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nheld").await;
+            });
+        }
+    });
+    (arrived, release)
+}

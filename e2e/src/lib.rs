@@ -17,7 +17,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde::Deserialize;
 use serde_json::json;
-pub use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa};
+pub use wharf_dataplane::testing::{
+    eventually, holding_backend, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa,
+};
 
 /// Settings from the environment `e2e/harness/up.sh` (or `e2e/kind.sh`) writes.
 #[derive(Debug, Clone)]

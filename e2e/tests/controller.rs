@@ -298,49 +298,16 @@ async fn an_ingress_that_left_the_class_while_no_replica_ran_is_cleared() {
     assert!(cleared, "status of an Ingress that left the class is still ours; log:\n{}", second.proc.log());
 }
 
-/// A backend in the test process: answers `/ready` at once, holds `/hold` until
-/// `release` fires, telling `arrived` when it has the request.
-async fn holding_backend(
-    ip: &str,
-) -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let l = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let (arrived_tx, arrived) = tokio::sync::mpsc::channel(1);
-    let (release, released) = tokio::sync::oneshot::channel::<()>();
-    let released = std::sync::Arc::new(tokio::sync::Mutex::new(Some(released)));
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            let (arrived_tx, released) = (arrived_tx.clone(), released.clone());
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                }
-                if buf[..n].starts_with(b"GET /hold") {
-                    let _ = arrived_tx.send(()).await;
-                    if let Some(r) = released.lock().await.take() {
-                        let _ = r.await;
-                    }
-                }
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\nheld").await;
-            });
-        }
-    });
-    (addr, arrived, release)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits() {
     let env = Env::from_env().unwrap();
     let host_ip = env.host_ip.clone().expect("WHARF_E2E_HOST_IP is not set");
     let s = Scope::new("drain").await.unwrap();
     let mut c = Controller::start(&env, &s, "drain-0", &[]).await.unwrap();
-    let (addr, mut arrived, release) = holding_backend(&host_ip).await;
+    // The backend runs in this process, on the host side of the backend network.
+    let l = tokio::net::TcpListener::bind((host_ip.as_str(), 0)).await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (mut arrived, release) = holding_backend(l);
     s.service("held", addr).await.unwrap();
     s.ingress("held", "held.e2e.test", "held", None).await.unwrap();
     let http = c.http;
