@@ -300,10 +300,22 @@ pub struct Controller {
 
 impl Controller {
     /// Starts a controller for `scope`'s class with `extra` flags, and waits until it serves.
+    /// Ports are picked free but can be taken before the process binds them: a start that
+    /// fails on a port in use is retried on new ports.
     pub async fn start(env: &Env, scope: &Scope, identity: &str, extra: &[&str]) -> Result<Controller> {
-        let c = Controller::spawn(env, scope, identity, extra, &[])?;
-        c.wait_ready(Duration::from_secs(20)).await?;
-        Ok(c)
+        let mut attempt = 0;
+        loop {
+            let mut c = Controller::spawn(env, scope, identity, extra, &[])?;
+            match c.wait_ready(Duration::from_secs(20)).await {
+                Ok(()) => return Ok(c),
+                Err(e) if attempt < 2 && c.proc.log().contains("Address already in use") => {
+                    c.proc.kill();
+                    attempt += 1;
+                    eprintln!("a picked port was taken before {identity} bound it; retrying: {e:#}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Starts a controller with `extra` flags and `vars` in its environment; does not wait.
