@@ -339,7 +339,8 @@ where
     })
 }
 
-/// Polls `f` until it returns true or `within` passes.
+/// Polls `f` until it returns true or `within` passes. An attempt still running at the
+/// deadline counts as false, so one hung attempt cannot hang the caller.
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
@@ -347,10 +348,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        if f().await {
+        if tokio::time::timeout_at(deadline, f()).await == Ok(true) {
             return true;
         }
-        if tokio::time::Instant::now() > deadline {
+        if tokio::time::Instant::now() >= deadline {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
