@@ -235,7 +235,7 @@ impl Dialer {
             return Ok(Box::new(connect(ep.addr, self.timeout).await?));
         };
         let Some(hbone) = &self.hbone else {
-            tracing::warn!(endpoint = %ep.addr, identity = %target.identity, "endpoint is in the ambient mesh but no mesh identity is configured (--mesh-cert, --mesh-key, --mesh-roots)");
+            tracing::warn!(endpoint = %ep.addr, identity = %target.identity, "endpoint is in the ambient mesh but no mesh identity is configured (--istio-ca-address, or --mesh-cert, --mesh-key and --mesh-roots; chart: mesh.enabled)");
             return Err(UpstreamError::MeshTls);
         };
         match hbone.open(target, client).await {
