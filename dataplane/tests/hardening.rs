@@ -155,6 +155,22 @@ async fn two_tenants() -> (Running, TestCa) {
     (r, ca)
 }
 
+/// An HTTP/2 connection over TLS opened for `sni`.
+async fn h2_over_tls(
+    addr: SocketAddr,
+    ca: &TestCa,
+    sni: &str,
+) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
+        .connect(rustls::pki_types::ServerName::try_from(sni.to_owned()).unwrap(), tcp)
+        .await
+        .unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    send
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_with_another_certificate_than_the_connection_gets_421() {
     let (r, ca) = two_tenants().await;
@@ -169,14 +185,7 @@ async fn a_host_with_another_certificate_than_the_connection_gets_421() {
     }
 
     // One HTTP/2 connection opened for a.test, then used for b.test, c.test and a.test.
-    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
-        .connect(rustls::pki_types::ServerName::try_from("a.test").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_over_tls(r.https, &ca, "a.test").await;
     let mut statuses = Vec::new();
     for authority in ["b.test", "c.test", "a.test"] {
         let req = http::Request::get(format!("https://{authority}/")).body(Empty::<Bytes>::new()).unwrap();
@@ -191,14 +200,7 @@ async fn a_host_with_another_certificate_than_the_connection_gets_421() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_host_header_must_agree_with_authority() {
     let (r, ca) = two_tenants().await;
-    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
-        .connect(rustls::pki_types::ServerName::try_from("a.test").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_over_tls(r.https, &ca, "a.test").await;
     let req = http::Request::get("https://a.test/").header("host", "b.test").body(Empty::<Bytes>::new()).unwrap();
     assert_eq!(send.send_request(req).await.unwrap().status(), 400);
 }

@@ -500,6 +500,42 @@ pub fn spawn_at_backend(env: &Env, args: &[&str]) -> Result<Proc> {
     Proc::spawn(cmd)
 }
 
+/// `wharf run` arguments for a gateway with no files, listening on `listen` with every
+/// listener off but those `extra` turns on.
+pub fn bare_gateway_args(dir: &std::path::Path, listen: &str, extra: &[&str]) -> Vec<String> {
+    let empty = dir.join("empty");
+    let _ = std::fs::create_dir_all(&empty);
+    let mut args: Vec<String> =
+        ["run", "-f", &empty.to_string_lossy(), "--listen-address", listen].iter().map(|s| s.to_string()).collect();
+    for flag in ["--http-port", "--https-port", "--passthrough-port", "--admin-port"] {
+        if !extra.contains(&flag) {
+            args.extend([flag.to_owned(), "0".to_owned()]);
+        }
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// A stand-in for the backend node's ztunnel: a Wharf HBONE inbound on port 15008 of the
+/// backend address, with the mesh identity in `cert`/`key` and `roots`. Port 15008 is
+/// where HBONE dials by protocol; the backend network namespace is the suite's own.
+pub async fn ztunnel_stand_in(env: &Env, dir: &std::path::Path, cert: &str, key: &str, roots: &str) -> Result<Proc> {
+    let args = bare_gateway_args(
+        dir,
+        &env.backend_ip,
+        &["--hbone-port", "15008", "--mesh-cert", cert, "--mesh-key", key, "--mesh-roots", roots],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proc = spawn_at_backend(env, &args)?;
+    let addr: SocketAddr = format!("{}:15008", env.backend_ip).parse()?;
+    let up =
+        eventually(Duration::from_secs(10), || async move { tokio::net::TcpStream::connect(addr).await.is_ok() }).await;
+    if !up {
+        bail!("the ztunnel stand-in did not listen on {addr}; log:\n{}", proc.log());
+    }
+    Ok(proc)
+}
+
 /// An echo backend at the backend address, answering with `name`.
 pub async fn backend(env: &Env, name: &str) -> Result<(Proc, SocketAddr)> {
     let base = 20000 + (std::process::id() % 400) as u16 * 100;

@@ -14,26 +14,9 @@ async fn debug_endpoints_answer_only_on_localhost() {
     let env = Env::from_env().unwrap();
     let dir = std::env::temp_dir().join(format!("wharf-e2e-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("empty.yaml"), "").unwrap();
-    let gateway = spawn_at_backend(
-        &env,
-        &[
-            "run",
-            "-f",
-            &dir.to_string_lossy(),
-            "--listen-address",
-            "0.0.0.0",
-            "--http-port",
-            "0",
-            "--https-port",
-            "0",
-            "--passthrough-port",
-            "0",
-            "--admin-port",
-            "15021",
-        ],
-    )
-    .unwrap();
+    let args = bare_gateway_args(&dir, "0.0.0.0", &["--admin-port", "15021"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gateway = spawn_at_backend(&env, &args).unwrap();
     let admin: std::net::SocketAddr = format!("{}:15021", env.backend_ip).parse().unwrap();
     let ready = eventually(Duration::from_secs(10), || async move {
         http_get(admin, "admin", "/healthz/ready").await.map(|s| s.status) == Ok(200)

@@ -28,42 +28,7 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
 
     // The ztunnel stand-in on the backend address, port 15008.
-    let empty = dir.join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let ztunnel = spawn_at_backend(
-        &env,
-        &[
-            "run",
-            "-f",
-            &empty.to_string_lossy(),
-            "--listen-address",
-            &env.backend_ip,
-            "--http-port",
-            "0",
-            "--https-port",
-            "0",
-            "--passthrough-port",
-            "0",
-            "--admin-port",
-            "0",
-            "--hbone-port",
-            "15008",
-            "--mesh-cert",
-            &p("backend.crt"),
-            "--mesh-key",
-            &p("backend.key"),
-            "--mesh-roots",
-            &p("roots.pem"),
-        ],
-    )
-    .unwrap();
-    let hbone_addr: std::net::SocketAddr = format!("{}:15008", env.backend_ip).parse().unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || async move { tokio::net::TcpStream::connect(hbone_addr).await.is_ok() })
-            .await,
-        "{}",
-        ztunnel.log()
-    );
+    let ztunnel = ztunnel_stand_in(&env, &dir, &p("backend.crt"), &p("backend.key"), &p("roots.pem")).await.unwrap();
 
     // The gateway: the chart's Secret volume, written where its flags point.
     let pod = ChartPod::render(&["examples/mesh-secret.yaml"], &[]).unwrap();
@@ -104,7 +69,13 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
     let dump = http_get(c.admin, "a", "/debug/config").await.unwrap().body;
     assert!(dump.contains(&format!("spiffe://cluster.local/ns/{}/sa/backend", s.ns)), "{dump}");
 
-    // The other Service's pods are not enrolled: direct, no new tunnel.
+    // The other Service's pods are not enrolled: direct, no new tunnel. (Its Ingress may
+    // land in a later snapshot than the first one.)
+    let direct = eventually(Duration::from_secs(10), || async move {
+        http_get(http, "direct.e2e.test", "/").await.map(|r| r.echo_name()).unwrap_or_default() == "direct"
+    })
+    .await;
+    assert!(direct, "not served directly; controller log:\n{}", c.proc.log());
     for _ in 0..3 {
         assert_eq!(http_get(http, "direct.e2e.test", "/").await.unwrap().echo_name(), "direct");
     }

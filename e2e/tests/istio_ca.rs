@@ -99,43 +99,8 @@ async fn chart_istio_mode_gets_its_identity_from_istiod_tunnels_with_it_and_rene
     .unwrap();
     std::fs::write(dir.join("backend.crt"), backend_identity.chain_pem()).unwrap();
     std::fs::write(dir.join("backend.key"), backend_identity.key_pem()).unwrap();
-    let empty = dir.join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let ztunnel = spawn_at_backend(
-        &env,
-        &[
-            "run",
-            "-f",
-            &empty.to_string_lossy(),
-            "--listen-address",
-            &env.backend_ip,
-            "--http-port",
-            "0",
-            "--https-port",
-            "0",
-            "--passthrough-port",
-            "0",
-            "--admin-port",
-            "0",
-            "--hbone-port",
-            "15008",
-            "--mesh-cert",
-            &p("backend.crt"),
-            "--mesh-key",
-            &p("backend.key"),
-            "--mesh-roots",
-            &p("root.pem"),
-        ],
-    )
-    .unwrap();
-    let hbone_addr: std::net::SocketAddr = format!("{}:15008", env.backend_ip).parse().unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || async move { tokio::net::TcpStream::connect(hbone_addr).await.is_ok() })
-            .await,
-        "{}",
-        ztunnel.log()
-    );
+    let ztunnel = ztunnel_stand_in(&env, &dir, &p("backend.crt"), &p("backend.key"), &p("root.pem")).await.unwrap();
 
     // The gateway, with what the chart renders for mesh.source=istio. A 40 s certificate
     // is renewed after 20-24 s, inside this test.
