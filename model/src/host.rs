@@ -144,4 +144,42 @@ mod tests {
             assert_eq!(Host::parse(s).map(|h| h.to_string()), Ok(s.to_owned()));
         }
     }
+
+    #[test]
+    fn exact_hosts_match_only_themselves() {
+        let h = Host::parse("a.example.com").unwrap();
+        assert!(h.matches("a.example.com"));
+        assert!(!h.matches("b.example.com"));
+        assert!(Host::Any.matches("anything"));
+    }
+
+    #[test]
+    fn wildcard_keys_need_a_first_label_and_a_suffix() {
+        assert_eq!(Host::wildcard_key("a.example.com"), Some(".example.com"));
+        assert_eq!(Host::wildcard_key(".example.com"), None, "no first label");
+        assert_eq!(Host::wildcard_key("a."), None, "no suffix after the dot");
+        assert_eq!(Host::wildcard_key("a.b"), Some(".b"));
+        assert_eq!(Host::wildcard_key("localhost"), None);
+    }
+
+    #[test]
+    fn ranks_order_exact_wildcard_any() {
+        let ranks: Vec<u8> =
+            [Host::parse("a.b").unwrap(), Host::parse("*.b").unwrap(), Host::Any].iter().map(Host::rank).collect();
+        assert_eq!(ranks, [0, 1, 2]);
+    }
+
+    #[test]
+    fn dns_names_follow_rfc_1123() {
+        let label = "a".repeat(63);
+        let name_253 = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+        assert_eq!(name_253.len(), 253);
+        assert!(is_dns_name(&name_253));
+        assert!(!is_dns_name(&format!("{name_253}c")), "254 characters");
+        assert!(!is_dns_name(&"a".repeat(64)), "a label over 63");
+        assert!(is_dns_name("a1-b.c2"));
+        for bad in ["", "-a", "a-", "a..b", "A.b", "a_b", "a.-b"] {
+            assert!(!is_dns_name(bad), "{bad}");
+        }
+    }
 }

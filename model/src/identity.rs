@@ -95,4 +95,19 @@ mod tests {
             assert!(Identity::parse(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn uri_sans_lists_only_uris() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["a.example.com".to_string()]).unwrap();
+        for uri in ["spiffe://cluster.local/ns/a/sa/b", "https://example.com/x"] {
+            params.subject_alt_names.push(rcgen::SanType::URI(rcgen::string::Ia5String::try_from(uri).unwrap()));
+        }
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(uri_sans(cert.der()), ["spiffe://cluster.local/ns/a/sa/b", "https://example.com/x"]);
+        let plain =
+            rcgen::CertificateParams::new(vec!["a.example.com".to_string()]).unwrap().self_signed(&key).unwrap();
+        assert!(uri_sans(plain.der()).is_empty());
+        assert!(uri_sans(b"not a certificate").is_empty());
+    }
 }

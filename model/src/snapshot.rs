@@ -200,7 +200,13 @@ pub fn parse_size(s: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod size_tests {
-    use super::parse_size;
+    use super::{parse_size, ObjectRef};
+
+    #[test]
+    fn object_refs_print_kind_namespace_and_name() {
+        assert_eq!(ObjectRef::new("Ingress", "web", "shop").to_string(), "Ingress web/shop");
+        assert_eq!(ObjectRef::new("IngressClass", "", "wharf").to_string(), "IngressClass wharf");
+    }
 
     #[test]
     fn nginx_sizes() {
@@ -211,7 +217,7 @@ mod size_tests {
         assert_eq!(parse_size(" 2M "), Some(2 << 20));
         assert_eq!(parse_size("1g"), Some(1 << 30));
         assert_eq!(parse_size("1G"), Some(1 << 30));
-        for bad in ["", "m", "1.5m", "-1", "1t", "1 m", "99999999999999999999g", "0x10"] {
+        for bad in ["", "m", "1.5m", "-1", "+1", "+1m", "1t", "1 m", "99999999999999999999g", "0x10"] {
             assert_eq!(parse_size(bad), None, "{bad}");
         }
     }

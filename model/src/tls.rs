@@ -156,4 +156,28 @@ mod tests {
         let (old, old_key) = make(&["a.example.com"], -1);
         assert!(matches!(load(old.as_bytes(), old_key.as_bytes(), now), Err(CertError::Expired { .. })));
     }
+
+    #[test]
+    fn a_certificate_is_good_up_to_and_including_its_expiry_second() {
+        let (c, k) = make(&["a.example.com"], 30);
+        let not_after = load(c.as_bytes(), k.as_bytes(), 0).unwrap().info.not_after;
+        assert!(load(c.as_bytes(), k.as_bytes(), not_after).is_ok());
+        assert_eq!(load(c.as_bytes(), k.as_bytes(), not_after + 1).unwrap_err(), CertError::Expired { not_after });
+    }
+
+    #[test]
+    fn reasons_are_the_documented_ones() {
+        let cases = [
+            (CertError::NoCertificate, "BadCertificatePEM"),
+            (CertError::BadCertificatePem("x".into()), "BadCertificatePEM"),
+            (CertError::BadCertificate("x".into()), "BadCertificate"),
+            (CertError::BadKey("x".into()), "BadPrivateKey"),
+            (CertError::UnsupportedKey("x".into()), "BadPrivateKey"),
+            (CertError::KeyMismatch, "KeyMismatch"),
+            (CertError::Expired { not_after: 0 }, "CertificateExpired"),
+        ];
+        for (e, reason) in cases {
+            assert_eq!(e.reason(), reason, "{e}");
+        }
+    }
 }
