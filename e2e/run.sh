@@ -8,6 +8,8 @@ cd "$root"
 cargo build -p wharf --locked
 "$here/harness/up.sh"
 trap '"$here/harness/down.sh"' EXIT
+# The gateway image from the Dockerfile, run by the suite as the chart's pod spec says.
+"$here/image.sh" >> "${E2E_DIR:-$root/target/e2e}/env"
 # shellcheck disable=SC1091
 source "${E2E_DIR:-$root/target/e2e}/env"
 export WHARF_BIN="$root/target/debug/wharf"

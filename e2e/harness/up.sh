@@ -32,7 +32,8 @@ issue() { # name, subject, extensions
   printf '%s\n' "$3" > "$pki/$1.ext"
   openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" 2>/dev/null
 }
-issue apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1
+# 198.19.1.1: where pods of the gateway image reach it (e2e/image.sh, e2e/src/pod.rs).
+issue apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1,IP:198.19.1.1
 extendedKeyUsage=serverAuth"
 issue admin "/O=system:masters/CN=e2e-admin" "extendedKeyUsage=clientAuth"
 openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null

@@ -2,6 +2,8 @@
 //! own ports and IngressClass, echo backends where the cluster can reach them, and small
 //! object builders. Runs against whatever `KUBECONFIG` names (see e2e/README.md).
 
+pub mod pod;
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +17,6 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use serde::Deserialize;
 use serde_json::json;
 pub use wharf_dataplane::testing::{
     eventually, holding_backend, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa,
@@ -401,22 +402,7 @@ pub struct ChartPod {
 impl ChartPod {
     /// Renders charts/wharf with the values files and `--set` values given (helm on PATH).
     pub fn render(values: &[&str], sets: &[&str]) -> Result<ChartPod> {
-        let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/wharf");
-        let mut cmd = Command::new("helm");
-        cmd.args(["template", "wharf", chart, "-n", "wharf-system", "--kube-version", "1.35.4"]);
-        for v in values {
-            cmd.args(["-f", &format!("{chart}/{v}")]);
-        }
-        for s in sets {
-            cmd.args(["--set", s]);
-        }
-        let out = cmd.output().context("cannot run helm")?;
-        if !out.status.success() {
-            bail!("helm template: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let text = String::from_utf8(out.stdout)?;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let v = serde_json::Value::deserialize(doc)?;
+        for v in pod::helm_template(values, sets)? {
             if v["kind"] != "Deployment" {
                 continue;
             }

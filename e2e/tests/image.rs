@@ -1,0 +1,218 @@
+//! The gateway image built from the repository's Dockerfile (e2e/image.sh), run as the
+//! chart's Deployment runs it: for the chart's defaults and each example, a container with
+//! the rendered args, env, user, read-only root filesystem, dropped capabilities, mounted
+//! volumes and probes (see e2e/src/pod.rs). Each must get ready on its readiness probe,
+//! listen on every containerPort it declares, serve an Ingress by SNI to curl, and exit
+//! cleanly on SIGTERM within terminationGracePeriodSeconds. The defaults run as their two
+//! replicas: one leader writing status, both serving, the other taking over on SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use wharf_e2e::pod::{Deployment, PodHost};
+use wharf_e2e::*;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wharf-e2e-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// curl over TLS to `addr` for `host` (SNI and Host), trusting only `ca`: the response body.
+fn curl_https(addr: SocketAddr, host: &str, ca: &Path) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{}:{}", addr.port(), addr.ip()))
+        .arg(format!("https://{host}:{}/", addr.port()))
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_holds_the_binary_runs_as_nonroot_and_has_no_shell() {
+    let host = PodHost::new(&temp_dir("image-inspect")).await.unwrap();
+    assert_eq!(host.image_inspect("{{.Config.User}}").unwrap(), "65532:65532");
+    assert_eq!(host.image_inspect("{{json .Config.Entrypoint}}").unwrap(), r#"["/wharf"]"#);
+    assert_eq!(host.image_inspect("{{json .Config.Cmd}}").unwrap(), r#"["controller"]"#);
+    // The binary finds every library it links at run time.
+    let version = host.run_entrypoint("/wharf", &["--version"]).unwrap();
+    assert!(version.starts_with("wharf "), "{version}");
+    // No shell to exec into, nothing to install with.
+    for tool in ["/bin/sh", "/bin/bash", "/usr/bin/apt-get"] {
+        assert!(host.run_entrypoint(tool, &[]).is_err(), "the image holds {tool}");
+    }
+    let size: u64 = host.image_inspect("{{.Size}}").unwrap().parse().unwrap();
+    eprintln!("image size: {:.1} MiB", size as f64 / 1048576.0);
+}
+
+/// The objects every rendering serves: a TLS Ingress of the chart's class to an echo backend.
+struct Site {
+    host: String,
+    ca_file: PathBuf,
+}
+
+async fn site(env: &Env, s: &Scope, dir: &Path) -> (Site, Proc) {
+    let (backend, addr) = backend(env, "image-backend").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let host = format!("{}.e2e.test", s.ns);
+    let ca = TestCa::new("image e2e");
+    let leaf = ca.leaf(&[&host]);
+    s.tls_secret("site-tls", &leaf.chain_pem, &leaf.key_pem).await.unwrap();
+    s.apply::<Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "site", "namespace": s.ns},
+        "spec": {
+            "ingressClassName": "wharf",
+            "tls": [{"hosts": [host], "secretName": "site-tls"}],
+            "rules": [{"host": host, "http": {"paths": [
+                {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}],
+        },
+    }))
+    .await
+    .unwrap();
+    let ca_file = dir.join("site-ca.pem");
+    std::fs::write(&ca_file, &ca.root_pem).unwrap();
+    (Site { host, ca_file }, backend)
+}
+
+/// Ready on the probes, listening on every declared port, serving the site by SNI, and
+/// confined as the chart says.
+async fn check_serves(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site, what: &str) {
+    assert_eq!(
+        c.inspect("{{.Config.User}} ro={{.HostConfig.ReadonlyRootfs}} drop={{.HostConfig.CapDrop}} {{.HostConfig.SecurityOpt}}"),
+        "65532:65532 ro=true drop=[ALL] [no-new-privileges]",
+        "{what}"
+    );
+    c.wait_probes(&d.probes().unwrap(), Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    for (name, port) in d.ports().unwrap() {
+        let addr = c.addr(port);
+        let open = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr)).await;
+        assert!(
+            matches!(open, Ok(Ok(_))),
+            "{what}: nothing listens on containerPort {name} ({port}); log:\n{}",
+            c.logs()
+        );
+    }
+    let https = c.addr(d.port(&json!("https")).unwrap());
+    let (host, ca) = (site.host.as_str(), site.ca_file.as_path());
+    let served = eventually(Duration::from_secs(20), || async move {
+        curl_https(https, host, ca).map(|b| b.contains("image-backend")).unwrap_or(false)
+    })
+    .await;
+    assert!(served, "{what}: {host} not served over TLS: {:?}; log:\n{}", curl_https(https, host, ca), c.logs());
+}
+
+fn check_drains(c: &wharf_e2e::pod::Container, grace: Duration, what: &str) {
+    let (code, took) = c.stop().unwrap();
+    assert_eq!(code, 0, "{what}: exit code {code} after SIGTERM ({took:?}); log:\n{}", c.logs());
+    assert!(took < grace, "{what}: took {took:?} to exit on SIGTERM, the grace period is {grace:?}");
+    eprintln!("{what}: exited 0 on SIGTERM in {took:?} (grace {grace:?})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("image").await.unwrap();
+    let dir = temp_dir("image");
+    let mut host = PodHost::new(&dir).await.unwrap();
+    let (site, _backend) = site(&env, &s, &dir).await;
+
+    // The chart's default CA address is istiod's Service name: pods reach it through a
+    // relay to the harness's istiod, whose serving certificate names that Service.
+    let istiod = std::env::var("WHARF_E2E_ISTIOD_ADDRESS").unwrap();
+    let istiod = istiod.trim_start_matches("https://").trim_end_matches('/');
+    let istiod_port = host.service("istiod.istio-system.svc", istiod).await.unwrap();
+    // The Secret the mesh-secret example names, as cert-manager istio-csr would write it.
+    let mesh_ca = TestCa::new("image mesh root");
+    let mesh = mesh_ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(s.client.clone(), "wharf-system");
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "wharf-mesh-identity", "namespace": "wharf-system"},
+        "stringData": {"tls.crt": mesh.chain_pem, "tls.key": mesh.key_pem, "ca.crt": mesh_ca.root_pem},
+    });
+    secrets
+        .patch("wharf-mesh-identity", &PatchParams::apply("wharf-e2e").force(), &Patch::Apply(&secret))
+        .await
+        .unwrap();
+
+    let ca_address = format!("mesh.istio.caAddress=https://istiod.istio-system.svc:{istiod_port}");
+    let cases: [(&str, Vec<&str>); 5] = [
+        ("examples/ambient.yaml", vec![&ca_address]),
+        ("examples/autoscaling.yaml", vec![]),
+        ("examples/kind.yaml", vec![]),
+        ("examples/mesh-secret.yaml", vec![]),
+        ("examples/production.yaml", vec![]),
+    ];
+    for (n, (values, sets)) in cases.iter().enumerate() {
+        let d = Deployment::render(&[values], sets).unwrap();
+        let name = format!("wharf-{}", values.trim_start_matches("examples/").trim_end_matches(".yaml"));
+        let c = host.run(&d, &name, [198, 19, 1, 20 + n as u8]).unwrap();
+        check_serves(&d, &c, &site, values).await;
+        check_drains(&c, d.grace, values);
+    }
+
+    // The defaults: two replicas, one leader publishing the Service's address, both serving.
+    let d = Deployment::render(&[], &[]).unwrap();
+    assert_eq!(d.replicas, 2);
+    let services: Api<Service> = Api::namespaced(s.client.clone(), "wharf-system");
+    let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"}]}}});
+    services.patch_status("wharf", &PatchParams::default(), &Patch::Merge(&lb)).await.unwrap();
+    let pods: Vec<_> = (0..d.replicas)
+        .map(|i| host.run(&d, &format!("wharf-default-{i}"), [198, 19, 1, 10 + i as u8]).unwrap())
+        .collect();
+    for c in &pods {
+        check_serves(&d, c, &site, &c.name).await;
+    }
+    let ingresses: Api<Ingress> = Api::namespaced(s.client.clone(), &s.ns);
+    let published = eventually(Duration::from_secs(30), || {
+        let ingresses = ingresses.clone();
+        async move {
+            let ing = ingresses.get("site").await.ok();
+            let ip = ing.and_then(|i| i.status?.load_balancer?.ingress?.first()?.ip.clone());
+            ip.as_deref() == Some("198.51.100.7")
+        }
+    })
+    .await;
+    assert!(published, "status not written; logs:\n{}\n{}", pods[0].logs(), pods[1].logs());
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), "wharf-system");
+    let holder = || {
+        let leases = leases.clone();
+        async move { leases.get("wharf-leader").await.ok().and_then(|l| l.spec?.holder_identity).unwrap_or_default() }
+    };
+    let names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
+    let led = eventually(Duration::from_secs(30), || {
+        let names = &names;
+        async move { names.contains(&holder().await) }
+    })
+    .await;
+    assert!(led, "the Lease is held by {:?}, not a replica", holder().await);
+    let now = holder().await;
+    let leader = names.iter().position(|n| *n == now).unwrap();
+    let (first, second) = (&pods[leader], &pods[1 - leader]);
+    check_drains(first, d.grace, &first.name);
+    let second_name = second.name.clone();
+    let took_over = eventually(Duration::from_secs(30), || {
+        let second_name = &second_name;
+        async move { holder().await == *second_name }
+    })
+    .await;
+    assert!(took_over, "{} did not take the Lease over; it is held by {:?}", second.name, holder().await);
+    check_serves(&d, second, &site, &second.name).await;
+    check_drains(second, d.grace, &second.name);
+}
