@@ -286,6 +286,36 @@ async fn bodies_over_the_route_or_gateway_limit_get_413() {
     assert_eq!(rejected(&admin_get(&r, "/metrics").await.body, "body_too_large"), 4);
 }
 
+/// HTTP/2: the 413 comes before the body is read, so the client, still sending, gets the
+/// whole response, then RST_STREAM(NO_ERROR) (RFC 9113 §8.1), and the connection stays
+/// usable. The body is larger than the flow-control window, so the client cannot finish
+/// first. Declared (content-length) and undeclared lengths both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_bodies_over_the_limit_get_413_before_the_body_is_sent() {
+    let r = limited(Limits { max_body_bytes: 4096, ..Limits::default() }).await;
+    let tcp = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.unwrap();
+    tokio::spawn(conn);
+    let big = Bytes::from(vec![b'x'; 4 << 20]);
+    for declared in [true, false] {
+        let mut req = http::Request::post("http://t.test/upload");
+        if declared {
+            req = req.header("content-length", big.len());
+        }
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(
+            big.chunks(16 * 1024)
+                .map(|c| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::copy_from_slice(c))))
+                .collect::<Vec<_>>(),
+        ));
+        let resp = send.send_request(req.body(body).unwrap()).await.unwrap();
+        assert_eq!(resp.status(), 413, "declared length: {declared}");
+        let text = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&text).contains("larger than"), "{text:?}");
+    }
+    assert_eq!(rejected(&admin_get(&r, "/metrics").await.body, "body_too_large"), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_listener_closes_new_connections_and_is_not_ready() {
     let r = limited(Limits { max_connections: 2, ..Limits::default() }).await;
