@@ -73,7 +73,6 @@ rootfs_tar() {
 }
 
 build_builder() {
-  d image inspect "$builder" >/dev/null 2>&1 && return 0
   local tar sysroot work
   tar="$(rootfs_tar)"
   sysroot="$(rustc --print sysroot)"
@@ -99,7 +98,6 @@ build_builder() {
 }
 
 build_runtime() {
-  d image inspect "$runtime" >/dev/null 2>&1 && return 0
   local tar src work
   tar="$(rootfs_tar)"
   work="$(mktemp -d)"
@@ -142,8 +140,9 @@ build_runtime() {
 start_dockerd
 d network inspect wharf-e2e >/dev/null 2>&1 \
   || d network create --subnet 198.19.1.0/24 --gateway 198.19.1.1 wharf-e2e >/dev/null
-build_builder
-build_runtime
+# Each base image once per docker daemon.
+d image inspect "$builder" >/dev/null 2>&1 || build_builder
+d image inspect "$runtime" >/dev/null 2>&1 || build_runtime
 log "building $image from $root/Dockerfile"
 start=$(date +%s)
 DOCKER_BUILDKIT=1 d build --progress=plain \

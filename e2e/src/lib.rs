@@ -402,40 +402,8 @@ pub struct ChartPod {
 impl ChartPod {
     /// Renders charts/wharf with the values files and `--set` values given (helm on PATH).
     pub fn render(values: &[&str], sets: &[&str]) -> Result<ChartPod> {
-        for v in pod::helm_template(values, sets)? {
-            if v["kind"] != "Deployment" {
-                continue;
-            }
-            let c = &v["spec"]["template"]["spec"]["containers"][0];
-            let strings = |x: &serde_json::Value| x.as_str().map(str::to_owned);
-            let port_named = |name: &serde_json::Value| {
-                c["ports"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|p| p["name"] == *name)
-                    .and_then(|p| p["containerPort"].as_u64())
-            };
-            let probes = ["readinessProbe", "livenessProbe"]
-                .iter()
-                .map(|k| {
-                    let get = &c[*k]["httpGet"];
-                    let port = port_named(&get["port"]).context("probe port is not a named container port")?;
-                    Ok((strings(&get["path"]).context("probe without a path")?, u16::try_from(port)?))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            return Ok(ChartPod {
-                probes,
-                args: c["args"].as_array().into_iter().flatten().filter_map(strings).collect(),
-                mounts: c["volumeMounts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|m| Some((strings(&m["name"])?, strings(&m["mountPath"])?)))
-                    .collect(),
-            });
-        }
-        bail!("the chart rendered no Deployment")
+        let d = pod::Deployment::render(values, sets)?;
+        Ok(ChartPod { args: d.args(), mounts: d.mounts(), probes: d.probes()? })
     }
 
     /// Every arg, with each mounted path moved under `root/<volume name>`, where the test
@@ -468,6 +436,23 @@ impl ChartPod {
         std::fs::create_dir_all(&dir)?;
         Ok(dir)
     }
+}
+
+/// Accepts on `listen` and copies each connection to and from `target`.
+pub async fn relay(listen: SocketAddr, target: String) -> Result<SocketAddr> {
+    let l = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let at = l.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = l.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    Ok(at)
 }
 
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);

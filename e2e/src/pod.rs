@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::{eventually, http_get};
+use crate::{eventually, http_get, relay};
 
 /// The docker network pods run in (made by e2e/image.sh).
 pub const POD_NETWORK: &str = "wharf-e2e";
@@ -179,6 +179,16 @@ impl Deployment {
         Ok(u16::try_from(p)?)
     }
 
+    /// The container's volume mounts: (volume name, mount path).
+    pub fn mounts(&self) -> Vec<(String, String)> {
+        self.container()["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| Some((m["name"].as_str()?.to_owned(), m["mountPath"].as_str()?.to_owned())))
+            .collect()
+    }
+
     /// Every containerPort the container declares, by name.
     pub fn ports(&self) -> Result<Vec<(String, u16)>> {
         self.container()["ports"]
@@ -227,23 +237,6 @@ pub struct PodHost {
     api_ca: PathBuf,
     aliases: Vec<String>,
     dir: PathBuf,
-}
-
-/// Accepts on `listen` and copies each connection to and from `target`.
-pub async fn relay(listen: SocketAddr, target: String) -> Result<SocketAddr> {
-    let l = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    let at = l.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = l.accept().await {
-            let target = target.clone();
-            tokio::spawn(async move {
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    Ok(at)
 }
 
 impl PodHost {

@@ -27,14 +27,17 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// curl over TLS to `addr` for `host` (SNI and Host), trusting only `ca`: the response body.
-fn curl_https(addr: SocketAddr, host: &str, ca: &Path) -> Result<String, String> {
+/// curl over TLS to `addr` for the site's host (SNI and Host), trusting only the site's
+/// CA, with `args` before the URL: its output, or its error.
+fn curl(addr: SocketAddr, site: &Site, path: &str, args: &[&str]) -> Result<String, String> {
+    let host = &site.host;
     let out = Command::new("curl")
-        .args(["-sS", "--max-time", "5", "--cacert"])
-        .arg(ca)
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(&site.ca_file)
         .arg("--resolve")
         .arg(format!("{host}:{}:{}", addr.port(), addr.ip()))
-        .arg(format!("https://{host}:{}/", addr.port()))
+        .args(args)
+        .arg(format!("https://{host}:{}{path}", addr.port()))
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
@@ -109,12 +112,11 @@ async fn check_serves(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site
         );
     }
     let https = c.addr(d.port(&json!("https")).unwrap());
-    let (host, ca) = (site.host.as_str(), site.ca_file.as_path());
     let served = eventually(Duration::from_secs(20), || async move {
-        curl_https(https, host, ca).map(|b| b.contains("image-backend")).unwrap_or(false)
+        curl(https, site, "/", &[]).map(|b| b.contains("image-backend")).unwrap_or(false)
     })
     .await;
-    assert!(served, "{what}: {host} not served over TLS: {:?}; log:\n{}", curl_https(https, host, ca), c.logs());
+    assert!(served, "{what}: {} not served over TLS: {:?}; log:\n{}", site.host, curl(https, site, "/", &[]), c.logs());
 }
 
 /// The request-body limit the rendering's values set (`controller.limits.maxRequestBody`)
@@ -128,21 +130,14 @@ fn check_body_limit(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site, 
     let body = dir.join("over-limit.bin");
     std::fs::write(&body, vec![b'x'; bytes as usize + 1]).unwrap();
     let https = c.addr(d.port(&json!("https")).unwrap());
-    let out = Command::new("curl")
-        // HTTP/1.1: over HTTP/2 the 413 arrives while curl still uploads, followed by
-        // RST_STREAM(NO_ERROR) as RFC 9113 §8.1 says; curl before the fix for curl/curl#22984
-        // (Debian 12 has 7.88) reports that as error
-        // 92 (curl/curl#22984). dataplane/tests/hardening.rs checks HTTP/2 with hyper.
-        .args(["-sS", "--http1.1", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
-        .arg(&site.ca_file)
-        .arg("--resolve")
-        .arg(format!("{}:{}:{}", site.host, https.port(), https.ip()))
-        .arg("--data-binary")
-        .arg(format!("@{}", body.display()))
-        .arg(format!("https://{}:{}/upload", site.host, https.port()))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "413", "{what}: a body of {bytes} + 1 bytes");
+    // HTTP/1.1: over HTTP/2 the 413 arrives while curl still uploads, followed by
+    // RST_STREAM(NO_ERROR) as RFC 9113 §8.1 says; curl before the fix for curl/curl#22984
+    // (Debian 12 has 7.88) reports that as error 92. dataplane/tests/hardening.rs checks
+    // HTTP/2 with hyper.
+    let upload = format!("@{}", body.display());
+    let status =
+        curl(https, site, "/upload", &["--http1.1", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", &upload]);
+    assert_eq!(status.as_deref(), Ok("413"), "{what}: a body of {bytes} + 1 bytes");
 }
 
 fn check_drains(c: &wharf_e2e::pod::Container, grace: Duration, what: &str) {

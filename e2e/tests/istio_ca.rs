@@ -218,18 +218,7 @@ impl Gate {
     }
 
     async fn open(&self) {
-        let l = tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
-        let target = self.target.clone();
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = l.accept().await {
-                let target = target.clone();
-                tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-            }
-        });
+        relay(std::net::SocketAddr::from(([127, 0, 0, 1], self.port)), self.target.clone()).await.unwrap();
     }
 }
 
