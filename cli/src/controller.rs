@@ -60,12 +60,20 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let sig = shutdown_signal().await;
     tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
     apply.abort();
-    if *handles.leader.borrow() {
-        k8s::lease::release(client, &lease).await;
-    }
-    serving.drain(args.gateway.proxy.drain_timeout).await;
+    let leader = *handles.leader.borrow();
+    let release = async {
+        // Handing the Lease over early only speeds up the next leader; with the API server
+        // slow or unreachable it must not hold up the drain (the Lease then expires).
+        if leader && tokio::time::timeout(RELEASE_TIMEOUT, k8s::lease::release(client, &lease)).await.is_err() {
+            tracing::warn!(lease = %lease.name, "the API server did not answer; the lease expires by itself");
+        }
+    };
+    tokio::join!(release, serving.drain(args.gateway.proxy.drain_timeout));
     Ok(())
 }
+
+/// How long shutdown tries to release the Lease.
+const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn client(args: &ControllerArgs) -> anyhow::Result<kube::Client> {
     let config = match &args.kubeconfig {

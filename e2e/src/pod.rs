@@ -524,11 +524,12 @@ impl Container {
 
     /// What the kubelet does to end a pod: SIGTERM, then SIGKILL after the grace period.
     /// Returns the exit code and how long it took.
-    pub fn stop(&self) -> Result<(i64, Duration)> {
+    pub async fn stop(&self) -> Result<(i64, Duration)> {
         let start = Instant::now();
-        let out = Command::new(&self.docker)
+        let out = tokio::process::Command::new(&self.docker)
             .args(["stop", "-t", &self.grace.as_secs().to_string(), &self.name])
             .output()
+            .await
             .context("docker stop")?;
         if !out.status.success() {
             bail!("docker stop: {}", String::from_utf8_lossy(&out.stderr));

@@ -4,7 +4,8 @@
 //! volumes and probes (see e2e/src/pod.rs). Each must get ready on its readiness probe,
 //! listen on every containerPort it declares, serve an Ingress by SNI to curl, and exit
 //! cleanly on SIGTERM within terminationGracePeriodSeconds. The defaults run as their two
-//! replicas: one leader writing status, both serving, the other taking over on SIGTERM.
+//! replicas: one leader writing status, both serving; SIGTERM to the leader with a request
+//! in flight finishes it, and the other replica takes over.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -140,8 +141,8 @@ fn check_body_limit(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site, 
     assert_eq!(status.as_deref(), Ok("413"), "{what}: a body of {bytes} + 1 bytes");
 }
 
-fn check_drains(c: &wharf_e2e::pod::Container, grace: Duration, what: &str) {
-    let (code, took) = c.stop().unwrap();
+async fn check_drains(c: &wharf_e2e::pod::Container, grace: Duration, what: &str) {
+    let (code, took) = c.stop().await.unwrap();
     assert_eq!(code, 0, "{what}: exit code {code} after SIGTERM ({took:?}); log:\n{}", c.logs());
     assert!(took < grace, "{what}: took {took:?} to exit on SIGTERM, the grace period is {grace:?}");
     eprintln!("{what}: exited 0 on SIGTERM in {took:?} (grace {grace:?})");
@@ -189,7 +190,7 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
         let c = host.run(&d, &name, [198, 19, 1, 20 + n as u8]).unwrap();
         check_serves(&d, &c, &site, values).await;
         check_body_limit(&d, &c, &site, &dir, values, *body_limit);
-        check_drains(&c, d.grace, values);
+        check_drains(&c, d.grace, values).await;
     }
 
     // The defaults: two replicas, one leader publishing the Service's address, both serving.
@@ -230,7 +231,50 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
     let now = holder().await;
     let leader = names.iter().position(|n| *n == now).unwrap();
     let (first, second) = (&pods[leader], &pods[1 - leader]);
-    check_drains(first, d.grace, &first.name);
+
+    // SIGTERM with a request in flight: it completes, new connections are refused, and the
+    // process exits 0 within the grace period. The backend is this test, on the host side
+    // of the backend network.
+    let host_ip = env.host_ip.clone().expect("WHARF_E2E_HOST_IP is not set");
+    let l = tokio::net::TcpListener::bind((host_ip.as_str(), 0)).await.unwrap();
+    let held_addr = l.local_addr().unwrap();
+    let (mut arrived, release) = holding_backend(l);
+    s.service("held", held_addr).await.unwrap();
+    let held_host = format!("held.{}.e2e.test", s.ns);
+    s.apply::<Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "held", "namespace": s.ns},
+        "spec": {"ingressClassName": "wharf", "rules": [{"host": held_host, "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "held", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
+    let http = first.addr(d.port(&json!("http")).unwrap());
+    let h = held_host.as_str();
+    let routed = eventually(Duration::from_secs(20), || async move {
+        http_get(http, h, "/ready").await.map(|r| r.status) == Ok(200)
+    })
+    .await;
+    assert!(routed, "{}: {held_host} not routed; log:\n{}", first.name, first.logs());
+    let in_flight = tokio::spawn({
+        let held_host = held_host.clone();
+        async move { http_get(http, &held_host, "/hold").await }
+    });
+    arrived.recv().await.unwrap();
+    let (stopped, refused) = tokio::join!(first.stop(), async {
+        let refused =
+            eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() })
+                .await;
+        release.send(()).unwrap();
+        refused
+    });
+    assert!(refused, "{}: still accepting connections after SIGTERM", first.name);
+    let seen = in_flight.await.unwrap().unwrap();
+    assert_eq!((seen.status, seen.body.as_str()), (200, "held"), "the request in flight was dropped");
+    let (code, took) = stopped.unwrap();
+    assert_eq!(code, 0, "{}: exit code {code} after SIGTERM; log:\n{}", first.name, first.logs());
+    assert!(took < d.grace, "{}: {took:?} to drain and exit, the grace period is {:?}", first.name, d.grace);
+    eprintln!("{}: finished the request in flight and exited 0 in {took:?} (grace {:?})", first.name, d.grace);
     let second_name = second.name.clone();
     let took_over = eventually(Duration::from_secs(30), || {
         let second_name = &second_name;
@@ -239,5 +283,5 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
     .await;
     assert!(took_over, "{} did not take the Lease over; it is held by {:?}", second.name, holder().await);
     check_serves(&d, second, &site, &second.name).await;
-    check_drains(second, d.grace, &second.name);
+    check_drains(second, d.grace, &second.name).await;
 }
