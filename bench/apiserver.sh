@@ -9,7 +9,8 @@
 set -euo pipefail
 work="$(cd "$1" && pwd)" smoke="$2" seconds="$3"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-wharf="$root/target/release/wharf" loadgen="$root/target/release/wharf-loadgen"
+bin="${WHARF_BENCH_BIN:-$root/target/release}"
+wharf="$bin/wharf" loadgen="$bin/wharf-loadgen"
 export E2E_DIR="$work/api"
 out() { printf '%s\twharf-only\t1\t%s\n' "$1" "$2"; }
 log() { echo "bench: $*" >&2; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks Wharf side by side with nginx and HAProxy on this machine and writes
 # bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S]
+# --smoke runs one short round with the debug build the tests use: it checks that the
+# script works end to end (CI runs it); its numbers mean nothing.
 #
 # Every proxy gets the same ECDSA P-256 certificate, TLS 1.3 only, one worker pinned to
 # PROXY_CPU (1), access logs off, and the same backend (an nginx serving a 1 KiB body on
@@ -22,10 +24,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-rounds=5 seconds=10 smoke=0 report_only=0
+rounds=5 seconds=10 smoke=0 report_only=0 profile=release
 while [ $# -gt 0 ]; do
   case "$1" in
-    --smoke) smoke=1 rounds=1 seconds=2 ;;
+    --smoke) smoke=1 rounds=1 seconds=2 profile=dev ;;
     --report-only) report_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --seconds) seconds="$2"; shift ;;
@@ -52,9 +54,12 @@ fi
 service nginx stop >/dev/null 2>&1 || true
 service haproxy stop >/dev/null 2>&1 || true
 service iperf3 stop >/dev/null 2>&1 || true
-(cd "$root" && cargo build --release --locked -p wharf -p wharf-loadgen >&2)
-wharf="$root/target/release/wharf"
-loadgen="$root/target/release/wharf-loadgen"
+(cd "$root" && cargo build --profile "$profile" --locked -p wharf -p wharf-loadgen >&2)
+# Where the binaries are, for bench/wharf-only.sh and bench/apiserver.sh too.
+WHARF_BENCH_BIN="$root/target/$([ "$profile" = dev ] && echo debug || echo "$profile")"
+export WHARF_BENCH_BIN
+wharf="$WHARF_BENCH_BIN/wharf"
+loadgen="$WHARF_BENCH_BIN/wharf-loadgen"
 # taskset CPU lists, overridable. With more than two CPUs, give the load generators and
 # the backend more than one (CLIENT_CPU=0,2,3) so that the proxy saturates first.
 PROXY_CPU=${PROXY_CPU:-1} CLIENT_CPU=${CLIENT_CPU:-0}

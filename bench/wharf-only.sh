@@ -4,7 +4,8 @@
 set -euo pipefail
 work="$1" smoke="$2" seconds="$3"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-wharf="$root/target/release/wharf" loadgen="$root/target/release/wharf-loadgen"
+bin="${WHARF_BENCH_BIN:-$root/target/release}"
+wharf="$bin/wharf" loadgen="$bin/wharf-loadgen"
 cd "$work"
 out() { printf '%s\twharf-only\t1\t%s\n' "$1" "$2"; }
 log() { echo "bench: $*" >&2; }
