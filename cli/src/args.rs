@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use wharf_dataplane::memory::Watermark;
 use wharf_dataplane::proxy::normalize::EscapedSlashes;
 
 use crate::logging::LogFormat;
@@ -213,10 +214,20 @@ pub struct ProxyArgs {
     /// request, HTTP/2 with GOAWAY) so clients spread over new replicas; 0 never.
     #[arg(long, default_value = "0", value_parser = parse_duration, env = "WHARF_MAX_CONNECTION_AGE")]
     pub max_connection_age: Duration,
+    /// Memory in use above which new connections are refused and /healthz/ready fails,
+    /// so that a flood ends in refused connections rather than the OOM killer: a
+    /// percentage of the container's memory limit (`80%`; off without a limit), a size
+    /// (`400Mi`), or `0` (off).
+    #[arg(long, default_value = "80%", value_parser = parse_watermark, env = "WHARF_MEMORY_WATERMARK")]
+    pub memory_watermark: Watermark,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
     wharf_model::parse_size(s).ok_or_else(|| format!("{s:?} is not a size like 8m, 512k or 1024 (0: unlimited)"))
+}
+
+fn parse_watermark(s: &str) -> Result<Watermark, String> {
+    s.parse()
 }
 
 fn parse_escaped_slashes(s: &str) -> Result<EscapedSlashes, String> {

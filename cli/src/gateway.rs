@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
+use wharf_dataplane::memory::{self, Watermark};
 use wharf_dataplane::proxy::normalize::PathOptions;
 use wharf_dataplane::{Gateway, Limits, ListenerAddrs, Options, Timeouts};
 use wharf_model::Identity;
@@ -51,7 +52,9 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
             max_body_bytes: proxy.max_request_body,
             max_connections: proxy.max_connections,
             max_connection_age: (!proxy.max_connection_age.is_zero()).then_some(proxy.max_connection_age),
+            memory_watermark: memory_watermark(proxy.memory_watermark),
         },
+        memory_in_use: crate::memory_in_use,
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {
@@ -75,6 +78,19 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
     let (signal, watch) = drain::channel();
     let task = tokio::spawn(bound.serve(gateway.clone(), watch));
     Ok(Serving { gateway, signal, task })
+}
+
+/// Resolves `--memory-watermark` against the container's memory limit and says what it is.
+fn memory_watermark(w: Watermark) -> Option<u64> {
+    let limit = memory::cgroup_memory_limit();
+    let resolved = w.resolve(limit);
+    let mib = |b: Option<u64>| b.map(|b| b >> 20);
+    match (resolved, w) {
+        (Some(b), _) => tracing::info!(watermark_mib = b >> 20, limit_mib = ?mib(limit), "admission by memory: new connections are refused above the watermark"),
+        (None, Watermark::OfLimit(_)) => tracing::info!("no memory limit in this cgroup: admission by memory is off (set --memory-watermark to a size to turn it on)"),
+        (None, _) => tracing::info!("admission by memory is off (--memory-watermark 0)"),
+    }
+    resolved
 }
 
 impl Serving {

@@ -8,6 +8,16 @@ mod run;
 
 use clap::Parser;
 
+/// The system allocator, counting the bytes in use for admission by memory
+/// (`--memory-watermark`).
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// Bytes allocated and not freed.
+fn memory_in_use() -> Option<u64> {
+    u64::try_from(ALLOCATOR.allocated()).ok()
+}
+
 fn main() -> std::process::ExitCode {
     let cli = args::Cli::parse();
     if let Err(e) = logging::init(cli.log_format) {

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, TestCa};
 
 /// A running `wharf run` whose log is collected.
@@ -405,4 +406,89 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     .unwrap();
     assert!(status.0.success(), "exit status {:?}; log:\n{}", status.0, status.1.log());
     assert!(status.1.log().contains("drained"), "{}", status.1.log());
+}
+
+/// The `wharf_memory_in_use_bytes` gauge of a running gateway.
+async fn in_use(admin: SocketAddr) -> u64 {
+    let m = http_get(admin, "x", "/metrics").await.unwrap().body;
+    let line = m.lines().find(|l| l.starts_with("wharf_memory_in_use_bytes ")).unwrap_or_default().to_owned();
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no resident memory in:\n{m}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_the_memory_watermark_new_connections_are_refused_until_memory_falls() {
+    let q = quickstart("memory").await;
+    // What this build uses at rest, from a first run with the default watermark (80% of a
+    // memory limit, which the test process does not have: off).
+    let baseline = {
+        let w = Wharf::start(&[&q.dir], &[]);
+        w.wait_ready().await;
+        let m = http_get(addr(w.admin), "x", "/metrics").await.unwrap().body;
+        assert!(m.contains("wharf_memory_watermark_bytes 0"), "{m}");
+        assert!(w.log().contains("admission by memory is off"), "{}", w.log());
+        in_use(addr(w.admin)).await
+    };
+    let watermark = baseline + (24 << 20);
+    let w = Wharf::start(&[&q.dir], &["--memory-watermark", &watermark.to_string()]);
+    w.wait_ready().await;
+    let (http, admin) = (addr(w.http), addr(w.admin));
+    assert!(
+        http_get(admin, "x", "/metrics")
+            .await
+            .unwrap()
+            .body
+            .contains(&format!("wharf_memory_watermark_bytes {watermark}")),
+        "watermark not exported"
+    );
+    // Clients that send most of a large request head and stop: each makes the gateway hold
+    // it (up to --max-request-header-bytes, 64 KiB).
+    let head = format!("GET / HTTP/1.1\r\nHost: shop.example.com\r\nX-Pad: {}\r\n", "p".repeat(60 * 1024));
+    let mut held = Vec::new();
+    let mut refused_at = None;
+    while held.len() < 4000 {
+        let mut s = tokio::net::TcpStream::connect(http).await.unwrap();
+        if s.write_all(head.as_bytes()).await.is_err() {
+            refused_at = Some(held.len());
+            break;
+        }
+        held.push(s);
+        if held.len() % 25 == 0 && http_get(admin, "x", "/healthz/ready").await.map(|s| s.status) == Ok(503) {
+            refused_at = Some(held.len());
+            break;
+        }
+    }
+    let Some(n) = refused_at else {
+        panic!(
+            "{} connections holding 60 KiB each never passed the watermark; in use {}",
+            held.len(),
+            in_use(admin).await
+        )
+    };
+    let ready = http_get(admin, "x", "/healthz/ready").await.unwrap();
+    assert_eq!(ready.status, 503, "after {n} connections: {}", ready.body);
+    assert!(ready.body.contains("memory-watermark"), "{}", ready.body);
+    // A new client is closed without an answer; the connections already open still work.
+    let mut fresh = tokio::net::TcpStream::connect(http).await.unwrap();
+    let _ = fresh.write_all(b"GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n").await;
+    let mut buf = Vec::new();
+    let n_read = tokio::time::timeout(Duration::from_secs(5), fresh.read_to_end(&mut buf)).await.unwrap();
+    assert!(matches!(n_read, Ok(0) | Err(_)), "a new connection was served: {:?}", String::from_utf8_lossy(&buf));
+    let mut first = held.swap_remove(0);
+    first.write_all(b"\r\n").await.unwrap();
+    let mut answer = [0u8; 12];
+    first.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 308", "an open connection was not served");
+    let metrics = http_get(admin, "x", "/metrics").await.unwrap().body;
+    assert!(metrics.contains("wharf_connections_refused_total{listener=\"http\",reason=\"memory\"}"), "{metrics}");
+    assert!(w.log().contains("memory in use is above --memory-watermark"), "{}", w.log());
+    // The clients go away: memory falls, and the gateway takes connections again.
+    drop(held);
+    drop(first);
+    let back = eventually(Duration::from_secs(10), || async move {
+        http_get(admin, "x", "/healthz/ready").await.map(|s| s.status) == Ok(200)
+    })
+    .await;
+    assert!(back, "still refusing at {} bytes in use (watermark {watermark})", in_use(admin).await);
+    assert_eq!(http_get(http, "blog.example.com", "/").await.unwrap().echo_name(), "blog");
+    assert!(w.log().contains("below --memory-watermark again"), "{}", w.log());
 }

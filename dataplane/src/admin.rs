@@ -46,8 +46,9 @@ fn full(shared: &Shared) -> bool {
 /// Ready once a config is applied and, when a mesh identity is configured, once it has a
 /// certificate: a replica that cannot open tunnels must not take traffic for ambient
 /// backends. `mesh_loaded` is None when no mesh identity is configured. A replica whose
-/// listener is full says so, so that load balancers send new clients elsewhere.
-fn readiness(version: u64, mesh_loaded: Option<bool>, full: bool) -> Result<(), &'static str> {
+/// listener is full, or whose memory is above the watermark, says so, so that load
+/// balancers send new clients elsewhere.
+fn readiness(version: u64, mesh_loaded: Option<bool>, full: bool, over_memory: bool) -> Result<(), &'static str> {
     if version == 0 {
         return Err("no config applied yet");
     }
@@ -56,6 +57,9 @@ fn readiness(version: u64, mesh_loaded: Option<bool>, full: bool) -> Result<(), 
     }
     if full {
         return Err("a listener is at --max-connections");
+    }
+    if over_memory {
+        return Err("memory in use is above --memory-watermark (see wharf_memory_in_use_bytes)");
     }
     Ok(())
 }
@@ -67,10 +71,12 @@ fn respond(shared: &Shared, req: &Request<Incoming>, local: bool) -> Response<Fu
     let cfg = shared.config.load();
     let mesh = shared.opts.mesh.as_ref().map(|m| m.load());
     let (status, ctype, body) = match req.uri().path() {
-        "/healthz/ready" => match readiness(cfg.version, mesh.as_ref().map(Option::is_some), full(shared)) {
-            Ok(()) => (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version)),
-            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("not ready: {why}\n")),
-        },
+        "/healthz/ready" => {
+            match readiness(cfg.version, mesh.as_ref().map(Option::is_some), full(shared), shared.memory.over()) {
+                Ok(()) => (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version)),
+                Err(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("not ready: {why}\n")),
+            }
+        }
         "/healthz/live" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
         "/metrics" => {
             if let Some(m) = &mesh {
@@ -103,11 +109,12 @@ mod tests {
 
     #[test]
     fn ready_needs_a_config_and_a_configured_mesh_identity() {
-        assert_eq!(readiness(0, None, false), Err("no config applied yet"));
-        assert_eq!(readiness(0, Some(true), false), Err("no config applied yet"));
-        assert!(readiness(1, Some(false), false).unwrap_err().contains("no mesh identity"));
-        assert_eq!(readiness(1, Some(true), false), Ok(()));
-        assert_eq!(readiness(1, None, false), Ok(()));
-        assert!(readiness(1, None, true).unwrap_err().contains("max-connections"));
+        assert_eq!(readiness(0, None, false, false), Err("no config applied yet"));
+        assert_eq!(readiness(0, Some(true), false, false), Err("no config applied yet"));
+        assert!(readiness(1, Some(false), false, false).unwrap_err().contains("no mesh identity"));
+        assert_eq!(readiness(1, Some(true), false, false), Ok(()));
+        assert_eq!(readiness(1, None, false, false), Ok(()));
+        assert!(readiness(1, None, true, false).unwrap_err().contains("max-connections"));
+        assert!(readiness(1, None, false, true).unwrap_err().contains("memory-watermark"));
     }
 }

@@ -12,6 +12,7 @@ pub mod drain;
 pub mod echo;
 pub mod hbone;
 mod listeners;
+pub mod memory;
 pub mod metrics;
 pub mod passthrough;
 pub mod proxy;
@@ -78,6 +79,8 @@ pub struct Limits {
     /// Connections older than this are asked to close (HTTP/1.1: after the current
     /// request; HTTP/2: GOAWAY), so that clients spread over new replicas.
     pub max_connection_age: Option<Duration>,
+    /// Bytes in use at which new connections are refused (see [`memory`]); None never.
+    pub memory_watermark: Option<u64>,
 }
 
 impl Default for Limits {
@@ -89,6 +92,7 @@ impl Default for Limits {
             max_body_bytes: 0,
             max_connections: 0,
             max_connection_age: None,
+            memory_watermark: None,
         }
     }
 }
@@ -109,6 +113,9 @@ pub struct Options {
     pub paths: proxy::normalize::PathOptions,
     /// Request and connection limits.
     pub limits: Limits,
+    /// Memory in use, for admission by memory: the `wharf` binary counts its allocations
+    /// (see [`memory`]); the default is the resident set.
+    pub memory_in_use: fn() -> Option<u64>,
 }
 
 impl Default for Options {
@@ -120,6 +127,7 @@ impl Default for Options {
             mesh: None,
             paths: proxy::normalize::PathOptions::default(),
             limits: Limits::default(),
+            memory_in_use: memory::resident_bytes,
         }
     }
 }
@@ -135,6 +143,8 @@ pub struct Shared {
     pub opts: Options,
     /// Dials endpoints, directly or over HBONE.
     pub dialer: proxy::upstream::Dialer,
+    /// Admission by memory.
+    pub memory: memory::Guard,
     compiler: config::Compiler,
     // Serializes applies (never touched by requests).
     apply_lock: Mutex<()>,
@@ -181,6 +191,7 @@ impl Gateway {
                 config: ArcSwap::from_pointee(empty),
                 metrics,
                 dialer,
+                memory: memory::Guard::new(opts.limits.memory_watermark, opts.memory_in_use),
                 opts,
                 compiler,
                 apply_lock: Mutex::new(()),

@@ -167,8 +167,41 @@ impl Bound {
         if let Some(l) = self.admin {
             set.spawn(admin::serve(l, Arc::clone(&shared), drain.clone()));
         }
+        set.spawn(watch_memory(Arc::clone(&shared), drain.clone()));
         drop(drain);
         while set.join_next().await.is_some() {}
+    }
+}
+
+/// Samples memory for admission by memory (see [`crate::memory`]) until draining starts.
+async fn watch_memory(shared: Arc<Shared>, mut drain: Watch) {
+    let guard = &shared.memory;
+    let gauge = |g: &prometheus::IntGauge, v: u64| g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    let watermark = guard.watermark().unwrap_or(0);
+    gauge(&shared.metrics.memory_watermark, watermark);
+    let mut every = tokio::time::interval(crate::memory::SAMPLE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = drain.signaled() => return,
+        }
+        if let Some(resident) = crate::memory::resident_bytes() {
+            gauge(&shared.metrics.memory_resident, resident);
+        }
+        let Some(in_use) = guard.measure() else { continue };
+        gauge(&shared.metrics.memory_in_use, in_use);
+        match guard.record(in_use) {
+            Some(true) => tracing::warn!(
+                in_use_mib = in_use >> 20,
+                watermark_mib = watermark >> 20,
+                "memory in use is above --memory-watermark: new connections are refused and /healthz/ready fails until it falls below"
+            ),
+            Some(false) => {
+                tracing::info!(in_use_mib = in_use >> 20, "memory in use is below --memory-watermark again: accepting connections")
+            }
+            None => {}
+        }
     }
 }
 
@@ -186,7 +219,11 @@ where
                     // Refused before any work: closing at once is cheaper than serving
                     // slowly, and clients retry elsewhere.
                     drop(stream);
-                    shared.metrics.connection_refused(kind);
+                    shared.metrics.connection_refused(kind, "max_connections");
+                }
+                Ok((stream, _)) if !shared.memory.admits() => {
+                    drop(stream);
+                    shared.metrics.connection_refused(kind, "memory");
                 }
                 Ok((stream, client)) => {
                     let _ = stream.set_nodelay(true);

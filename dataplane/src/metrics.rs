@@ -135,6 +135,12 @@ pub struct Metrics {
     mesh_cert_requests: IntCounterVec,
     rejected: IntCounterVec,
     refused: IntCounterVec,
+    /// Resident memory of the process.
+    pub memory_resident: IntGauge,
+    /// Memory in use, which admission by memory compares with the watermark.
+    pub memory_in_use: IntGauge,
+    /// The memory watermark in bytes (0: off).
+    pub memory_watermark: IntGauge,
     /// Expiry of the gateway's mesh certificate, Unix seconds (0: none loaded).
     pub mesh_cert_expiry: IntGauge,
 }
@@ -250,8 +256,20 @@ impl Metrics {
                     &["result"],
                 )?,
                 refused: IntCounterVec::new(
-                    Opts::new("wharf_connections_refused_total", "Connections closed at accept because the listener was at --max-connections"),
-                    &["listener"],
+                    Opts::new(
+                        "wharf_connections_refused_total",
+                        "Connections closed at accept, by listener and reason (max_connections: the listener was full; memory: memory in use was above --memory-watermark)",
+                    ),
+                    &["listener", "reason"],
+                )?,
+                memory_resident: gauge("wharf_memory_resident_bytes", "Resident memory of the process, sampled every 100 ms")?,
+                memory_in_use: gauge(
+                    "wharf_memory_in_use_bytes",
+                    "Memory in use (allocated and not freed), sampled every 100 ms; compared with --memory-watermark",
+                )?,
+                memory_watermark: gauge(
+                    "wharf_memory_watermark_bytes",
+                    "Resident memory at which new connections are refused (--memory-watermark; 0: off)",
                 )?,
                 rejected: IntCounterVec::new(
                     Opts::new("wharf_requests_rejected_total", "Requests answered by the gateway before routing (400, 421), by reason"),
@@ -267,6 +285,9 @@ impl Metrics {
             }
             registry.register(Box::new(m.rejected.clone()))?;
             registry.register(Box::new(m.refused.clone()))?;
+            registry.register(Box::new(m.memory_resident.clone()))?;
+            registry.register(Box::new(m.memory_in_use.clone()))?;
+            registry.register(Box::new(m.memory_watermark.clone()))?;
             registry.register(Box::new(m.mesh_cert_requests.clone()))?;
             registry.register(Box::new(m.mesh_cert_expiry.clone()))?;
             registry.register(Box::new(m.hbone_tunnels.clone()))?;
@@ -338,9 +359,9 @@ impl Metrics {
         self.hbone_bytes.with_label_values(&[tunnel, "downstream"]).inc_by(to_client);
     }
 
-    /// Counts a connection closed at accept (listener full).
-    pub fn connection_refused(&self, listener: Listener) {
-        self.refused.with_label_values(&[listener.label()]).inc();
+    /// Counts a connection closed at accept: `reason` is `max_connections` or `memory`.
+    pub fn connection_refused(&self, listener: Listener, reason: &str) {
+        self.refused.with_label_values(&[listener.label(), reason]).inc();
     }
 
     /// Open connections of a listener.

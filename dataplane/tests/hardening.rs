@@ -336,7 +336,10 @@ async fn a_full_listener_closes_new_connections_and_is_not_ready() {
     assert!(matches!(n, Ok(0) | Err(_)), "{:?}", String::from_utf8_lossy(&buf));
     let ready = admin_get(&r, "/healthz/ready").await;
     assert_eq!(ready.status, 503, "{}", ready.body);
-    assert!(admin_get(&r, "/metrics").await.body.contains("wharf_connections_refused_total{listener=\"http\"} 1"));
+    assert!(admin_get(&r, "/metrics")
+        .await
+        .body
+        .contains("wharf_connections_refused_total{listener=\"http\",reason=\"max_connections\"} 1"));
     // One closes: ready again.
     held.pop();
     let admin = r.admin;

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
+use wharf_dataplane::memory::Watermark;
 use wharf_e2e::pod::{Deployment, PodHost};
 use wharf_e2e::*;
 
@@ -118,6 +119,22 @@ async fn check_serves(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site
     })
     .await;
     assert!(served, "{what}: {} not served over TLS: {:?}; log:\n{}", site.host, curl(https, site, "/", &[]), c.logs());
+    check_memory_watermark(d, c, what).await;
+}
+
+/// The rendered `--memory-watermark` is resolved against the memory limit the container
+/// got (`resources.limits.memory`), as its cgroup shows it to the process.
+async fn check_memory_watermark(d: &Deployment, c: &wharf_e2e::pod::Container, what: &str) {
+    let rendered = d.args().iter().find_map(|a| a.strip_prefix("--memory-watermark=").map(str::to_owned));
+    let rendered: Watermark = rendered.as_deref().unwrap_or("").parse().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let limit: u64 = c.inspect("{{.HostConfig.Memory}}").parse().unwrap();
+    assert!(limit > 0, "{what}: no memory limit");
+    let want = rendered.resolve(Some(limit)).unwrap_or(0);
+    let admin = c.addr(d.port(&json!("admin")).unwrap());
+    let metrics = http_get(admin, "admin", "/metrics").await.unwrap().body;
+    let got = metrics.lines().find_map(|l| l.strip_prefix("wharf_memory_watermark_bytes ")).unwrap_or("none");
+    assert_eq!(got, want.to_string(), "{what}: {rendered:?} of a {limit}-byte limit");
+    assert!(metrics.contains("wharf_memory_in_use_bytes "), "{what}");
 }
 
 /// The request-body limit the rendering's values set (`controller.limits.maxRequestBody`)
