@@ -180,6 +180,12 @@ pub struct ProxyArgs {
     /// How long shutdown waits for in-flight requests and connections.
     #[arg(long, default_value = "30s", value_parser = parse_duration, env = "WHARF_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,
+    /// After SIGTERM, how long to keep serving while reporting not ready and asking
+    /// clients to reconnect elsewhere (HTTP/1.1 `Connection: close`, HTTP/2 GOAWAY) before
+    /// the drain: the time a Service needs to stop sending new connections here. Default
+    /// 5s for `controller`, 0s for `run`.
+    #[arg(long, value_parser = parse_duration, env = "WHARF_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Option<Duration>,
     /// Log one line per request.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "WHARF_ACCESS_LOG")]
     pub access_log: bool,

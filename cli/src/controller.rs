@@ -68,9 +68,15 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
             tracing::warn!(lease = %lease.name, "the API server did not answer; the lease expires by itself");
         }
     };
-    tokio::join!(release, serving.drain(args.gateway.proxy.drain_timeout));
+    let delay = args.gateway.proxy.shutdown_delay.unwrap_or(CONTROLLER_SHUTDOWN_DELAY);
+    tokio::join!(release, serving.shutdown(delay, args.gateway.proxy.drain_timeout));
     Ok(())
 }
+
+/// In Kubernetes a terminating pod leaves its Service's endpoints only after the
+/// EndpointSlice controller and every node's kube-proxy have caught up (typically under a
+/// second or two); until then it keeps getting new connections, which it serves.
+const CONTROLLER_SHUTDOWN_DELAY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long shutdown tries to release the Lease.
 const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -94,8 +94,20 @@ fn memory_watermark(w: Watermark) -> Option<u64> {
 }
 
 impl Serving {
+    /// Shuts down: reports not ready and asks clients to go for `delay` while still
+    /// serving, then stops accepting and waits for in-flight work up to `deadline`.
+    pub async fn shutdown(self, delay: Duration, deadline: Duration) {
+        self.gateway.close();
+        self.signal.close();
+        if !delay.is_zero() {
+            tracing::info!(?delay, "not ready; serving until the delay ends, then draining");
+            tokio::time::sleep(delay).await;
+        }
+        self.drain(deadline).await;
+    }
+
     /// Stops accepting, waits for in-flight work up to `deadline`.
-    pub async fn drain(self, deadline: std::time::Duration) {
+    async fn drain(self, deadline: std::time::Duration) {
         if self.signal.drain(deadline).await {
             tracing::info!("drained; bye");
         } else {

@@ -41,7 +41,8 @@ pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     }
-    serving.drain(args.gateway.proxy.drain_timeout).await;
+    let delay = args.gateway.proxy.shutdown_delay.unwrap_or_default();
+    serving.shutdown(delay, args.gateway.proxy.drain_timeout).await;
     Ok(())
 }
 

@@ -492,3 +492,61 @@ async fn above_the_memory_watermark_new_connections_are_refused_until_memory_fal
     assert_eq!(http_get(http, "blog.example.com", "/").await.unwrap().echo_name(), "blog");
     assert!(w.log().contains("below --memory-watermark again"), "{}", w.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_the_shutdown_delay_it_is_not_ready_and_serves_clients_asking_them_to_reconnect() {
+    let q = quickstart("closing").await;
+    let w = Wharf::start(&[&q.dir], &["--shutdown-delay", "2s"]);
+    w.wait_ready().await;
+    let (http, admin) = (addr(w.http), addr(w.admin));
+    // An HTTP/2 connection opened before SIGTERM, used once.
+    let tcp = tokio::net::TcpStream::connect(addr(w.https)).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("shop.example.com").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(q.ca.client_config(&[b"h2"])).connect(name, tcp).await.unwrap();
+    let (mut h2, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    let h2_ended = tokio::spawn(async move {
+        let _ = conn.await;
+        std::time::Instant::now()
+    });
+    let req =
+        || http::Request::get("https://shop.example.com/").body(http_body_util::Empty::<bytes::Bytes>::new()).unwrap();
+    assert_eq!(h2.send_request(req()).await.unwrap().status(), 200);
+
+    let kill = Command::new("kill").args(["-TERM", &w.child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let sigterm = std::time::Instant::now();
+    let unready = eventually(Duration::from_secs(2), || async move {
+        http_get(admin, "x", "/healthz/ready").await.is_ok_and(|r| r.status == 503 && r.body.contains("shutting down"))
+    })
+    .await;
+    assert!(unready, "still ready after SIGTERM; log:\n{}", w.log());
+    // A new HTTP/1.1 client is served and asked to reconnect.
+    let r = http_get(http, "blog.example.com", "/").await.unwrap();
+    assert_eq!((r.status, r.echo_name()), (200, "blog".to_owned()));
+    assert_eq!(r.headers.get("connection").map(|v| v.as_bytes()), Some(&b"close"[..]), "{:?}", r.headers);
+    // The HTTP/2 connection got GOAWAY and was closed, well before the delay ended.
+    let ended =
+        tokio::time::timeout(Duration::from_secs(2), h2_ended).await.expect("HTTP/2 connection still open").unwrap();
+    assert!(
+        ended.duration_since(sigterm) < Duration::from_millis(1500),
+        "GOAWAY only after {:?}",
+        ended.duration_since(sigterm)
+    );
+    // After the delay, new connections are refused and the process exits 0.
+    let refused =
+        eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() }).await;
+    assert!(refused, "still accepting; log:\n{}", w.log());
+    let took = sigterm.elapsed();
+    assert!(took >= Duration::from_millis(1900), "stopped accepting {took:?} after SIGTERM, before the 2 s delay");
+    let mut w = w;
+    let status = tokio::task::spawn_blocking(move || {
+        let s = w.child.wait().unwrap();
+        (s, w)
+    })
+    .await
+    .unwrap();
+    assert!(status.0.success(), "exit status {:?}; log:\n{}", status.0, status.1.log());
+}

@@ -46,9 +46,18 @@ fn full(shared: &Shared) -> bool {
 /// Ready once a config is applied and, when a mesh identity is configured, once it has a
 /// certificate: a replica that cannot open tunnels must not take traffic for ambient
 /// backends. `mesh_loaded` is None when no mesh identity is configured. A replica whose
-/// listener is full, or whose memory is above the watermark, says so, so that load
-/// balancers send new clients elsewhere.
-fn readiness(version: u64, mesh_loaded: Option<bool>, full: bool, over_memory: bool) -> Result<(), &'static str> {
+/// listener is full, or whose memory is above the watermark, or that is shutting down,
+/// says so, so that load balancers send new clients elsewhere.
+fn readiness(
+    version: u64,
+    mesh_loaded: Option<bool>,
+    full: bool,
+    over_memory: bool,
+    closing: bool,
+) -> Result<(), &'static str> {
+    if closing {
+        return Err("shutting down");
+    }
     if version == 0 {
         return Err("no config applied yet");
     }
@@ -72,7 +81,13 @@ fn respond(shared: &Shared, req: &Request<Incoming>, local: bool) -> Response<Fu
     let mesh = shared.opts.mesh.as_ref().map(|m| m.load());
     let (status, ctype, body) = match req.uri().path() {
         "/healthz/ready" => {
-            match readiness(cfg.version, mesh.as_ref().map(Option::is_some), full(shared), shared.memory.over()) {
+            match readiness(
+                cfg.version,
+                mesh.as_ref().map(Option::is_some),
+                full(shared),
+                shared.memory.over(),
+                shared.is_closing(),
+            ) {
                 Ok(()) => (StatusCode::OK, "text/plain", format!("ready: config version {}\n", cfg.version)),
                 Err(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("not ready: {why}\n")),
             }
@@ -109,12 +124,13 @@ mod tests {
 
     #[test]
     fn ready_needs_a_config_and_a_configured_mesh_identity() {
-        assert_eq!(readiness(0, None, false, false), Err("no config applied yet"));
-        assert_eq!(readiness(0, Some(true), false, false), Err("no config applied yet"));
-        assert!(readiness(1, Some(false), false, false).unwrap_err().contains("no mesh identity"));
-        assert_eq!(readiness(1, Some(true), false, false), Ok(()));
-        assert_eq!(readiness(1, None, false, false), Ok(()));
-        assert!(readiness(1, None, true, false).unwrap_err().contains("max-connections"));
-        assert!(readiness(1, None, false, true).unwrap_err().contains("memory-watermark"));
+        assert_eq!(readiness(0, None, false, false, false), Err("no config applied yet"));
+        assert_eq!(readiness(0, Some(true), false, false, false), Err("no config applied yet"));
+        assert!(readiness(1, Some(false), false, false, false).unwrap_err().contains("no mesh identity"));
+        assert_eq!(readiness(1, Some(true), false, false, false), Ok(()));
+        assert_eq!(readiness(1, None, false, false, false), Ok(()));
+        assert!(readiness(1, None, true, false, false).unwrap_err().contains("max-connections"));
+        assert!(readiness(1, None, false, true, false).unwrap_err().contains("memory-watermark"));
+        assert_eq!(readiness(1, Some(true), false, false, true), Err("shutting down"));
     }
 }

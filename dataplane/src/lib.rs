@@ -21,6 +21,8 @@ pub mod tcp;
 pub mod tls;
 
 #[cfg(any(test, feature = "testing"))]
+pub mod fuzzing;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,10 +147,19 @@ pub struct Shared {
     pub dialer: proxy::upstream::Dialer,
     /// Admission by memory.
     pub memory: memory::Guard,
+    /// Shutdown has started: readiness fails (see [`drain`]).
+    closing: std::sync::atomic::AtomicBool,
     compiler: config::Compiler,
     // Serializes applies (never touched by requests).
     apply_lock: Mutex<()>,
     version: AtomicU64,
+}
+
+impl Shared {
+    /// True once shutdown has started.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
 }
 
 /// The data plane. Cheap to clone.
@@ -192,6 +203,7 @@ impl Gateway {
                 metrics,
                 dialer,
                 memory: memory::Guard::new(opts.limits.memory_watermark, opts.memory_in_use),
+                closing: std::sync::atomic::AtomicBool::new(false),
                 opts,
                 compiler,
                 apply_lock: Mutex::new(()),
@@ -223,6 +235,12 @@ impl Gateway {
         }
     }
 
+    /// Shutdown has started: from now on `/healthz/ready` fails. The listeners learn it
+    /// from [`drain::Signal::close`].
+    pub fn close(&self) {
+        self.shared.closing.store(true, Ordering::Relaxed);
+    }
+
     /// Version of the live config (0 before the first apply).
     pub fn version(&self) -> u64 {
         self.shared.config.load().version
@@ -231,6 +249,11 @@ impl Gateway {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// True once [`Gateway::close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.shared.is_closing()
     }
 
     /// Shared state, for listeners.

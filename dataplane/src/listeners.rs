@@ -291,9 +291,23 @@ where
         .max_header_list_size(header_list_size(limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
-    let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
+    let closing = drain.clone();
+    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let http1 = req.version() < http::Version::HTTP_2;
+        let answer = proxy::handle(Arc::clone(&s), info.clone(), req);
+        let closing = closing.clone();
+        async move {
+            let mut resp = answer.await?;
+            // While closing, each HTTP/1.1 response asks its client to reconnect (through
+            // the Service, to a replica that stays); an upgrade keeps its connection.
+            if http1 && closing.is_closing() && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+                resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    let ended = crate::drain::serve_connection(conn, drain, limits.max_connection_age).await;
+    let ended = crate::drain::serve_connection(conn, drain, limits.max_connection_age, false).await;
     count_head_too_large(&shared, ended);
 }
 
@@ -326,5 +340,5 @@ where
     let s = Arc::clone(&shared);
     let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
     let conn = builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc);
-    let _ = crate::drain::serve_connection(conn, drain, shared.opts.limits.max_connection_age).await;
+    let _ = crate::drain::serve_connection(conn, drain, shared.opts.limits.max_connection_age, true).await;
 }

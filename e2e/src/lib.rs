@@ -352,7 +352,9 @@ impl Controller {
                 "--lease-retry",
                 "500ms",
             ])
-            .args(["--drain-timeout", "2s"])
+            // No Service in front: stop accepting at SIGTERM (the image test runs the chart's
+            // delay).
+            .args(["--drain-timeout", "2s", "--shutdown-delay", "0s"])
             .args(extra)
             .env("RUST_LOG", "info,wharf::access=off")
             .envs(vars.iter().copied());

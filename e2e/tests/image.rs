@@ -249,8 +249,8 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
     let leader = names.iter().position(|n| *n == now).unwrap();
     let (first, second) = (&pods[leader], &pods[1 - leader]);
 
-    // SIGTERM with a request in flight: it completes, new connections are refused, and the
-    // process exits 0 within the grace period. The backend is this test, on the host side
+    // SIGTERM with a request in flight: it completes, new connections are refused after
+    // the shutdown delay, and the process exits 0 within the grace period. The backend is this test, on the host side
     // of the backend network.
     let host_ip = env.host_ip.clone().expect("WHARF_E2E_HOST_IP is not set");
     let l = tokio::net::TcpListener::bind((host_ip.as_str(), 0)).await.unwrap();
@@ -278,14 +278,50 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
         async move { http_get(http, &held_host, "/hold").await }
     });
     arrived.recv().await.unwrap();
-    let (stopped, refused) = tokio::join!(first.stop(), async {
-        let refused =
-            eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() })
-                .await;
+    // The chart's shutdown delay: at once not ready, still serving new clients but asking
+    // each to reconnect (the Service moves them to the other replica); then new connections
+    // are refused while the request in flight is still held.
+    let delay = d
+        .args()
+        .iter()
+        .find_map(|a| a.strip_prefix("--shutdown-delay=")?.strip_suffix('s')?.parse().ok())
+        .map(Duration::from_secs)
+        .expect("the chart renders --shutdown-delay in seconds");
+    let admin = first.addr(d.port(&json!("admin")).unwrap());
+    let sigterm = std::time::Instant::now();
+    let (stopped, (unready, during, refused_after)) = tokio::join!(first.stop(), async {
+        let unready = eventually(Duration::from_secs(5), || async move {
+            http_get(admin, "admin", "/healthz/ready")
+                .await
+                .is_ok_and(|r| r.status == 503 && r.body.contains("shutting down"))
+        })
+        .await;
+        let during = http_get(http, h, "/ready").await;
+        let refused = eventually(delay + Duration::from_secs(5), || async move {
+            tokio::net::TcpStream::connect(http).await.is_err()
+        })
+        .await;
+        let refused_after = refused.then(|| sigterm.elapsed());
         release.send(()).unwrap();
-        refused
+        (unready, during, refused_after)
     });
-    assert!(refused, "{}: still accepting connections after SIGTERM", first.name);
+    assert!(unready, "{}: still ready after SIGTERM", first.name);
+    let during =
+        during.unwrap_or_else(|e| panic!("{}: a new client during the shutdown delay failed: {e}", first.name));
+    assert_eq!(during.status, 200, "{}: during the shutdown delay", first.name);
+    assert_eq!(
+        during.headers.get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "{}: a response during the shutdown delay does not ask the client to reconnect",
+        first.name
+    );
+    let refused_after =
+        refused_after.unwrap_or_else(|| panic!("{}: still accepting connections after SIGTERM", first.name));
+    assert!(
+        refused_after >= delay - Duration::from_millis(500),
+        "{}: stopped accepting {refused_after:?} after SIGTERM, before the {delay:?} shutdown delay",
+        first.name
+    );
     let seen = in_flight.await.unwrap().unwrap();
     assert_eq!((seen.status, seen.body.as_str()), (200, "held"), "the request in flight was dropped");
     let (code, took) = stopped.unwrap();
