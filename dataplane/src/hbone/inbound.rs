@@ -68,7 +68,7 @@ pub async fn serve_conn(
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
         .serve_connection(TokioIo::new(tls), svc);
-    let _ = crate::drain::serve_connection(conn, drain, None).await;
+    let _ = crate::drain::serve_connection(conn, drain, None, true).await;
 }
 
 fn status(code: StatusCode) -> Response<Empty<Bytes>> {
@@ -77,20 +77,61 @@ fn status(code: StatusCode) -> Response<Empty<Bytes>> {
     r
 }
 
-async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Metrics) -> Response<Empty<Bytes>> {
-    if req.method() != Method::CONNECT {
-        metrics.hbone_tunnel("inbound", "not_connect");
-        return status(StatusCode::BAD_REQUEST);
+/// Why a CONNECT request is refused before any connection is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Not a CONNECT request.
+    NotConnect,
+    /// The authority is not an `IP:port` (HBONE names a workload address, never a host name).
+    BadAuthority,
+    /// The port is one of ztunnel's own ([`RESERVED_PORTS`]).
+    ReservedPort,
+}
+
+impl Refused {
+    /// The metric label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refused::NotConnect => "not_connect",
+            Refused::BadAuthority => "bad_authority",
+            Refused::ReservedPort => "reserved_port",
+        }
     }
-    let Some(target) = req.uri().authority().and_then(|a| a.as_str().parse::<SocketAddr>().ok()) else {
-        metrics.hbone_tunnel("inbound", "bad_authority");
-        return status(StatusCode::BAD_REQUEST);
+
+    /// The status the client gets.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Refused::NotConnect | Refused::BadAuthority => StatusCode::BAD_REQUEST,
+            Refused::ReservedPort => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// The address a CONNECT request asks for: its target in authority form (RFC 9113 §8.5:
+/// no scheme, no path), an `IP:port` that is not a reserved port.
+pub fn connect_target(method: &Method, uri: &http::Uri) -> Result<SocketAddr, Refused> {
+    if method != Method::CONNECT {
+        return Err(Refused::NotConnect);
+    }
+    if uri.scheme().is_some() || uri.path_and_query().is_some() {
+        return Err(Refused::BadAuthority);
+    }
+    let target = uri.authority().and_then(|a| a.as_str().parse::<SocketAddr>().ok()).ok_or(Refused::BadAuthority)?;
+    if RESERVED_PORTS.contains(&target.port()) {
+        return Err(Refused::ReservedPort);
+    }
+    Ok(target)
+}
+
+async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Metrics) -> Response<Empty<Bytes>> {
+    let target = match connect_target(req.method(), req.uri()) {
+        Ok(t) => t,
+        Err(refused) => {
+            metrics.hbone_tunnel("inbound", refused.reason());
+            return status(refused.status());
+        }
     };
     tracing::Span::current().record("authority", tracing::field::display(target));
-    if RESERVED_PORTS.contains(&target.port()) {
-        metrics.hbone_tunnel("inbound", "reserved_port");
-        return status(StatusCode::SERVICE_UNAVAILABLE);
-    }
     let upstream = match tokio::time::timeout(connect_timeout, TcpStream::connect(target)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -121,4 +162,30 @@ async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Met
         .instrument(span),
     );
     status(StatusCode::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_targets_are_ip_and_port_outside_ztunnels_own() {
+        let t = |m: Method, uri: &str| connect_target(&m, &uri.parse::<http::Uri>().unwrap());
+        assert_eq!(t(Method::CONNECT, "10.1.2.3:8080"), Ok(SocketAddr::from(([10, 1, 2, 3], 8080))));
+        assert_eq!(t(Method::CONNECT, "[fd00::7]:443"), Ok("[fd00::7]:443".parse().unwrap()));
+        assert_eq!(t(Method::GET, "10.1.2.3:8080"), Err(Refused::NotConnect));
+        for bad in ["web.default.svc:80", "10.1.2.3", "/10.1.2.3:80", "http://10.1.2.3:80/", "10.1.2.3:99999"] {
+            assert_eq!(t(Method::CONNECT, bad), Err(Refused::BadAuthority), "{bad}");
+        }
+        for port in RESERVED_PORTS {
+            assert_eq!(t(Method::CONNECT, &format!("10.1.2.3:{port}")), Err(Refused::ReservedPort), "{port}");
+        }
+        assert_eq!(Refused::ReservedPort.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Refused::BadAuthority.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(Refused::NotConnect.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            [Refused::NotConnect, Refused::BadAuthority, Refused::ReservedPort].map(Refused::reason),
+            ["not_connect", "bad_authority", "reserved_port"]
+        );
+    }
 }
