@@ -9,6 +9,8 @@
 // A command-line tool whose output is its result.
 #![allow(clippy::print_stdout)]
 
+mod reliability;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,6 +68,26 @@ enum Cmd {
         #[arg(long)]
         names: Option<std::path::PathBuf>,
     },
+    /// A reliability scenario against the real `wharf` binary (docs/reliability.md).
+    Reliability {
+        #[command(subcommand)]
+        scenario: Scenario,
+        /// The `wharf` binary.
+        #[arg(long, global = true, default_value = "target/release/wharf")]
+        wharf: std::path::PathBuf,
+        /// Working directory for manifests.
+        #[arg(long, global = true, default_value = "target/reliability")]
+        work: std::path::PathBuf,
+        /// Keep-alive client connections.
+        #[arg(long, global = true, default_value_t = 8)]
+        keepalive: usize,
+        /// Their requests per second, in total.
+        #[arg(long, global = true, default_value_t = 400.0)]
+        rate: f64,
+        /// New client connections (one request each) per second.
+        #[arg(long, global = true, default_value_t = 20.0)]
+        fresh: f64,
+    },
     /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
     Rate {
         #[arg(long)]
@@ -81,6 +103,32 @@ enum Cmd {
         connections: usize,
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// R1: config changes under load (the served Ingress, its Secret, another Ingress, in
+    /// turn), each waited for until live.
+    Changes {
+        #[arg(long, default_value_t = 1000)]
+        count: u64,
+    },
+    /// R2: the served certificate replaced every second.
+    Rotation {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// R3: two replicas behind one address restarted one after the other (SIGTERM, drain,
+    /// start, ready).
+    Restart {
+        /// How long after SIGTERM the terminating replica leaves the Service's endpoints
+        /// (the EndpointSlice controller and kube-proxy: typically 0.1-2 s).
+        #[arg(long, default_value_t = 1000)]
+        lag_ms: u64,
+        /// Extra flags for both replicas.
+        #[arg(long, allow_hyphen_values = true)]
+        flags: Vec<String>,
     },
 }
 
@@ -114,6 +162,16 @@ async fn get(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
     resp.into_body().collect().await?;
     anyhow::ensure!(ok, "non-2xx response");
     Ok(())
+}
+
+fn scenario_of(s: Scenario) -> reliability::Scenario {
+    match s {
+        Scenario::Changes { count } => reliability::Scenario::Changes { count },
+        Scenario::Rotation { seconds } => reliability::Scenario::Rotation { seconds },
+        Scenario::Restart { lag_ms, flags } => {
+            reliability::Scenario::Restart { lag: Duration::from_millis(lag_ms), flags }
+        }
+    }
 }
 
 #[tokio::main]
@@ -183,6 +241,9 @@ async fn main() -> Result<()> {
             if let Some(n) = names {
                 std::fs::write(n, list)?;
             }
+        }
+        Cmd::Reliability { scenario, wharf, work, keepalive, rate, fresh } => {
+            reliability::run(scenario_of(scenario), &wharf, &work, keepalive, rate, fresh).await?;
         }
         Cmd::Rate { addr, sni, path, rate, connections, seconds } => {
             let cfg = client_config();
