@@ -376,6 +376,8 @@ async fn bad_certificate_at_start_serves_default_for_that_host_only() {
     assert_eq!(shop.peer_cert.as_ref(), Some(&q.leaf("shop-tls").leaf_der()));
     let log = w.log();
     assert!(log.contains("KeyMismatch") && log.contains("Ingress quickstart/blog"), "{log}");
+    // Written to a pipe, as in a pod: plain text, no terminal colour codes.
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in a log written to a pipe:\n{log:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
