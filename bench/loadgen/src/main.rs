@@ -119,6 +119,16 @@ enum Scenario {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
+    /// R4: `wharf controller` while the e2e harness's API server is stopped and started
+    /// again (run under the harness's environment).
+    ApiServer {
+        /// Seconds the API server stays down.
+        #[arg(long, default_value_t = 60)]
+        down: u64,
+    },
+    /// R5: malformed objects added one by one (bad PEM, wrong key, huge, invalid UTF-8,
+    /// 10,000 paths...): each gets a diagnostic, the rest keeps serving.
+    Malformed,
     /// R3: two replicas behind one address restarted one after the other (SIGTERM, drain,
     /// start, ready).
     Restart {
@@ -168,6 +178,8 @@ fn scenario_of(s: Scenario) -> reliability::Scenario {
     match s {
         Scenario::Changes { count } => reliability::Scenario::Changes { count },
         Scenario::Rotation { seconds } => reliability::Scenario::Rotation { seconds },
+        Scenario::Malformed => reliability::Scenario::Malformed,
+        Scenario::ApiServer { down } => reliability::Scenario::ApiServer { down: Duration::from_secs(down) },
         Scenario::Restart { lag_ms, flags } => {
             reliability::Scenario::Restart { lag: Duration::from_millis(lag_ms), flags }
         }

@@ -21,6 +21,9 @@ use wharf_dataplane::testing::TestCa;
 /// The host every scenario serves.
 pub const HOST: &str = "rel.test";
 
+/// The echo backend's name.
+pub const BACKEND: &str = "reliability-backend";
+
 /// What the clients saw.
 #[derive(Default)]
 pub struct Tally {
@@ -218,6 +221,10 @@ impl Load {
 /// A `wharf run` process.
 pub struct Wharf {
     child: Child,
+    /// Its log lines (warnings and errors).
+    pub log: Arc<Mutex<Vec<String>>>,
+    /// HTTP listener.
+    pub http: SocketAddr,
     /// HTTPS listener.
     pub https: SocketAddr,
     /// Admin listener.
@@ -238,20 +245,42 @@ impl Wharf {
 
     /// Same, on the given ports (a replica restarting where it ran before).
     pub fn start_on(bin: &Path, dir: &Path, http: u16, https: u16, admin: u16, extra: &[&str]) -> Result<Wharf> {
-        let child = Command::new(bin)
-            .args(["run", "--listen-address", "127.0.0.1", "-f"])
-            .arg(dir)
-            .args(["--http-port", &http.to_string(), "--https-port", &https.to_string()])
-            .args(["--passthrough-port", "0", "--admin-port", &admin.to_string()])
-            .args(["--watch-interval", "50ms", "--access-log=false"])
-            .args(extra)
+        let mut cmd = Command::new(bin);
+        cmd.args(["run", "-f"]).arg(dir).args(["--watch-interval", "50ms"]).args(extra);
+        Self::spawn(cmd, bin, http, https, admin)
+    }
+
+    /// `wharf controller` against the API server `kubeconfig` names, on free ports.
+    pub fn controller(bin: &Path, kubeconfig: &str, extra: &[&str]) -> Result<Wharf> {
+        let mut cmd = Command::new(bin);
+        cmd.args(["controller", "--kubeconfig", kubeconfig, "--election-namespace", "wharf-system", "--pod-name", "reliability-0"])
+            .args(extra);
+        Self::spawn(cmd, bin, free_port()?, free_port()?, free_port()?)
+    }
+
+    fn spawn(mut cmd: Command, bin: &Path, http: u16, https: u16, admin: u16) -> Result<Wharf> {
+        let mut child = cmd
+            .args(["--listen-address", "127.0.0.1", "--http-port", &http.to_string(), "--https-port", &https.to_string()])
+            .args(["--passthrough-port", "0", "--admin-port", &admin.to_string(), "--access-log=false"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let log = Arc::new(Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let sink = Arc::clone(&log);
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                    sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                }
+            });
+        }
         Ok(Wharf {
             child,
+            log,
+            http: SocketAddr::from(([127, 0, 0, 1], http)),
             https: SocketAddr::from(([127, 0, 0, 1], https)),
             admin: SocketAddr::from(([127, 0, 0, 1], admin)),
         })
@@ -278,11 +307,21 @@ impl Wharf {
             .context("no wharf_config_version")
     }
 
+    /// Log lines containing `needle`.
+    pub fn lines_with(&self, needle: &str) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|l| l.contains(needle)).cloned().collect()
+    }
+
     /// SIGTERM.
     pub fn terminate(&self) -> Result<()> {
         let ok = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status()?.success();
         anyhow::ensure!(ok, "kill -TERM failed");
         Ok(())
+    }
+
+    /// True while the process runs.
+    pub fn child_alive(&self) -> bool {
+        Command::new("kill").args(["-0", &self.child.id().to_string()]).status().is_ok_and(|s| s.success())
     }
 
     /// Waits for the process to exit; returns its exit code.
@@ -321,14 +360,19 @@ pub struct Site {
 }
 
 impl Site {
-    /// Writes the manifests and starts the backend.
+    /// Writes the manifests and starts the backend on loopback.
     pub async fn new(dir: &Path) -> Result<Site> {
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir)?;
         let l = TcpListener::bind("127.0.0.1:0").await?;
         let backend_addr = l.local_addr()?;
-        let backend = "reliability-backend".to_owned();
-        tokio::spawn(wharf_dataplane::echo::serve(l, backend.clone()));
+        tokio::spawn(wharf_dataplane::echo::serve(l, BACKEND.to_owned()));
+        Self::with_backend(dir, backend_addr)
+    }
+
+    /// Writes the manifests for an echo backend named [`BACKEND`] at `backend_addr`.
+    pub fn with_backend(dir: &Path, backend_addr: SocketAddr) -> Result<Site> {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir)?;
+        let backend = BACKEND.to_owned();
         let base = format!(
             "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: wharf}}\nspec: {{controller: wharf.dev/ingress-controller}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: rel}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: app-1, namespace: rel, labels: {{kubernetes.io/service-name: app}}}}\naddressType: IPv4\nports: [{{name: http, port: {}}}]\nendpoints: [{{addresses: [\"{}\"]}}]\n",
             backend_addr.port(),
@@ -456,6 +500,13 @@ pub enum Scenario {
         /// One new certificate per second for this long.
         seconds: u64,
     },
+    /// R5.
+    Malformed,
+    /// R4.
+    ApiServer {
+        /// How long the API server stays down.
+        down: Duration,
+    },
     /// R3.
     Restart {
         /// Endpoint removal delay after SIGTERM.
@@ -467,6 +518,9 @@ pub enum Scenario {
 
 /// Runs one scenario and prints one result line.
 pub async fn run(scenario: Scenario, bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh: f64) -> Result<()> {
+    if let Scenario::ApiServer { down } = scenario {
+        return api_server(bin, work, keepalive, rate, fresh, down).await;
+    }
     let site = Site::new(work).await?;
     let load = |addr| Load { addr, tls: site.client_tls(), keepalive, rate, fresh, backend: site.backend.clone() };
     let stop = Arc::new(AtomicBool::new(false));
@@ -535,6 +589,58 @@ pub async fn run(scenario: Scenario, bin: &Path, work: &Path, keepalive: usize, 
                 tally.summary()
             );
         }
+        Scenario::Malformed => {
+            let w = Wharf::start(bin, &site.dir, &[])?;
+            w.ready().await?;
+            let running = tokio::spawn(load(w.https).run(Arc::clone(&stop)));
+            let mut rows = Vec::new();
+            for (i, (what, marker, yaml)) in malformed(&site).into_iter().enumerate() {
+                let file = site.dir.join(format!("40-bad-{i:02}.yaml"));
+                let before = w.version().await?;
+                std::fs::write(&file, &yaml)?;
+                let t = Instant::now();
+                let seen = loop {
+                    let lines = if marker.is_empty() { Vec::new() } else { w.lines_with(&marker) };
+                    if !lines.is_empty() {
+                        break lines;
+                    }
+                    if marker.is_empty() && w.version().await? > before {
+                        break vec![format!("applied (config version {})", w.version().await?)];
+                    }
+                    if t.elapsed() > Duration::from_secs(10) {
+                        break Vec::new();
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                };
+                // A file that cannot be read holds back every change after it: take it out.
+                if what.starts_with("file:") {
+                    std::fs::remove_file(&file)?;
+                }
+                rows.push((what, seen));
+            }
+            // Every diagnostic is logged once, not on each reload.
+            site.write_ingress(7)?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            stop.store(true, Ordering::Relaxed);
+            let tally = running.await?;
+            let mut diagnosed = 0;
+            for (what, seen) in &rows {
+                if !seen.is_empty() {
+                    diagnosed += 1;
+                }
+                let first = seen.first().map_or("NO DIAGNOSTIC", String::as_str);
+                eprintln!("R5 {what}: {} line(s): {}", seen.len(), first.chars().take(400).collect::<String>());
+            }
+            let exited = w.child_alive();
+            println!(
+                "R5 inputs={} diagnosed={diagnosed} repeated={} still_running={exited} seconds={:.0} {}",
+                rows.len(),
+                rows.iter().filter(|(_, s)| s.len() > 1).count(),
+                started.elapsed().as_secs_f64(),
+                tally.summary()
+            );
+        }
+        Scenario::ApiServer { .. } => {}
         Scenario::Restart { lag, flags } => {
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
             let ports = [(free_port()?, free_port()?, free_port()?), (free_port()?, free_port()?, free_port()?)];
@@ -574,5 +680,191 @@ pub async fn run(scenario: Scenario, bin: &Path, work: &Path, keepalive: usize, 
             );
         }
     }
+    Ok(())
+}
+
+/// Malformed inputs for R5: (what, a string its diagnostic names — empty: it is valid and
+/// must simply apply, YAML).
+fn malformed(site: &Site) -> Vec<(String, String, Vec<u8>)> {
+    let indent = |s: &str| s.lines().map(|l| format!("    {l}\n")).collect::<String>();
+    let secret = |name: &str, crt: &str, key: &str, ty: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: rel}}\ntype: {ty}\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+            indent(crt),
+            indent(key)
+        )
+    };
+    let ingress = |name: &str, host: &str, secret: Option<&str>, extra: &str| {
+        let tls = secret.map_or(String::new(), |s| format!("  tls: [{{hosts: [\"{host}\"], secretName: {s}}}]\n"));
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: rel{extra}}}\nspec:\n  ingressClassName: wharf\n{tls}  rules: [{{host: \"{host}\", http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}]}}}}]\n"
+        )
+    };
+    let leaf = site.ca.leaf(&["wrongkey.test"]);
+    let other = site.ca.leaf(&["other.test"]);
+    let junk = "A".repeat(1 << 20);
+    let many: String = (0..10_000)
+        .map(|i| format!("      - {{path: /p{i}, pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}\n"))
+        .collect();
+    let mut out: Vec<(String, String, Vec<u8>)> = vec![
+        (
+            "Secret with a certificate that is not PEM".into(),
+            "rel/bad-pem".into(),
+            (secret("bad-pem", "not a certificate", "not a key", "kubernetes.io/tls") + &ingress("bad-pem", "badpem.test", Some("bad-pem"), "")).into_bytes(),
+        ),
+        (
+            "Secret whose key belongs to another certificate".into(),
+            "rel/wrong-key".into(),
+            (secret("wrong-key", &leaf.chain_pem, &other.key_pem, "kubernetes.io/tls") + &ingress("wrong-key", "wrongkey.test", Some("wrong-key"), "")).into_bytes(),
+        ),
+        (
+            "Secret of 1 MiB of junk".into(),
+            "rel/huge-secret".into(),
+            (secret("huge-secret", &junk, &junk, "kubernetes.io/tls") + &ingress("huge-secret", "huge.test", Some("huge-secret"), "")).into_bytes(),
+        ),
+        (
+            "Secret of type Opaque without tls.key".into(),
+            "rel/opaque".into(),
+            ("apiVersion: v1\nkind: Secret\nmetadata: {name: opaque, namespace: rel}\ntype: Opaque\nstringData: {password: hunter2}\n".to_owned() + &ingress("opaque", "opaque.test", Some("opaque"), "")).into_bytes(),
+        ),
+        (
+            "Ingress naming a Secret that does not exist".into(),
+            "rel/missing-secret".into(),
+            ingress("missing-secret", "missing.test", Some("no-such-secret"), "").into_bytes(),
+        ),
+        ("Ingress with an invalid host".into(), "rel/bad-host".into(), ingress("bad-host", "bad..host", None, "").into_bytes()),
+        (
+            "Ingress with an invalid proxy-body-size annotation".into(),
+            "rel/bad-body-size".into(),
+            ingress("bad-body-size", "bodysize.test", None, ", annotations: {wharf.dev/proxy-body-size: lots}").into_bytes(),
+        ),
+        (
+            "Ingress with a backend port its Service does not have".into(),
+            "rel/bad-port".into(),
+            ingress("bad-port", "badport.test", None, "").replace("number: 80", "number: 81").into_bytes(),
+        ),
+        (
+            "newer Ingress claiming the served host".into(),
+            "rel/thief".into(),
+            ingress("thief", HOST, None, ", creationTimestamp: \"2030-01-01T00:00:00Z\"").into_bytes(),
+        ),
+        (
+            "Ingress with 10,000 paths on one host".into(),
+            String::new(),
+            format!("apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: many, namespace: rel}}\nspec:\n  ingressClassName: wharf\n  rules:\n  - host: many.test\n    http:\n      paths:\n{many}").into_bytes(),
+        ),
+    ];
+    // "caf" then a byte that is never UTF-8.
+    let mut bad_utf8 = ingress("bad-utf8", "utf8.test", None, ", annotations: {note: \"caf~\"}").into_bytes();
+    if let Some(p) = bad_utf8.iter().position(|&b| b == b'~') {
+        bad_utf8[p] = 0xff;
+    }
+    out.push(("file: invalid UTF-8 in an annotation".into(), "40-bad-10.yaml".into(), bad_utf8));
+    out
+}
+
+/// Kills a child process when dropped.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn command(argv: &[&str]) -> Result<String> {
+    let (first, rest) = argv.split_first().context("empty command")?;
+    let out = Command::new(first).args(rest).output().with_context(|| format!("cannot run {first}"))?;
+    anyhow::ensure!(out.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Plain HTTP GET with a Host header: status and body.
+async fn http_get(addr: SocketAddr, host: &str) -> Result<(u16, String)> {
+    let tcp = TcpStream::connect(addr).await?;
+    let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+    tokio::spawn(conn);
+    let resp = s.send_request(http::Request::get("/").header("host", host).body(Empty::<Bytes>::new())?).await?;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await?.to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// R4: `wharf controller` under load while the harness's API server is stopped for
+/// `down` and started again; then a change made after it returns, timed until live; then
+/// SIGTERM while the API server is gone, timed until exit. Needs the e2e harness's
+/// environment (bench/reliability.sh starts one).
+async fn api_server(bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh: f64, down: Duration) -> Result<()> {
+    let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set: run this under e2e/harness (bench/reliability.sh starts one)"));
+    let (kubeconfig, harness) = (var("WHARF_CONTROLLER_KUBECONFIG")?, var("WHARF_E2E_HARNESS")?);
+    let (backend_ip, exec) = (var("WHARF_E2E_BACKEND_IP")?, var("WHARF_E2E_BACKEND_EXEC")?);
+    let apiserver = |action: &str| command(&[&format!("{harness}/apiserver.sh"), action]);
+    // The backend where the API server accepts an endpoint address: the harness's netns.
+    let backend_addr: SocketAddr = format!("{backend_ip}:19500").parse()?;
+    let mut argv: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
+    argv.extend([bin.display().to_string(), "echo".into(), "--listen".into(), backend_addr.to_string(), "--name".into(), BACKEND.into()]);
+    let (first, rest) = argv.split_first().context("empty WHARF_E2E_BACKEND_EXEC")?;
+    let _backend = Reaped(Command::new(first).args(rest).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?);
+    let site = Site::with_backend(work, backend_addr)?;
+    let _ = command(&["kubectl", "create", "namespace", "rel"]);
+    command(&["kubectl", "apply", "-f", &site.dir.display().to_string()])?;
+    let w = Wharf::controller(bin, &kubeconfig, &[])?;
+    w.ready().await?;
+    let probe = Load { addr: w.https, tls: site.client_tls(), keepalive: 0, rate: 1.0, fresh: 0.0, backend: site.backend.clone() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = Tally::default();
+        if let Ok(mut s) = probe.connect(false, &t).await {
+            if probe.request(&mut s, &t).await {
+                break;
+            }
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{HOST} not served within 30 s; log:\n{}", w.log.lock().unwrap_or_else(|p| p.into_inner()).join("\n"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = Load { addr: w.https, tls: site.client_tls(), keepalive, rate, fresh, backend: site.backend.clone() };
+    let running = tokio::spawn(load.run(Arc::clone(&stop)));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    apiserver("stop")?;
+    tokio::time::sleep(down).await;
+    apiserver("start")?;
+    // A change after the API server is back: a new host, live when it answers.
+    let after = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: after, namespace: rel}}\nspec:\n  ingressClassName: wharf\n  rules: [{{host: after.{HOST}, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}]}}}}]\n"
+    );
+    let file = work.join("50-after.yaml");
+    std::fs::write(&file, after)?;
+    command(&["kubectl", "apply", "-f", &file.display().to_string()])?;
+    let written = Instant::now();
+    let host = format!("after.{HOST}");
+    let live = loop {
+        if http_get(w.http, &host).await.is_ok_and(|(s, b)| s == 200 && b.contains(BACKEND)) {
+            break Some(written.elapsed());
+        }
+        if written.elapsed() > Duration::from_secs(30) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let tally = running.await?;
+    // SIGTERM with the API server gone: the exit must not wait for it.
+    apiserver("stop")?;
+    w.terminate()?;
+    let t = Instant::now();
+    let code = w.wait().await?;
+    let exit = t.elapsed();
+    apiserver("start")?;
+    println!(
+        "R4 api_down_s={} change_after_return_live_ms={} sigterm_with_api_down_exit={:?}@{:.1}s {}",
+        down.as_secs(),
+        live.map_or("never".to_owned(), |d| format!("{:.0}", d.as_secs_f64() * 1e3)),
+        code,
+        exit.as_secs_f64(),
+        tally.summary()
+    );
     Ok(())
 }
