@@ -11,6 +11,14 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// Why a certificate and key pair cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {
+    /// The Secret has no `tls.crt` or no `tls.key` at all (often a Secret of another type).
+    #[error("the Secret has no {key} (its type is {secret_type}); a TLS Secret is of type kubernetes.io/tls with tls.crt and tls.key: kubectl create secret tls NAME --cert=CERT.pem --key=KEY.pem")]
+    NotTls {
+        /// The missing data key.
+        key: &'static str,
+        /// The Secret's `type`.
+        secret_type: String,
+    },
     /// `tls.crt` holds no PEM certificate.
     #[error("tls.crt holds no PEM certificate (expected '-----BEGIN CERTIFICATE-----')")]
     NoCertificate,
@@ -41,6 +49,7 @@ impl CertError {
     /// A short stable reason for metrics, Events and conditions.
     pub fn reason(&self) -> &'static str {
         match self {
+            CertError::NotTls { .. } => "SecretNotTLS",
             CertError::NoCertificate | CertError::BadCertificatePem(_) => "BadCertificatePEM",
             CertError::BadCertificate(_) => "BadCertificate",
             CertError::BadKey(_) | CertError::UnsupportedKey(_) => "BadPrivateKey",
@@ -168,6 +177,7 @@ mod tests {
     #[test]
     fn reasons_are_the_documented_ones() {
         let cases = [
+            (CertError::NotTls { key: "tls.crt", secret_type: "Opaque".into() }, "SecretNotTLS"),
             (CertError::NoCertificate, "BadCertificatePEM"),
             (CertError::BadCertificatePem("x".into()), "BadCertificatePEM"),
             (CertError::BadCertificate("x".into()), "BadCertificate"),

@@ -300,6 +300,20 @@ fn tls_hosts_certificates_and_redirects() {
         (w.secrets[0].data.as_ref().unwrap()["tls.crt"].clone(), other.data.as_ref().unwrap()["tls.key"].clone());
     mismatch.secrets[0].data = Some([("tls.crt".to_string(), crt), ("tls.key".to_string(), key)].into());
     assert_eq!(reasons(&translate(&mismatch, &opts(), None)), [("i", "KeyMismatch")]);
+
+    // A Secret of another type, without tls.crt or tls.key: said as such.
+    for (missing, data) in [("tls.crt", json!({"password": b64("x")})), ("tls.key", json!({"tls.crt": b64("x")}))] {
+        let mut opaque = w.clone();
+        opaque.secrets =
+            vec![obj(json!({"metadata": {"name": "cert", "namespace": "web"}, "type": "Opaque", "data": data}))];
+        let t = translate(&opaque, &opts(), None);
+        assert_eq!(reasons(&t), [("i", "SecretNotTLS")]);
+        let m = &t.diagnostics[0].message;
+        assert!(
+            m.contains(&format!("has no {missing} (its type is Opaque)")) && m.contains("kubectl create secret tls"),
+            "{m}"
+        );
+    }
 }
 
 #[test]

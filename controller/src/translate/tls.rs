@@ -73,6 +73,12 @@ impl<'a> Secrets<'a> {
     fn validate(&self, id: &str, secret: &Secret) -> Result<Certificate, CertError> {
         let data = secret.data.as_ref();
         let get = |k: &str| data.and_then(|d| d.get(k)).map(|b| b.0.as_slice()).unwrap_or_default();
+        for k in ["tls.crt", "tls.key"] {
+            if !data.is_some_and(|d| d.contains_key(k)) {
+                let secret_type = secret.type_.clone().unwrap_or_else(|| "Opaque".to_owned());
+                return Err(CertError::NotTls { key: k, secret_type });
+            }
+        }
         let (crt, key) = (get("tls.crt"), get("tls.key"));
         if let Some(prev) = self.previous.and_then(|p| p.certificates.get(id)) {
             // Unchanged Secret: reuse the earlier validation, only the clock moved.
