@@ -253,14 +253,29 @@ impl Wharf {
     /// `wharf controller` against the API server `kubeconfig` names, on free ports.
     pub fn controller(bin: &Path, kubeconfig: &str, extra: &[&str]) -> Result<Wharf> {
         let mut cmd = Command::new(bin);
-        cmd.args(["controller", "--kubeconfig", kubeconfig, "--election-namespace", "wharf-system", "--pod-name", "reliability-0"])
-            .args(extra);
+        cmd.args([
+            "controller",
+            "--kubeconfig",
+            kubeconfig,
+            "--election-namespace",
+            "wharf-system",
+            "--pod-name",
+            "reliability-0",
+        ])
+        .args(extra);
         Self::spawn(cmd, bin, free_port()?, free_port()?, free_port()?)
     }
 
     fn spawn(mut cmd: Command, bin: &Path, http: u16, https: u16, admin: u16) -> Result<Wharf> {
         let mut child = cmd
-            .args(["--listen-address", "127.0.0.1", "--http-port", &http.to_string(), "--https-port", &https.to_string()])
+            .args([
+                "--listen-address",
+                "127.0.0.1",
+                "--http-port",
+                &http.to_string(),
+                "--https-port",
+                &https.to_string(),
+            ])
             .args(["--passthrough-port", "0", "--admin-port", &admin.to_string(), "--access-log=false"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
@@ -796,14 +811,24 @@ async fn http_get(addr: SocketAddr, host: &str) -> Result<(u16, String)> {
 /// SIGTERM while the API server is gone, timed until exit. Needs the e2e harness's
 /// environment (bench/reliability.sh starts one).
 async fn api_server(bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh: f64, down: Duration) -> Result<()> {
-    let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set: run this under e2e/harness (bench/reliability.sh starts one)"));
+    let var = |k: &str| {
+        std::env::var(k)
+            .with_context(|| format!("{k} is not set: run this under e2e/harness (bench/reliability.sh starts one)"))
+    };
     let (kubeconfig, harness) = (var("WHARF_CONTROLLER_KUBECONFIG")?, var("WHARF_E2E_HARNESS")?);
     let (backend_ip, exec) = (var("WHARF_E2E_BACKEND_IP")?, var("WHARF_E2E_BACKEND_EXEC")?);
     let apiserver = |action: &str| command(&[&format!("{harness}/apiserver.sh"), action]);
     // The backend where the API server accepts an endpoint address: the harness's netns.
     let backend_addr: SocketAddr = format!("{backend_ip}:19500").parse()?;
     let mut argv: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
-    argv.extend([bin.display().to_string(), "echo".into(), "--listen".into(), backend_addr.to_string(), "--name".into(), BACKEND.into()]);
+    argv.extend([
+        bin.display().to_string(),
+        "echo".into(),
+        "--listen".into(),
+        backend_addr.to_string(),
+        "--name".into(),
+        BACKEND.into(),
+    ]);
     let (first, rest) = argv.split_first().context("empty WHARF_E2E_BACKEND_EXEC")?;
     let _backend = Reaped(Command::new(first).args(rest).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?);
     let site = Site::with_backend(work, backend_addr)?;
@@ -811,7 +836,14 @@ async fn api_server(bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh:
     command(&["kubectl", "apply", "-f", &site.dir.display().to_string()])?;
     let w = Wharf::controller(bin, &kubeconfig, &[])?;
     w.ready().await?;
-    let probe = Load { addr: w.https, tls: site.client_tls(), keepalive: 0, rate: 1.0, fresh: 0.0, backend: site.backend.clone() };
+    let probe = Load {
+        addr: w.https,
+        tls: site.client_tls(),
+        keepalive: 0,
+        rate: 1.0,
+        fresh: 0.0,
+        backend: site.backend.clone(),
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let t = Tally::default();
@@ -820,7 +852,11 @@ async fn api_server(bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh:
                 break;
             }
         }
-        anyhow::ensure!(Instant::now() < deadline, "{HOST} not served within 30 s; log:\n{}", w.log.lock().unwrap_or_else(|p| p.into_inner()).join("\n"));
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{HOST} not served within 30 s; log:\n{}",
+            w.log.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let stop = Arc::new(AtomicBool::new(false));
