@@ -75,6 +75,14 @@ impl Wharf {
         self.log.lock().unwrap().clone()
     }
 
+    /// Waits for the process to exit (off the runtime's threads); asserts it exited 0 and
+    /// returns its log.
+    async fn exits_zero(mut self) -> String {
+        let (status, w) = tokio::task::spawn_blocking(move || (self.child.wait().unwrap(), self)).await.unwrap();
+        assert!(status.success(), "exit status {status:?}; log:\n{}", w.log());
+        w.log()
+    }
+
     async fn wait_ready(&self) {
         let admin = addr(self.admin);
         let ok = eventually(Duration::from_secs(10), || async move {
@@ -385,7 +393,7 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let held = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let q = quickstart_with("drain", Some(held.local_addr().unwrap().port())).await;
     let (mut arrived, release) = wharf_dataplane::testing::holding_backend(held);
-    let mut w = Wharf::start_with_workers(&[&q.dir], &[], Some(1));
+    let w = Wharf::start_with_workers(&[&q.dir], &[], Some(1));
     w.wait_ready().await;
     let http = addr(w.http);
     let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/hold").await });
@@ -400,14 +408,8 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     release.send(()).unwrap();
     let seen = slow.await.unwrap().unwrap();
     assert_eq!((seen.status, seen.body.as_str()), (200, "held"), "in-flight request was dropped");
-    let status = tokio::task::spawn_blocking(move || {
-        let s = w.child.wait().unwrap();
-        (s, w)
-    })
-    .await
-    .unwrap();
-    assert!(status.0.success(), "exit status {:?}; log:\n{}", status.0, status.1.log());
-    assert!(status.1.log().contains("drained"), "{}", status.1.log());
+    let log = w.exits_zero().await;
+    assert!(log.contains("drained"), "{log}");
 }
 
 /// The `wharf_memory_in_use_bytes` gauge of a running gateway.
@@ -543,12 +545,5 @@ async fn during_the_shutdown_delay_it_is_not_ready_and_serves_clients_asking_the
     assert!(refused, "still accepting; log:\n{}", w.log());
     let took = sigterm.elapsed();
     assert!(took >= Duration::from_millis(1900), "stopped accepting {took:?} after SIGTERM, before the 2 s delay");
-    let mut w = w;
-    let status = tokio::task::spawn_blocking(move || {
-        let s = w.child.wait().unwrap();
-        (s, w)
-    })
-    .await
-    .unwrap();
-    assert!(status.0.success(), "exit status {:?}; log:\n{}", status.0, status.1.log());
+    w.exits_zero().await;
 }
