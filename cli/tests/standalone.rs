@@ -83,9 +83,11 @@ impl Wharf {
         w.log()
     }
 
+    /// Waits for readiness; the deadline only bounds a failure (a loaded CI machine can
+    /// take seconds to start a debug build).
     async fn wait_ready(&self) {
         let admin = addr(self.admin);
-        let ok = eventually(Duration::from_secs(10), || async move {
+        let ok = eventually(Duration::from_secs(30), || async move {
             http_get(admin, "x", "/healthz/ready").await.map(|s| s.status) == Ok(200)
         })
         .await;
