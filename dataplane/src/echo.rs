@@ -2,7 +2,9 @@
 //! and its own name. Used by the quickstart, tests and benchmarks.
 //!
 //! Query parameters shape the answer: `status=NNN`, `delay_ms=N`, `size=N` (pad the body to
-//! N bytes). A request with `Upgrade` gets `101` and then every byte echoed back.
+//! N bytes). The request body is read to its end before the answer (which reports its
+//! length as `body_bytes`), as an application would. A request with `Upgrade` gets `101`
+//! and then every byte echoed back.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -36,8 +38,8 @@ pub async fn serve(listener: TcpListener, name: String) {
     }
 }
 
-fn query<'a>(req: &'a Request<Incoming>, key: &str) -> Option<&'a str> {
-    req.uri().query()?.split('&').find_map(|kv| {
+fn query<'a>(uri: &'a http::Uri, key: &str) -> Option<&'a str> {
+    uri.query()?.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=')?;
         (k == key).then_some(v)
     })
@@ -48,7 +50,7 @@ async fn respond(
     remote: SocketAddr,
     mut req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    if let Some(ms) = query(&req, "delay_ms").and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(ms) = query(req.uri(), "delay_ms").and_then(|v| v.parse::<u64>().ok()) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     if req.headers().contains_key(header::UPGRADE) {
@@ -66,28 +68,34 @@ async fn respond(
         resp.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("upgrade"));
         return Ok(resp);
     }
+    let (req, mut incoming) = req.into_parts();
+    let mut body_bytes = 0u64;
+    while let Some(Ok(frame)) = incoming.frame().await {
+        body_bytes += frame.data_ref().map_or(0, |d| d.len() as u64);
+    }
     let headers: serde_json::Map<String, serde_json::Value> = req
-        .headers()
+        .headers
         .iter()
         .map(|(k, v)| (k.as_str().to_owned(), serde_json::Value::from(String::from_utf8_lossy(v.as_bytes()))))
         .collect();
     let host = req
-        .uri()
+        .uri
         .authority()
         .map(|a| a.to_string())
-        .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned));
+        .or_else(|| req.headers.get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_owned));
     let mut body = serde_json::json!({
         "name": &*name,
-        "method": req.method().as_str(),
-        "path": req.uri().path(),
-        "query": req.uri().query(),
+        "method": req.method.as_str(),
+        "path": req.uri.path(),
+        "query": req.uri.query(),
         "host": host,
-        "proto": format!("{:?}", req.version()),
+        "proto": format!("{:?}", req.version),
         "remote": remote.to_string(),
         "headers": headers,
+        "body_bytes": body_bytes,
     })
     .to_string();
-    if let Some(size) = query(&req, "size").and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(size) = query(&req.uri, "size").and_then(|v| v.parse::<usize>().ok()) {
         // Pad inside a JSON string so the body stays valid JSON.
         if size > body.len() + 12 {
             body.pop();
@@ -97,7 +105,7 @@ async fn respond(
             body.push_str("\"}");
         }
     }
-    let status = query(&req, "status")
+    let status = query(&req.uri, "status")
         .and_then(|v| v.parse::<u16>().ok())
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
