@@ -42,7 +42,7 @@ impl<'a> Secrets<'a> {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "SecretNotFound",
-                message: format!("TLS Secret {id} does not exist; its hosts get the default certificate until it does"),
+                message: format!("TLS Secret {id} does not exist (only Secrets of type kubernetes.io/tls are read); its hosts get the default certificate until it does"),
             });
             return None;
         };
