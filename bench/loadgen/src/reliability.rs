@@ -354,10 +354,15 @@ impl Drop for Wharf {
 
 /// GET on the admin listener: status and body.
 pub async fn admin_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    http_get(addr, "admin", path).await
+}
+
+/// Plain HTTP/1.1 GET with a Host header: status and body.
+async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<(u16, String)> {
     let tcp = TcpStream::connect(addr).await?;
     let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
     tokio::spawn(conn);
-    let resp = s.send_request(http::Request::get(path).header("host", "admin").body(Empty::<Bytes>::new())?).await?;
+    let resp = s.send_request(http::Request::get(path).header("host", host).body(Empty::<Bytes>::new())?).await?;
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
@@ -795,17 +800,6 @@ fn command(argv: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Plain HTTP GET with a Host header: status and body.
-async fn http_get(addr: SocketAddr, host: &str) -> Result<(u16, String)> {
-    let tcp = TcpStream::connect(addr).await?;
-    let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
-    tokio::spawn(conn);
-    let resp = s.send_request(http::Request::get("/").header("host", host).body(Empty::<Bytes>::new())?).await?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await?.to_bytes();
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
 /// R4: `wharf controller` under load while the harness's API server is stopped for
 /// `down` and started again; then a change made after it returns, timed until live; then
 /// SIGTERM while the API server is gone, timed until exit. Needs the e2e harness's
@@ -876,7 +870,7 @@ async fn api_server(bin: &Path, work: &Path, keepalive: usize, rate: f64, fresh:
     let written = Instant::now();
     let host = format!("after.{HOST}");
     let live = loop {
-        if http_get(w.http, &host).await.is_ok_and(|(s, b)| s == 200 && b.contains(BACKEND)) {
+        if http_get(w.http, &host, "/").await.is_ok_and(|(s, b)| s == 200 && b.contains(BACKEND)) {
             break Some(written.elapsed());
         }
         if written.elapsed() > Duration::from_secs(30) {
