@@ -251,11 +251,6 @@ impl Gateway {
         &self.shared.metrics
     }
 
-    /// True once [`Gateway::close`] was called.
-    pub fn is_closing(&self) -> bool {
-        self.shared.is_closing()
-    }
-
     /// Shared state, for listeners.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared

@@ -13,7 +13,7 @@
 //! library's own tests), the resident set is the measure.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How often resident memory is read.
@@ -115,14 +115,13 @@ pub struct Guard {
     /// 0: off.
     watermark: u64,
     measure: fn() -> Option<u64>,
-    in_use: AtomicU64,
     over: AtomicBool,
 }
 
 impl Guard {
     /// A guard refusing at `watermark` bytes in use (None: never), as `measure` counts them.
     pub fn new(watermark: Option<u64>, measure: fn() -> Option<u64>) -> Guard {
-        Guard { watermark: watermark.unwrap_or(0), measure, in_use: AtomicU64::new(0), over: AtomicBool::new(false) }
+        Guard { watermark: watermark.unwrap_or(0), measure, over: AtomicBool::new(false) }
     }
 
     /// Memory in use now.
@@ -146,14 +145,8 @@ impl Guard {
         self.over.load(Ordering::Relaxed)
     }
 
-    /// Bytes in use at the last sample.
-    pub fn in_use(&self) -> u64 {
-        self.in_use.load(Ordering::Relaxed)
-    }
-
     /// Records a sample; returns the new state when it changed.
     pub fn record(&self, in_use: u64) -> Option<bool> {
-        self.in_use.store(in_use, Ordering::Relaxed);
         let over = self.watermark > 0 && in_use >= self.watermark;
         (self.over.swap(over, Ordering::Relaxed) != over).then_some(over)
     }
@@ -227,7 +220,6 @@ mod tests {
         assert_eq!(g.record(100), Some(true));
         assert!(g.over());
         assert_eq!(g.record(150), None);
-        assert_eq!(g.in_use(), 150);
         assert_eq!(g.record(99), Some(false));
         assert!(!g.over());
         let off = Guard::new(None, resident_bytes);
