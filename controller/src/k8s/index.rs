@@ -263,4 +263,37 @@ mod tests {
         assert!(index.apply(Change::Ingress(Event::Delete(ing("b")))));
         assert!(index.world().ingresses.is_empty());
     }
+
+    #[test]
+    fn the_first_list_is_a_change_even_when_empty() {
+        // An empty cluster must still produce the first snapshot (and readiness).
+        let mut index = Index::default();
+        index.apply(Change::Secret(Event::Init));
+        assert!(index.apply(Change::Secret(Event::InitDone)));
+        index.apply(Change::Secret(Event::Init));
+        assert!(!index.apply(Change::Secret(Event::InitDone)), "an identical relist is not");
+    }
+
+    #[test]
+    fn pods_keep_what_mesh_enrolment_reads_and_nothing_else() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"},
+                         "annotations": {"big": "x".repeat(1000)}, "uid": "u1"},
+            "spec": {"serviceAccountName": "web", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"podIP": "10.0.0.7"},
+        }))
+        .unwrap_or_default();
+        let mut index = Index::default();
+        index.apply(Change::Pod(Event::Apply(pod)));
+        let pods = index.world().pods;
+        let [p] = pods.as_slice() else { panic!("{pods:?}") };
+        assert_eq!(p.metadata.name.as_deref(), Some("web-1"));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("shop"));
+        assert_eq!(p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str), Some("web"));
+        assert_eq!(p.spec.as_ref().and_then(|s| s.service_account_name.as_deref()), Some("web"));
+        assert_eq!(p.metadata.annotations, None);
+        assert_eq!(p.metadata.uid, None);
+        assert!(p.spec.as_ref().is_some_and(|s| s.containers.is_empty()));
+        assert_eq!(p.status, None);
+    }
 }

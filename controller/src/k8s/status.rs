@@ -135,8 +135,49 @@ pub fn plan(
     p
 }
 
-/// Writes status and Events while this replica leads. Each Event is published once per
-/// appearance of its diagnostic (not on every resync); each status once per difference.
+/// What the leader has written in its current term: each status is written once per
+/// difference and each Event once per appearance of its diagnostic.
+#[derive(Debug, Default)]
+struct Published {
+    written: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
+    emitted: BTreeSet<EventSpec>,
+}
+
+impl Published {
+    /// The status writes `plan` still needs. A status the API server now shows (so the
+    /// plan no longer lists it) is forgotten, and written again if it drifts later.
+    fn statuses<'p>(&mut self, plan: &'p Plan) -> Vec<(&'p Key, &'p Vec<IngressLoadBalancerIngress>)> {
+        self.written.retain(|k, _| plan.status.contains_key(k));
+        plan.status.iter().filter(|(k, addrs)| self.written.get(*k) != Some(*addrs)).collect()
+    }
+
+    /// The Events `plan` still needs, with the object each is about. An Event whose
+    /// diagnostic went away is forgotten, and published again if it comes back.
+    fn events<'p>(&mut self, plan: &'p Plan) -> Vec<(&'p EventSpec, &'p ObjectReference)> {
+        self.emitted.retain(|e| plan.events.contains(e));
+        plan.events
+            .iter()
+            .filter(|e| !self.emitted.contains(*e))
+            .filter_map(|e| plan.refs.get(&e.key).map(|r| (e, r)))
+            .collect()
+    }
+}
+
+/// The merge patch that sets `status.loadBalancer.ingress` (null removes it).
+fn status_patch(addrs: &[IngressLoadBalancerIngress]) -> serde_json::Value {
+    serde_json::json!({ "status": { "loadBalancer": { "ingress": if addrs.is_empty() { None } else { Some(addrs) } } } })
+}
+
+/// `Ok(true)` written, `Ok(false)` the Ingress is gone (nothing to retry), `Err` to retry.
+fn patched(result: Result<(), kube::Error>) -> Result<bool, kube::Error> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes status and Events while this replica leads.
 pub async fn write(
     client: Client,
     reporter: Reporter,
@@ -144,8 +185,7 @@ pub async fn write(
     mut leader: watch::Receiver<bool>,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
-    let mut written: BTreeMap<Key, Vec<IngressLoadBalancerIngress>> = BTreeMap::new();
-    let mut emitted: BTreeSet<EventSpec> = BTreeSet::new();
+    let mut published = Published::default();
     let mut retry = false;
     loop {
         tokio::select! {
@@ -156,41 +196,32 @@ pub async fn write(
         retry = false;
         if !*leader.borrow() {
             // A new term starts from what the API server says, not from memory.
-            written.clear();
-            emitted.clear();
+            published = Published::default();
             continue;
         }
         let plan = Arc::clone(&plans.borrow());
-        written.retain(|k, _| plan.status.contains_key(k));
-        for (key, addrs) in &plan.status {
-            if written.get(key) == Some(addrs) {
-                continue;
-            }
+        for (key, addrs) in published.statuses(&plan) {
             if !*leader.borrow() {
                 break;
             }
             let api: Api<Ingress> = Api::namespaced(client.clone(), &key.0);
-            let body = serde_json::json!({ "status": { "loadBalancer": { "ingress": if addrs.is_empty() { None } else { Some(addrs) } } } });
-            match api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&body)).await {
-                Ok(_) => {
+            let result = api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status_patch(addrs))).await;
+            match patched(result.map(drop)) {
+                Ok(true) => {
                     tracing::info!(ingress = %format!("{}/{}", key.0, key.1), addresses = ?addrs.iter().map(|a| a.ip.clone().or(a.hostname.clone()).unwrap_or_default()).collect::<Vec<_>>(), "status written");
-                    written.insert(key.clone(), addrs.clone());
+                    published.written.insert(key.clone(), addrs.clone());
                 }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), error = %e, "cannot write Ingress status; will retry");
                     retry = true;
                 }
             }
         }
-        emitted.retain(|e| plan.events.contains(e));
-        for ev in &plan.events {
-            if emitted.contains(ev) || !*leader.borrow() {
-                continue;
+        for (ev, reference) in published.events(&plan) {
+            if !*leader.borrow() {
+                break;
             }
-            let Some(reference) = plan.refs.get(&ev.key) else {
-                continue;
-            };
             let event = KubeEvent {
                 type_: EventType::Warning,
                 reason: ev.reason.clone(),
@@ -200,7 +231,7 @@ pub async fn write(
             };
             match recorder.publish(&event, reference).await {
                 Ok(()) => {
-                    emitted.insert(ev.clone());
+                    published.emitted.insert(ev.clone());
                 }
                 Err(e) => {
                     tracing::warn!(ingress = %format!("{}/{}", ev.key.0, ev.key.1), error = %e, "cannot publish Event; will retry");
@@ -318,6 +349,79 @@ mod tests {
         assert_eq!(published[0].ip.as_deref(), Some("203.0.113.7"));
         assert_eq!(published[1].hostname.as_deref(), Some("a.elb.example"));
         assert!(addresses(&Publish::Service(key("missing")), &index).is_empty());
+    }
+
+    fn plan_of(status: &[(&str, &str)], events: &[(&str, &str)]) -> Plan {
+        let mut p = Plan::default();
+        for (name, ip) in status {
+            p.status.insert(key(name), if ip.is_empty() { vec![] } else { vec![lb(ip)] });
+        }
+        for (name, reason) in events {
+            p.events.insert(EventSpec { key: key(name), reason: (*reason).into(), message: format!("{reason}!") });
+            p.refs.insert(key(name), ObjectReference { name: Some((*name).into()), ..Default::default() });
+        }
+        p
+    }
+
+    fn names<T>(todo: &[(&Key, T)]) -> Vec<String> {
+        todo.iter().map(|(k, _)| k.1.clone()).collect()
+    }
+
+    #[test]
+    fn each_status_is_written_once_per_difference() {
+        let mut published = Published::default();
+        let p = plan_of(&[("a", "2.2.2.2"), ("b", "")], &[]);
+        let todo = published.statuses(&p);
+        assert_eq!(names(&todo), ["a", "b"]);
+        assert_eq!(todo[0].1, &vec![lb("2.2.2.2")]);
+        published.written.insert(key("a"), vec![lb("2.2.2.2")]);
+        assert_eq!(names(&published.statuses(&p)), ["b"], "a is written, b failed and is retried");
+        // The API server shows a's status: the plan drops it, and it is forgotten...
+        assert!(published.statuses(&plan_of(&[("b", "")], &[])).len() == 1);
+        assert!(published.written.is_empty());
+        // ...so when someone changes it back, it is written again.
+        assert_eq!(names(&published.statuses(&p)), ["a", "b"]);
+        // A different address for a written key is a difference.
+        published.written.insert(key("a"), vec![lb("1.1.1.1")]);
+        assert_eq!(names(&published.statuses(&p)), ["a", "b"]);
+    }
+
+    #[test]
+    fn each_event_is_published_once_per_appearance_of_its_diagnostic() {
+        let mut published = Published::default();
+        let p = plan_of(&[], &[("a", "SecretNotFound"), ("b", "KeyMismatch")]);
+        let todo = published.events(&p);
+        let reasons: Vec<&str> = todo.iter().map(|(e, _)| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["SecretNotFound", "KeyMismatch"]);
+        assert_eq!(todo[1].1.name.as_deref(), Some("b"), "each Event is about its own Ingress");
+        for (e, _) in todo {
+            published.emitted.insert(e.clone());
+        }
+        assert!(published.events(&p).is_empty(), "resyncs repeat nothing");
+        // a's diagnostic goes away and comes back: a new Event.
+        assert_eq!(published.events(&plan_of(&[], &[("b", "KeyMismatch")])).len(), 0);
+        assert_eq!(published.events(&p).len(), 1);
+        // An Event whose object reference is unknown is not published.
+        let mut orphan = plan_of(&[], &[("c", "X")]);
+        orphan.refs.clear();
+        assert!(published.events(&orphan).is_empty());
+    }
+
+    #[test]
+    fn status_patches_set_or_remove_the_addresses() {
+        assert_eq!(
+            status_patch(&[lb("2.2.2.2")]),
+            json!({"status": {"loadBalancer": {"ingress": [{"ip": "2.2.2.2"}]}}})
+        );
+        assert_eq!(status_patch(&[]), json!({"status": {"loadBalancer": {"ingress": null}}}));
+    }
+
+    #[test]
+    fn a_status_write_to_a_deleted_ingress_is_not_retried() {
+        let status = |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
+        assert!(matches!(patched(Ok(())), Ok(true)));
+        assert!(matches!(patched(Err(status(404))), Ok(false)));
+        assert!(patched(Err(status(409))).is_err());
     }
 
     #[test]

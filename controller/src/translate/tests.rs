@@ -517,3 +517,91 @@ fn body_size_annotation_sets_each_route_limit() {
     );
     assert!(reasons(&t).contains(&("bad", "InvalidAnnotation")), "{:?}", reasons(&t));
 }
+
+#[test]
+fn an_empty_tls_host_list_covers_the_rules_and_a_wildcard_rule_redirects_only_under_its_own_wildcard() {
+    let route = || json!([path("/", "Prefix", "app", json!({"number": 80}))]);
+    let covered = json!({"ingressClassName": "wharf", "tls": [{"hosts": [], "secretName": "cert"}],
+        "rules": [rule(Some("a.com"), route()), rule(Some("*.w.com"), route())]});
+    let narrower = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["x.v.com"], "secretName": "cert"}],
+        "rules": [rule(Some("*.v.com"), route())]});
+    let mut w = world(vec![ingress("covered", 0, json!({}), covered), ingress("narrower", 1, json!({}), narrower)]);
+    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com", "x.v.com"])];
+    let t = translate(&w, &opts(), None);
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    let tls: Vec<String> = t.snapshot.tls_hosts.iter().map(|h| h.host.to_string()).collect();
+    assert_eq!(tls, ["a.com", "x.v.com", "*.w.com"]);
+    let redirect: Vec<(String, bool)> =
+        t.snapshot.virtual_hosts.iter().map(|v| (v.host.to_string(), v.routes[0].https_redirect)).collect();
+    assert_eq!(redirect, [("a.com".into(), true), ("*.v.com".into(), false), ("*.w.com".into(), true)]);
+}
+
+#[test]
+fn endpoints_neither_ready_nor_serving_while_terminating_are_never_used() {
+    let mut w = world(vec![simple("i", 0, "a.com", "/")]);
+    w.endpoint_slices = vec![slice(
+        "app",
+        "http",
+        8080,
+        json!([
+            {"addresses": ["10.0.0.2"], "conditions": {"ready": false, "serving": true, "terminating": true}},
+            {"addresses": ["10.0.0.3"], "conditions": {"ready": false, "serving": false, "terminating": true}},
+            {"addresses": ["10.0.0.4"], "conditions": {"ready": false, "serving": true, "terminating": false}},
+        ]),
+    )];
+    let t = translate(&w, &opts(), None);
+    let addrs: Vec<String> = t.snapshot.clusters["web/app:80"].endpoints.iter().map(|e| e.addr.to_string()).collect();
+    assert_eq!(addrs, ["10.0.0.2:8080"]);
+}
+
+#[test]
+fn a_missing_service_port_is_told_with_the_ports_the_service_has() {
+    let ing = ingress(
+        "i",
+        0,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+            path("/named", "Prefix", "app", json!({"number": 99})),
+            path("/unnamed", "Prefix", "h2", json!({"name": "grpc"})),
+        ]))]}),
+    );
+    let t = translate(&world(vec![ing]), &opts(), None);
+    let messages: Vec<&str> = t.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("Service web/app has no port 99 (it has: 80 (http))"), "{}", messages[0]);
+    assert!(messages[1].contains("Service web/h2 has no port grpc (it has: 81)"), "{}", messages[1]);
+}
+
+#[test]
+fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["a.com".to_string()]).unwrap();
+    params.not_before = rcgen::date_time_ymd(2026, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2027, 6, 1);
+    let (crt, key) = (params.self_signed(&key).unwrap().pem(), key.serialize_pem());
+    let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "cert"}]});
+    let mut w = world(vec![ingress("i", 0, json!({}), spec)]);
+    w.secrets = vec![secret("cert", &crt, &key)];
+    let first = translate(&w, &opts(), None);
+    assert!(first.diagnostics.is_empty(), "{:?}", first.diagnostics);
+    let served = &first.snapshot.certificates["web/cert"];
+
+    // Either half replaced by one that does not match the other: refused, even though
+    // the previous snapshot holds a good certificate under the same id.
+    let other = tls_secret("other", &["a.com"]);
+    let pem = |s: &Secret, k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
+    for (crt, key) in [(crt.clone(), pem(&other, "tls.key")), (pem(&other, "tls.crt"), key.clone())] {
+        let mut changed = w.clone();
+        changed.secrets = vec![secret("cert", &crt, &key)];
+        let t = translate(&changed, &opts(), Some(&first.snapshot));
+        assert_eq!(reasons(&t), [("i", "KeyMismatch")]);
+        assert_eq!(&t.snapshot.certificates["web/cert"], served, "the last good certificate keeps serving");
+    }
+
+    // Unchanged: valid through its last second, expired after it.
+    let at = |now| Options { now, ..opts() };
+    let t = translate(&w, &at(served.not_after), Some(&first.snapshot));
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    let t = translate(&w, &at(served.not_after + 1), Some(&first.snapshot));
+    assert_eq!(reasons(&t), [("i", "CertificateExpired")]);
+}
