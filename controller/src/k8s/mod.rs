@@ -240,3 +240,116 @@ mod backoff_tests {
         assert!(ms(b.next().unwrap()) <= 250);
     }
 }
+
+#[cfg(test)]
+mod owner_tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    const DEBOUNCE: Duration = Duration::from_millis(50);
+    const RESYNC: Duration = Duration::from_secs(600);
+
+    fn cfg() -> Config {
+        Config {
+            translate: Options::default(),
+            publish: Publish::Addresses(vec!["192.0.2.1".into()]),
+            lease: LeaseConfig {
+                namespace: "wharf".into(),
+                name: "wharf".into(),
+                identity: "me".into(),
+                duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry: Duration::from_secs(2),
+            },
+            debounce: DEBOUNCE,
+            resync: RESYNC,
+        }
+    }
+
+    fn ingress(name: &str) -> Ingress {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "web"},
+            "spec": {"ingressClassName": "wharf", "rules": [{"host": format!("{name}.example.com"), "http": {"paths": [
+                {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}},
+            ]}}]},
+        }))
+        .unwrap_or_default()
+    }
+
+    fn class() -> IngressClass {
+        serde_json::from_value(
+            json!({"metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}}),
+        )
+        .unwrap_or_default()
+    }
+
+    /// The initial lists of every kind but Namespaces: our class and one Ingress.
+    fn all_but_namespaces() -> Vec<Change> {
+        vec![
+            Change::IngressClass(Event::Init),
+            Change::IngressClass(Event::InitApply(class())),
+            Change::IngressClass(Event::InitDone),
+            Change::Ingress(Event::Init),
+            Change::Ingress(Event::InitApply(ingress("a"))),
+            Change::Ingress(Event::InitDone),
+            Change::Secret(Event::InitDone),
+            Change::Service(Event::InitDone),
+            Change::EndpointSlice(Event::InitDone),
+            Change::Pod(Event::InitDone),
+        ]
+    }
+
+    fn names(t: &watch::Receiver<Option<Arc<Translation>>>) -> Vec<String> {
+        t.borrow().iter().flat_map(|t| t.ingresses.iter().map(|r| r.name.clone())).collect()
+    }
+
+    /// True when `f` completes with `Ok` within a minute of (paused) time.
+    async fn within<E>(f: impl std::future::Future<Output = Result<(), E>>) -> bool {
+        matches!(tokio::time::timeout(Duration::from_secs(60), f).await, Ok(Ok(())))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn translates_once_every_kind_has_listed_then_after_a_quiet_period_and_publishes_only_changes() {
+        let (tx, rx) = mpsc::channel(64);
+        let (translations_tx, mut translations) = watch::channel(None);
+        let (plans_tx, mut plans) = watch::channel(Arc::new(Plan::default()));
+        tokio::spawn(own(rx, cfg(), translations_tx, plans_tx));
+        let send = |c| tx.send(c);
+        for c in all_but_namespaces() {
+            assert!(send(c).await.is_ok());
+        }
+        tokio::time::sleep(RESYNC * 2).await;
+        assert!(translations.borrow().is_none(), "translated before Namespaces listed");
+
+        assert!(send(Change::Namespace(Event::InitDone)).await.is_ok());
+        assert!(within(translations.changed()).await, "no translation after every kind listed");
+        assert_eq!(names(&translations), ["a"]);
+        assert!(within(plans.changed()).await, "no status plan");
+        let status: Vec<(Key, Vec<String>)> = plans
+            .borrow_and_update()
+            .status
+            .iter()
+            .map(|(k, a)| (k.clone(), a.iter().filter_map(|a| a.ip.clone()).collect()))
+            .collect();
+        assert_eq!(status, [(("web".into(), "a".into()), vec!["192.0.2.1".to_owned()])]);
+
+        // A resync and an unchanged object translate again but publish nothing new.
+        translations.borrow_and_update();
+        assert!(send(Change::Ingress(Event::Apply(ingress("a")))).await.is_ok());
+        tokio::time::sleep(RESYNC + DEBOUNCE).await;
+        assert!(!translations.has_changed().unwrap_or(true), "an unchanged translation was published again");
+        assert!(!plans.has_changed().unwrap_or(true), "an unchanged plan was published again");
+
+        // A change is published after the quiet period, and a burst is translated once.
+        let sent = Instant::now();
+        assert!(send(Change::Ingress(Event::Apply(ingress("b")))).await.is_ok());
+        tokio::time::sleep(DEBOUNCE / 2).await;
+        assert!(send(Change::Ingress(Event::Apply(ingress("c")))).await.is_ok());
+        assert!(!translations.has_changed().unwrap_or(true), "translated before the quiet period");
+        assert!(within(translations.changed()).await, "the change was not translated");
+        assert_eq!(sent.elapsed(), DEBOUNCE, "the quiet period starts at the first change of a burst");
+        assert_eq!(names(&translations), ["a", "b", "c"]);
+    }
+}
