@@ -289,7 +289,8 @@ fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedK
 
 #[cfg(test)]
 mod tests {
-    use super::normalize_istio_sni;
+    use super::*;
+    use wharf_model::{Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, Route, TlsHost, VirtualHost};
 
     #[test]
     fn istio_sni_subset_is_normalized() {
@@ -299,5 +300,170 @@ mod tests {
         );
         assert_eq!(normalize_istio_sni("outbound_.x_.v1_.a").as_deref(), None);
         assert_eq!(normalize_istio_sni("example.com"), None);
+    }
+
+    fn compiler() -> Compiler {
+        Compiler::new(Metrics::new(), Resumption::new(16).unwrap(), tls::fallback_certificate().unwrap())
+    }
+
+    fn host(h: &str) -> Host {
+        match h {
+            "" => Host::Any,
+            // Istio's SNI names are not DNS names; the translator makes them exact hosts.
+            _ if h.starts_with("outbound_.") => Host::Exact(h.to_owned()),
+            _ => Host::parse(h).unwrap(),
+        }
+    }
+
+    fn route(source: &str, path: PathMatch, cluster: &str) -> Route {
+        Route {
+            path,
+            cluster: cluster.into(),
+            source: ObjectRef::new("Ingress", "web", source),
+            https_redirect: false,
+            max_body_bytes: None,
+        }
+    }
+
+    fn prefix(p: &str) -> PathMatch {
+        PathMatch::prefix(p).unwrap()
+    }
+
+    fn cluster(port: u16) -> Cluster {
+        Cluster { protocol: AppProtocol::Http1, endpoints: vec![Endpoint::direct(([127, 0, 0, 1], port).into())] }
+    }
+
+    #[test]
+    fn the_most_specific_host_with_a_matching_path_wins_then_the_default_backend() {
+        let vh = |h: &str, routes| VirtualHost { host: host(h), routes };
+        let snapshot = Snapshot {
+            virtual_hosts: vec![
+                vh("a.com", vec![route("exact", prefix("/api"), "c")]),
+                vh("*.a.com", vec![route("wildcard", prefix("/"), "c")]),
+                vh(
+                    "",
+                    vec![route("any-api", prefix("/api"), "c"), route("any", PathMatch::exact("/only").unwrap(), "c")],
+                ),
+            ],
+            default_backend: Some(route("default", prefix("/"), "c")),
+            clusters: [("c".to_owned(), cluster(1))].into(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        let source = |h: &str, p: &str| config.router.route(h, p).map(|r| r.source.as_str());
+        assert_eq!(source("a.com", "/api/v1"), Some("web/exact"));
+        assert_eq!(source("a.com", "/only"), Some("web/any"), "no path of the exact host matches: rules without host");
+        assert_eq!(source("b.a.com", "/api"), Some("web/wildcard"), "the wildcard host before rules without host");
+        assert_eq!(source("x.b.a.com", "/api"), Some("web/any-api"), "a wildcard covers one label");
+        assert_eq!(source("other.com", "/elsewhere"), Some("web/default"));
+        assert!(config.router.route("a.com", "/api").is_some_and(|r| r.upstream.as_ref().is_some_and(|u| u.id == "c")));
+
+        let no_default = Snapshot {
+            virtual_hosts: vec![vh("a.com", vec![route("exact", prefix("/api"), "c")])],
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(no_default), 1, None).unwrap();
+        assert!(config.router.route("a.com", "/").is_none());
+        assert!(
+            config.router.route("a.com", "/api").is_some_and(|r| r.upstream.is_none()),
+            "a missing cluster answers 503"
+        );
+    }
+
+    #[test]
+    fn passthrough_by_exact_sni_istio_name_or_wildcard() {
+        let pt = |h: &str, c: &str| PassthroughRoute {
+            host: host(h),
+            cluster: c.into(),
+            source: ObjectRef::new("Ingress", "web", "p"),
+        };
+        let snapshot = Snapshot {
+            passthrough: vec![
+                pt("db.example.com", "db"),
+                pt("outbound_.5432_._.pg.data.svc.cluster.local", "pg"),
+                pt("*.w.example.com", "w"),
+                pt("ghost.example.com", "missing"),
+            ],
+            clusters: [("db".to_owned(), cluster(1)), ("pg".to_owned(), cluster(2)), ("w".to_owned(), cluster(3))]
+                .into(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        let id = |sni: &str| config.passthrough.lookup(sni).map(|u| u.id.as_str());
+        assert_eq!(id("db.example.com"), Some("db"));
+        assert_eq!(id("outbound_.5432_.v2_.pg.data.svc.cluster.local"), Some("pg"));
+        assert_eq!(id("outbound_.5432_._.pg.data.svc.cluster.local"), Some("pg"));
+        assert_eq!(id("x.w.example.com"), Some("w"));
+        assert_eq!(id("w.example.com"), None);
+        assert_eq!(id("ghost.example.com"), None, "a route to a missing cluster is dropped");
+    }
+
+    /// Two certificates for one key, for changing one half of a Secret at a time.
+    fn two_certs_one_key() -> (String, String, String) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let cert =
+            |name: &str| rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap().self_signed(&key).unwrap().pem();
+        (cert("a.example.com"), cert("b.example.com"), key.serialize_pem())
+    }
+
+    fn with_cert(chain: &Arc<str>, key: &Arc<str>) -> Arc<Snapshot> {
+        let loaded = wharf_model::tls::load(chain.as_bytes(), key.as_bytes(), 0).unwrap();
+        Arc::new(Snapshot {
+            certificates: [(
+                "web/cert".to_owned(),
+                Certificate {
+                    chain_pem: Arc::clone(chain),
+                    key_pem: Arc::clone(key),
+                    dns_names: loaded.info.dns_names,
+                    not_after: loaded.info.not_after,
+                },
+            )]
+            .into(),
+            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/cert".into() }],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_certificate_is_parsed_again_only_when_its_pem_changed() {
+        let (a, b, key) = two_certs_one_key();
+        let (a, b, key): (Arc<str>, Arc<str>, Arc<str>) = (a.into(), b.into(), key.into());
+        let c = compiler();
+        let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
+        let parsed = |cfg: &CompiledConfig| Arc::clone(&cfg.certs["web/cert"].2);
+        let reused = |cfg: &CompiledConfig| Arc::ptr_eq(&parsed(&first), &parsed(cfg));
+
+        let same = c.compile(with_cert(&a, &key), 2, Some(&first)).unwrap();
+        assert!(reused(&same), "the same PEM");
+        let copy = c.compile(with_cert(&Arc::from(a.as_ref()), &Arc::from(key.as_ref())), 2, Some(&first)).unwrap();
+        assert!(reused(&copy), "equal PEM from another allocation");
+
+        // The chain changes, the key stays (the same allocation, or an equal copy).
+        for key in [Arc::clone(&key), Arc::from(key.as_ref())] {
+            let renewed = c.compile(with_cert(&b, &key), 2, Some(&first)).unwrap();
+            assert!(!reused(&renewed));
+            assert_ne!(parsed(&renewed).cert[0], parsed(&first).cert[0], "the new certificate is served");
+        }
+    }
+
+    #[test]
+    fn refused_snapshots_say_why() {
+        let missing = Snapshot {
+            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/none".into() }],
+            ..Default::default()
+        };
+        let err = compiler().compile(Arc::new(missing), 1, None).err();
+        assert_eq!(err.as_ref().map(CompileError::reason), Some("missing_certificate"));
+        assert!(err.is_some_and(|e| e.to_string().contains("a.example.com") && e.to_string().contains("web/none")));
+
+        let (a, _, key) = two_certs_one_key();
+        let (_, _, other_key) = two_certs_one_key();
+        let mut bad = (*with_cert(&Arc::from(a.as_str()), &Arc::from(key.as_str()))).clone();
+        if let Some(c) = bad.certificates.get_mut("web/cert") {
+            c.key_pem = Arc::from(other_key.as_str());
+        }
+        let err = compiler().compile(Arc::new(bad), 1, None).err();
+        assert_eq!(err.as_ref().map(CompileError::reason), Some("bad_certificate"));
+        assert_eq!(CompileError::Tls(rustls::Error::General("x".into())).reason(), "tls_config");
     }
 }

@@ -209,6 +209,154 @@ mod tests {
         assert!(matches!(parse_sni(&[22, 3, 1, 0, 6, 1, 0, 0, 2, 3, 3]), Err(ParseError::NotTls(_))));
     }
 
+    /// A ClientHello body: version, random, no session id, one cipher suite, null
+    /// compression, then `exts` (type, data), or no extensions block at all for `None`.
+    fn body(exts: Option<&[(u16, Vec<u8>)]>) -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([7u8; 32]);
+        b.extend([0, 0, 2, 0x13, 0x01, 1, 0]);
+        if let Some(exts) = exts {
+            let mut e = Vec::new();
+            for (ty, data) in exts {
+                e.extend(ty.to_be_bytes());
+                e.extend((data.len() as u16).to_be_bytes());
+                e.extend(data);
+            }
+            b.extend((e.len() as u16).to_be_bytes());
+            b.extend(e);
+        }
+        b
+    }
+
+    /// The handshake message (type 1, 24-bit length) around `body`.
+    fn handshake(body: &[u8]) -> Vec<u8> {
+        let mut m = vec![1];
+        m.extend(&(body.len() as u32).to_be_bytes()[1..]);
+        m.extend(body);
+        m
+    }
+
+    /// Handshake records carrying `msg`, cut at `cuts`.
+    fn records(msg: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        for to in cuts.iter().copied().chain([msg.len()]) {
+            out.extend([22, 3, 1]);
+            out.extend(((to - from) as u16).to_be_bytes());
+            out.extend(&msg[from..to]);
+            from = to;
+        }
+        out
+    }
+
+    /// A server_name extension with these (name type, name) entries.
+    fn sni(entries: &[(u8, &[u8])]) -> Vec<u8> {
+        let mut list = Vec::new();
+        for (ty, name) in entries {
+            list.push(*ty);
+            list.extend((name.len() as u16).to_be_bytes());
+            list.extend(*name);
+        }
+        let mut e = (list.len() as u16).to_be_bytes().to_vec();
+        e.extend(list);
+        e
+    }
+
+    fn parse(exts: Option<&[(u16, Vec<u8>)]>) -> Result<Option<String>, ParseError> {
+        parse_sni(&records(&handshake(&body(exts)), &[]))
+    }
+
+    #[test]
+    fn server_names_among_other_extensions_and_entries() {
+        let name = |n: &str| Ok(Some(n.to_owned()));
+        assert_eq!(parse(Some(&[(0, sni(&[(0, b"A.Example.com")]))])), name("a.example.com"));
+        assert_eq!(parse(Some(&[(10, vec![0, 2, 0, 29]), (0, sni(&[(0, b"b.example.com")]))])), name("b.example.com"));
+        assert_eq!(parse(Some(&[(0, sni(&[(1, b"xyz"), (0, b"c.example.com")]))])), name("c.example.com"));
+        assert_eq!(parse(None), Ok(None), "no extensions block");
+        assert_eq!(parse(Some(&[])), Ok(None), "an empty extensions block");
+        assert_eq!(parse(Some(&[(10, vec![0, 2, 0, 29])])), Ok(None), "no server_name extension");
+        assert_eq!(parse(Some(&[(0, sni(&[]))])), Ok(None), "an empty name list");
+        assert_eq!(parse(Some(&[(0, sni(&[(1, b"xyz")]))])), Ok(None), "no host_name entry");
+    }
+
+    #[test]
+    fn lengths_that_overrun_their_container_are_malformed() {
+        let bad = Err(ParseError::NotTls("malformed ClientHello"));
+        assert_eq!(parse(Some(&[(0, sni(&[(0, b"")]))])), bad, "an empty host name");
+        // The name list says one byte more than the extension holds.
+        let mut list = sni(&[(0, b"a.example.com")]);
+        list[1] += 1;
+        assert_eq!(parse(Some(&[(0, list)])), bad);
+        // The name says one byte more than the list holds.
+        let mut name = sni(&[(0, b"a.example.com")]);
+        name[4] += 1;
+        assert_eq!(parse(Some(&[(0, name)])), bad);
+        // An extension says one byte more than the extensions block holds.
+        let mut b = body(Some(&[(10, vec![0, 2, 0, 29])]));
+        let at = b.len() - 5;
+        b[at] += 1;
+        assert_eq!(parse_sni(&records(&handshake(&b), &[])), bad);
+        // The extensions block says one byte more than the message holds.
+        let mut b = body(Some(&[(0, sni(&[(0, b"a.example.com")]))]));
+        let at = b.len() - (13 + 2 + 1 + 2 + 2 + 2) - 1; // the low byte of the block's length
+        b[at] += 1;
+        assert_eq!(parse_sni(&records(&handshake(&b), &[])), bad);
+        // Cut inside the fixed fields.
+        for keep in [10, 34, 35, 36, 38, 39] {
+            assert_eq!(parse_sni(&records(&handshake(&body(None)[..keep]), &[])), bad, "cut at {keep}");
+        }
+    }
+
+    #[test]
+    fn handshakes_over_several_records_and_record_limits() {
+        let msg = handshake(&body(Some(&[(0, sni(&[(0, b"split.example.com")]))])));
+        let want = Ok(Some("split.example.com".to_owned()));
+        for cuts in [&[1][..], &[3], &[4], &[2, 3, 50]] {
+            assert_eq!(parse_sni(&records(&msg, cuts)), want, "cut at {cuts:?}");
+            let all = records(&msg, cuts);
+            assert_eq!(
+                parse_sni(&all[..all.len() - 1]),
+                Err(ParseError::Incomplete),
+                "cut at {cuts:?}, one byte short"
+            );
+        }
+        // What follows the ClientHello (in its record or the next) is not read.
+        let mut more = records(&msg, &[]);
+        more.extend([23, 3, 3, 0, 1, 0]);
+        assert_eq!(parse_sni(&more), want);
+        let mut joined = msg.clone();
+        joined.extend([0xff; 3]);
+        let two = records(&joined, &[10]);
+        assert_eq!(parse_sni(&two), want);
+        // A later record of another type.
+        let mut mixed = records(&msg[..10], &[]);
+        mixed.extend([23, 3, 3, 0, 1, 0]);
+        assert_eq!(parse_sni(&mixed), Err(ParseError::NotTls("record is not a handshake")));
+
+        let header = |len: u16| {
+            let mut h = vec![22, 3, 1];
+            h.extend(len.to_be_bytes());
+            h
+        };
+        assert_eq!(parse_sni(&header(0)), Err(ParseError::NotTls("bad record length")));
+        assert_eq!(parse_sni(&header(16384 + 2048)), Err(ParseError::Incomplete), "the largest record allowed");
+        assert_eq!(parse_sni(&header(16384 + 2049)), Err(ParseError::NotTls("bad record length")));
+        assert_eq!(parse_sni(&[22, 2, 1, 0, 5]), Err(ParseError::NotTls("unknown record version")));
+    }
+
+    #[test]
+    fn client_hellos_up_to_64_kib_are_waited_for() {
+        let claim = |len: usize| {
+            let mut m = vec![1];
+            m.extend(&(len as u32).to_be_bytes()[1..]);
+            m.extend([3, 3]);
+            records(&m, &[])
+        };
+        assert_eq!(parse_sni(&claim(MAX_CLIENT_HELLO - 4)), Err(ParseError::Incomplete));
+        assert_eq!(parse_sni(&claim(MAX_CLIENT_HELLO - 3)), Err(ParseError::NotTls("ClientHello too large")));
+        assert_eq!(MAX_CLIENT_HELLO, 65536);
+    }
+
     /// A stable stand-in for the fuzz target: seeded mutations of real ClientHellos must
     /// never panic, and whatever name comes out is printable lower-case ASCII.
     #[test]
