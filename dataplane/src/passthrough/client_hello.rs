@@ -354,6 +354,10 @@ mod tests {
         };
         assert_eq!(parse_sni(&claim(MAX_CLIENT_HELLO - 4)), Err(ParseError::Incomplete));
         assert_eq!(parse_sni(&claim(MAX_CLIENT_HELLO - 3)), Err(ParseError::NotTls("ClientHello too large")));
+        // Every byte of the 24-bit length counts.
+        for len in [1 << 16, 1 << 20, (1 << 24) - 1] {
+            assert_eq!(parse_sni(&claim(len)), Err(ParseError::NotTls("ClientHello too large")), "{len}");
+        }
         assert_eq!(MAX_CLIENT_HELLO, 65536);
     }
 

@@ -213,4 +213,44 @@ mod tests {
         assert_eq!(fresh["x-forwarded-proto"], "http");
         assert!(fresh.get("x-forwarded-host").is_none(), "a client's own X-Forwarded-Host is not passed on");
     }
+
+    #[test]
+    fn an_upgrade_needs_both_the_header_and_the_connection_token() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert!(is_upgrade(&headers(&[("connection", "keep-alive, Upgrade"), ("upgrade", "websocket")])));
+        assert!(!is_upgrade(&headers(&[("upgrade", "websocket")])), "Upgrade without Connection: upgrade");
+        assert!(!is_upgrade(&headers(&[("connection", "upgrade")])), "Connection: upgrade without Upgrade");
+        assert!(!is_upgrade(&headers(&[("connection", "keep-alive"), ("upgrade", "websocket")])));
+        assert!(!is_upgrade(&headers(&[("connection", "upgraded"), ("upgrade", "websocket")])));
+
+        // A lone Upgrade header (no other hop-by-hop header) is still removed.
+        let mut lone = headers(&[("upgrade", "h2c"), ("content-type", "text/plain")]);
+        strip_hop_by_hop(&mut lone, false);
+        assert_eq!(lone.keys().map(|k| k.as_str()).collect::<Vec<_>>(), ["content-type"]);
+    }
+
+    #[test]
+    fn an_empty_forwarded_for_is_replaced_not_appended_to_and_request_ids_are_random() {
+        for empty in ["", "  "] {
+            let mut h = HeaderMap::new();
+            h.insert("x-forwarded-for", HeaderValue::from_static(empty));
+            let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "http", host: None, port: 80 };
+            set_forwarded(&mut h, &f);
+            assert_eq!(h["x-forwarded-for"], "10.1.1.1", "{empty:?}");
+            assert_eq!(h["x-forwarded-port"], "80");
+        }
+        // Every hex digit of the id is drawn: 32 random digits, not a counter or a shifted
+        // few (the chance of 16 zeros among 32 random digits is about 10^-12).
+        let ids: Vec<String> = (0..8).map(|_| request_id().to_str().unwrap_or_default().to_owned()).collect();
+        for id in &ids {
+            assert!(id.bytes().filter(|b| *b == b'0').count() < 16, "{id}");
+        }
+        assert!(ids.windows(2).all(|w| w[0][..16] != w[1][..16]), "{ids:?}");
+    }
 }

@@ -194,6 +194,12 @@ mod tests {
         for p in ["/", "/a", "/a/b/", "/a.b/c..d/.e/f.", "/...", "/a//b", "*", ""] {
             assert!(matches!(normalize_path(p, PathOptions::default()), Ok(Cow::Borrowed(q)) if q == p), "{p}");
         }
+        // Merging slashes: only a double slash makes a copy.
+        let merging = PathOptions { merge_slashes: true, ..PathOptions::default() };
+        for p in ["/", "/a", "/a/b/", "/a.b/c..d/.e/f."] {
+            assert!(matches!(normalize_path(p, merging), Ok(Cow::Borrowed(q)) if q == p), "{p}");
+        }
+        assert!(matches!(normalize_path("/a//b", merging), Ok(Cow::Owned(q)) if q == "/a/b"));
     }
 
     #[test]
@@ -285,5 +291,10 @@ mod tests {
         assert_eq!("decode".parse(), Ok(EscapedSlashes::Decode));
         assert!("Keep".parse::<EscapedSlashes>().is_err());
         assert_eq!(PathError::HiddenDotSegment.reason(), "hidden_dot_segment");
+        // The 400's body names what is wrong with the path.
+        assert!(PathError::BadEscape.message().contains("percent-escape"));
+        assert!(PathError::Nul.message().contains("NUL"));
+        assert!(PathError::EscapedSlash.message().contains("%2F"));
+        assert!(PathError::HiddenDotSegment.message().contains("..%2F"));
     }
 }
