@@ -238,6 +238,9 @@ fn not_ready_endpoints_skipped_terminating_as_fallback() {
         json!([
             {"addresses": ["10.0.0.1"], "conditions": {"ready": false}},
             {"addresses": ["10.0.0.2"], "conditions": {"ready": false, "serving": true, "terminating": true}},
+            // Never used: terminating but not serving; serving but neither ready nor terminating.
+            {"addresses": ["10.0.0.3"], "conditions": {"ready": false, "serving": false, "terminating": true}},
+            {"addresses": ["10.0.0.4"], "conditions": {"ready": false, "serving": true, "terminating": false}},
         ]),
     )];
     let t = translate(&w, &opts(), None);
@@ -539,24 +542,6 @@ fn an_empty_tls_host_list_covers_the_rules_and_a_wildcard_rule_redirects_only_un
     let redirect: Vec<(String, bool)> =
         t.snapshot.virtual_hosts.iter().map(|v| (v.host.to_string(), v.routes[0].https_redirect)).collect();
     assert_eq!(redirect, [("a.com".into(), true), ("*.v.com".into(), false), ("*.w.com".into(), true)]);
-}
-
-#[test]
-fn endpoints_neither_ready_nor_serving_while_terminating_are_never_used() {
-    let mut w = world(vec![simple("i", 0, "a.com", "/")]);
-    w.endpoint_slices = vec![slice(
-        "app",
-        "http",
-        8080,
-        json!([
-            {"addresses": ["10.0.0.2"], "conditions": {"ready": false, "serving": true, "terminating": true}},
-            {"addresses": ["10.0.0.3"], "conditions": {"ready": false, "serving": false, "terminating": true}},
-            {"addresses": ["10.0.0.4"], "conditions": {"ready": false, "serving": true, "terminating": false}},
-        ]),
-    )];
-    let t = translate(&w, &opts(), None);
-    let addrs: Vec<String> = t.snapshot.clusters["web/app:80"].endpoints.iter().map(|e| e.addr.to_string()).collect();
-    assert_eq!(addrs, ["10.0.0.2:8080"]);
 }
 
 #[test]
