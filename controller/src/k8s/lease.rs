@@ -351,11 +351,10 @@ mod tests {
 
     #[test]
     fn a_lost_race_means_another_replica_leads() {
-        let status = |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
         assert!(matches!(acquired(Ok(())), Ok(true)));
-        assert!(matches!(acquired(Err(status(409))), Ok(false)));
-        assert!(acquired(Err(status(500))).is_err());
-        assert!(acquired(Err(status(404))).is_err());
+        assert!(matches!(acquired(Err(crate::k8s::api_error(409))), Ok(false)));
+        assert!(acquired(Err(crate::k8s::api_error(500))).is_err());
+        assert!(acquired(Err(crate::k8s::api_error(404))).is_err());
     }
 
     #[test]

@@ -218,6 +218,12 @@ fn rebuild(
     }
 }
 
+/// A failed API request with this HTTP status, as kube returns it.
+#[cfg(test)]
+fn api_error(code: u16) -> kube::Error {
+    kube::Error::Api(kube::core::Status::failure("injected", "Test").with_code(code).boxed())
+}
+
 #[cfg(test)]
 mod backoff_tests {
     use super::RetryBackoff;

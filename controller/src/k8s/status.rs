@@ -418,10 +418,9 @@ mod tests {
 
     #[test]
     fn a_status_write_to_a_deleted_ingress_is_not_retried() {
-        let status = |code| kube::Error::Api(kube::core::Status::failure("x", "y").with_code(code).boxed());
         assert!(matches!(patched(Ok(())), Ok(true)));
-        assert!(matches!(patched(Err(status(404))), Ok(false)));
-        assert!(patched(Err(status(409))).is_err());
+        assert!(matches!(patched(Err(crate::k8s::api_error(404))), Ok(false)));
+        assert!(patched(Err(crate::k8s::api_error(409))).is_err());
     }
 
     #[test]
