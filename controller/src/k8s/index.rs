@@ -174,6 +174,11 @@ impl Index {
         self.ingresses.objects.get(key)
     }
 
+    /// All IngressClasses.
+    pub fn ingress_classes(&self) -> impl Iterator<Item = &IngressClass> {
+        self.classes.objects.values()
+    }
+
     /// All Ingresses.
     pub fn ingresses(&self) -> impl Iterator<Item = (&Key, &Ingress)> {
         self.ingresses.objects.iter()

@@ -201,7 +201,7 @@ fn rebuild(
     log.report(&t.diagnostics);
     let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
-    let left = status::left(index, &ours, &addrs);
+    let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
     let plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
     plans.send_if_modified(|p| {
         if **p == plan {

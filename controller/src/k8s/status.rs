@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
@@ -84,12 +84,44 @@ fn current(ing: &Ingress) -> Vec<IngressLoadBalancerIngress> {
 
 /// Ingresses that are not ours but carry exactly our addresses: they left our class (also
 /// while no replica was running), and their status is ours to clear. Computed from what
-/// the API server holds, so a restart forgets nothing.
-pub fn left(index: &Index, ours: &BTreeSet<Key>, addrs: &[IngressLoadBalancerIngress]) -> BTreeSet<Key> {
+/// the API server holds, so a restart forgets nothing. An Ingress whose class belongs to
+/// another controller is that controller's to write, even when it publishes the same
+/// address (two installs behind one load balancer): clearing it would start a fight.
+pub fn left(
+    index: &Index,
+    controller: &str,
+    ours: &BTreeSet<Key>,
+    addrs: &[IngressLoadBalancerIngress],
+) -> BTreeSet<Key> {
     if addrs.is_empty() {
         return BTreeSet::new();
     }
-    index.ingresses().filter(|(k, ing)| !ours.contains(*k) && current(ing) == addrs).map(|(k, _)| k.clone()).collect()
+    index
+        .ingresses()
+        .filter(|(k, ing)| !ours.contains(*k) && current(ing) == addrs && !claimed_elsewhere(index, controller, ing))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// True when an IngressClass of another controller claims `ing`: the one its
+/// `ingressClassName` (or legacy annotation) names, or, naming none, a default class.
+fn claimed_elsewhere(index: &Index, controller: &str, ing: &Ingress) -> bool {
+    let named = ing
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+        .or_else(|| ing.metadata.annotations.as_ref()?.get("kubernetes.io/ingress.class").map(String::as_str));
+    let foreign =
+        |c: &IngressClass| c.spec.as_ref().and_then(|s| s.controller.as_deref()).is_some_and(|c| c != controller);
+    index.ingress_classes().filter(|c| foreign(c)).any(|c| match named {
+        Some(name) => c.metadata.name.as_deref() == Some(name),
+        None => c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("ingressclass.kubernetes.io/is-default-class"))
+            .is_some_and(|v| v == "true"),
+    })
 }
 
 /// Computes the plan: `ours` get `addrs`; Ingresses in `left` (ours before, not now) are
@@ -310,8 +342,52 @@ mod tests {
         let index =
             index(vec![ing("ours", Some("2.2.2.2")), ing("left", Some("2.2.2.2")), ing("other", Some("9.9.9.9"))]);
         let ours: BTreeSet<Key> = [key("ours")].into();
-        assert_eq!(left(&index, &ours, &[lb("2.2.2.2")]), [key("left")].into());
-        assert!(left(&index, &ours, &[]).is_empty(), "publishing nothing, nothing to clear");
+        assert_eq!(left(&index, OURS, &ours, &[lb("2.2.2.2")]), [key("left")].into());
+        assert!(left(&index, OURS, &ours, &[]).is_empty(), "publishing nothing, nothing to clear");
+    }
+
+    const OURS: &str = "wharf.dev/ingress-controller";
+
+    fn class(name: &str, controller: &str, default: bool) -> IngressClass {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {"ingressclass.kubernetes.io/is-default-class": default.to_string()}},
+            "spec": {"controller": controller},
+        }))
+        .unwrap()
+    }
+
+    fn ing_of(name: &str, class: Option<&str>, legacy: Option<&str>) -> Ingress {
+        let mut i = ing(name, Some("2.2.2.2"));
+        i.spec = Some(serde_json::from_value(json!({"ingressClassName": class})).unwrap());
+        if let Some(l) = legacy {
+            i.metadata.annotations = Some([("kubernetes.io/ingress.class".to_owned(), l.to_owned())].into());
+        }
+        i
+    }
+
+    #[test]
+    fn ingresses_another_controller_claims_are_left_to_it_even_at_our_address() {
+        let mut index = index(vec![
+            ing_of("to-other", Some("other"), None),
+            ing_of("legacy-other", None, Some("other")),
+            ing_of("to-ours", Some("wharf-b"), None),
+            ing_of("to-unknown", Some("gone"), None),
+            ing_of("classless", None, None),
+        ]);
+        for c in [class("other", "example.com/other", false), class("wharf-b", OURS, false)] {
+            index.apply(Change::IngressClass(Event::Apply(c)));
+        }
+        let none = BTreeSet::new();
+        let want: BTreeSet<Key> = [key("to-ours"), key("to-unknown"), key("classless")].into();
+        assert_eq!(left(&index, OURS, &none, &[lb("2.2.2.2")]), want);
+
+        // A default class of another controller claims the classless one.
+        index.apply(Change::IngressClass(Event::Apply(class("other-default", "example.com/other", true))));
+        let want: BTreeSet<Key> = [key("to-ours"), key("to-unknown")].into();
+        assert_eq!(left(&index, OURS, &none, &[lb("2.2.2.2")]), want);
+        // Ours being the default claims nothing elsewhere.
+        index.apply(Change::IngressClass(Event::Apply(class("other-default", OURS, true))));
+        assert!(left(&index, OURS, &none, &[lb("2.2.2.2")]).contains(&key("classless")));
     }
 
     #[test]
