@@ -1,11 +1,19 @@
 # Shared by the harness scripts: stopping a process recorded in a pid file, and waiting
 # for a readiness URL. Source it; it defines functions only.
 
-# stop_pidfile FILE: sends SIGTERM to the process in FILE, waits up to 10 s, removes FILE.
+# stop_pidfile FILE: sends SIGTERM to the process in FILE, waits up to 10 s, then SIGKILL
+# and waits until it is gone (kube-apiserver's graceful shutdown keeps serving open watches
+# with its listener closed, so a process left behind would hide an outage), removes FILE.
 stop_pidfile() {
   [ -f "$1" ] || return 0
-  kill "$(cat "$1")" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$(cat "$1")" 2>/dev/null || break; sleep 0.1; done
+  local pid
+  pid="$(cat "$1")"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -f "$1"
 }
 

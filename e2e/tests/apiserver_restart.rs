@@ -52,6 +52,8 @@ async fn traffic_survives_an_api_server_restart_and_changes_apply_after() {
     .await;
     assert!(live, "change after the restart did not go live; log:\n{}", c.proc.log());
     assert_eq!(http_get(http, "before.e2e.test", "/").await.unwrap().echo_name(), "before");
+    let log = c.proc.log();
+    assert!(log.contains("watch failed") && log.contains("watch restored"), "outage not logged:\n{log}");
 }
 
 /// A TCP relay to the API server that can start hanging: connections stay open and
