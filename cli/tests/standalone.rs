@@ -5,13 +5,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, TestCa};
+use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, TempDir, TestCa};
 
 /// A running `wharf run` whose log is collected.
 struct Wharf {
@@ -102,11 +102,8 @@ impl Drop for Wharf {
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wharf-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(name: &str) -> TempDir {
+    TempDir::new(&format!("test-{name}")).unwrap()
 }
 
 fn secret_yaml(name: &str, crt: &str, key: &str) -> String {
@@ -123,7 +120,7 @@ fn secret_yaml(name: &str, crt: &str, key: &str) -> String {
 struct Quickstart {
     ca: TestCa,
     leaves: Vec<(&'static str, Leaf)>,
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 async fn quickstart(name: &str) -> Quickstart {

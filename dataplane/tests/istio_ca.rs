@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use wharf_dataplane::hbone::istio_ca::{wire, CaError, IstioCa};
 use wharf_dataplane::hbone::{HboneClient, MeshIdentity};
-use wharf_dataplane::testing::{eventually, TestCa};
+use wharf_dataplane::testing::{eventually, TempDir, TestCa};
 use wharf_dataplane::{drain, Gateway, ListenerAddrs, Metrics, Options};
 use wharf_model::identity::uri_sans;
 use wharf_model::{Hbone, Identity};
@@ -117,16 +117,13 @@ async fn fake_istiod(ca: &TestCa, fake: Arc<Fake>) -> u16 {
     port
 }
 
-fn files(ca: &TestCa, token: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("wharf-istio-ca-{}-{}", std::process::id(), fastrand_suffix()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// The token and root files, in a directory removed when the first value drops.
+fn files(ca: &TestCa, token: &str) -> (TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = TempDir::new("istio-ca").unwrap();
     std::fs::write(dir.join("token"), token).unwrap();
     std::fs::write(dir.join("root.pem"), &ca.root_pem).unwrap();
-    (dir.join("token"), dir.join("root.pem"))
-}
-
-fn fastrand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    let (t, r) = (dir.join("token"), dir.join("root.pem"));
+    (dir, t, r)
 }
 
 fn request(port: u16, token: std::path::PathBuf, roots: std::path::PathBuf) -> IstioCa {
@@ -144,7 +141,7 @@ async fn certificate_from_the_ca_works_for_hbone() {
     let ca = Arc::new(TestCa::new("mesh root"));
     let fake = Fake::new(&ca);
     let port = fake_istiod(&ca, Arc::clone(&fake)).await;
-    let (token, roots) = files(&ca, TOKEN);
+    let (_dir, token, roots) = files(&ca, TOKEN);
     let certs = request(port, token, roots).issue("cluster.local").await.unwrap();
     assert_eq!(certs.identity.to_string(), "spiffe://cluster.local/ns/wharf/sa/gateway");
     // The request on the wire: Istio's method path, a CSR for our identity, our TTL.
@@ -191,12 +188,12 @@ async fn certificate_from_the_ca_works_for_hbone() {
 async fn refused_token_is_a_clear_error() {
     let ca = Arc::new(TestCa::new("mesh root"));
     let port = fake_istiod(&ca, Fake::new(&ca)).await;
-    let (token, roots) = files(&ca, "not-the-token");
+    let (_dir, token, roots) = files(&ca, "not-the-token");
     let err = request(port, token, roots).issue("cluster.local").await.unwrap_err();
     assert!(matches!(err, CaError::Refused { ref status, .. } if status == "16"), "{err}");
     assert!(err.to_string().contains("istio-ca"), "{err}");
     // Nobody listening: unreachable, named.
-    let (token, roots) = files(&ca, TOKEN);
+    let (_dir, token, roots) = files(&ca, TOKEN);
     let dead = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
     let err = request(dead, token, roots).issue("cluster.local").await.unwrap_err();
     assert!(matches!(err, CaError::Unreachable { .. }), "{err}");
@@ -207,7 +204,7 @@ async fn run_supplies_the_identity_and_follows_a_root_rotation() {
     let (old, new) = (Arc::new(TestCa::new("old mesh root")), Arc::new(TestCa::new("new mesh root")));
     let fake = Fake::new(&old);
     let port = fake_istiod(&old, Arc::clone(&fake)).await;
-    let (token, roots) = files(&old, TOKEN);
+    let (_dir, token, roots) = files(&old, TOKEN);
     let identity = Arc::new(MeshIdentity::new("cluster.local"));
     let metrics = Metrics::new();
     tokio::spawn(request(port, token, roots.clone()).run(Arc::clone(&identity), metrics.clone()));
@@ -240,7 +237,7 @@ async fn a_certificate_for_another_identity_or_from_an_untrusted_ca_is_refused()
     let ca = Arc::new(TestCa::new("mesh root"));
     let fake = Fake::new(&ca);
     let port = fake_istiod(&ca, Arc::clone(&fake)).await;
-    let (token, roots) = files(&ca, TOKEN);
+    let (_dir, token, roots) = files(&ca, TOKEN);
 
     // The CA answers with a certificate for another service account.
     *fake.issue_as.lock().unwrap() = Some("spiffe://cluster.local/ns/wharf/sa/someone-else".into());

@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 pub use wharf_dataplane::testing::{
-    eventually, holding_backend, http_get, https_get, inspecting_client_config, Leaf, Seen, TestCa,
+    eventually, holding_backend, http_get, https_get, inspecting_client_config, Leaf, Seen, TempDir, TestCa,
 };
 
 /// Settings from the environment `e2e/harness/up.sh` (or `e2e/kind.sh`) writes.

@@ -12,8 +12,7 @@ use wharf_e2e::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_endpoints_answer_only_on_localhost() {
     let env = Env::from_env().unwrap();
-    let dir = std::env::temp_dir().join(format!("wharf-e2e-admin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("e2e-admin").unwrap();
     let args = bare_gateway_args(&dir, "0.0.0.0", &["--admin-port", "15021"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let gateway = spawn_at_backend(&env, &args).unwrap();

@@ -17,8 +17,7 @@ async fn ambient_backends_are_reached_over_hbone_and_others_directly() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("ambient").await.unwrap();
     let ca = TestCa::new("e2e mesh root");
-    let dir = std::env::temp_dir().join(format!("wharf-e2e-mesh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("e2e-mesh").unwrap();
     let write = |name: &str, leaf: &Leaf| {
         std::fs::write(dir.join(format!("{name}.crt")), &leaf.chain_pem).unwrap();
         std::fs::write(dir.join(format!("{name}.key")), &leaf.key_pem).unwrap();

@@ -118,7 +118,8 @@ async fn sigterm_while_the_api_server_hangs_exits_within_the_drain_deadline() {
     let kubeconfig = std::fs::read_to_string(&env.controller_kubeconfig).unwrap();
     let server = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("server: https://")).unwrap().to_owned();
     let wedge = Wedge::new(server.clone()).await;
-    let path = std::env::temp_dir().join(format!("wharf-e2e-wedged-{}.kubeconfig", std::process::id()));
+    let dir = TempDir::new("e2e-wedged").unwrap();
+    let path = dir.join("kubeconfig");
     std::fs::write(&path, kubeconfig.replace(&server, &wedge.addr.to_string())).unwrap();
     let mut env = env.clone();
     env.controller_kubeconfig = path.to_string_lossy().into_owned();

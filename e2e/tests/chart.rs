@@ -20,8 +20,7 @@ fn port_of(args: &[String], flag: &str) -> u16 {
 async fn each_chart_configuration_starts_gets_ready_and_serves() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("chart").await.unwrap();
-    let dir = std::env::temp_dir().join(format!("wharf-e2e-chart-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("e2e-chart").unwrap();
     let (_b, addr) = backend(&env, "chart-backend").await.unwrap();
     s.service("app", addr).await.unwrap();
     // Unique per run: the class is the chart's, shared with earlier runs on this API server.

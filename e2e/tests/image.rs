@@ -23,10 +23,8 @@ use wharf_dataplane::memory::Watermark;
 use wharf_e2e::pod::{Deployment, PodHost};
 use wharf_e2e::*;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wharf-e2e-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(name: &str) -> TempDir {
+    TempDir::new(&format!("e2e-{name}")).unwrap()
 }
 
 /// curl over TLS to `addr` for the site's host (SNI and Host), trusting only the site's
@@ -50,7 +48,8 @@ fn curl(addr: SocketAddr, site: &Site, path: &str, args: &[&str]) -> Result<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_holds_the_binary_runs_as_nonroot_and_has_no_shell() {
-    let host = PodHost::new(&temp_dir("image-inspect")).await.unwrap();
+    let dir = temp_dir("image-inspect");
+    let host = PodHost::new(&dir).await.unwrap();
     assert_eq!(host.image_inspect("{{.Config.User}}").unwrap(), "65532:65532");
     assert_eq!(host.image_inspect("{{json .Config.Entrypoint}}").unwrap(), r#"["/wharf"]"#);
     assert_eq!(host.image_inspect("{{json .Config.Cmd}}").unwrap(), r#"["controller"]"#);

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,10 +24,8 @@ fn istiod() -> String {
         .expect("WHARF_E2E_ISTIOD_ADDRESS is not set: run the suite with e2e/run.sh")
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("wharf-e2e-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(name: &str) -> TempDir {
+    TempDir::new(&format!("e2e-{name}")).unwrap()
 }
 
 /// A token for `namespace/sa` with audience istio-ca, as a projected volume holds it.
