@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use wharf_model::{AppProtocol, Host, PathMatch, Snapshot};
+use wharf_model::{Action, AppProtocol, Host, Snapshot};
 
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::upstream::{EndpointState, Upstream};
+pub use crate::routing::{CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router};
 use crate::tls::{self, Resumption, SniResolver};
 
 /// Why a snapshot was refused. The previous config keeps serving.
@@ -44,48 +45,6 @@ impl CompileError {
             CompileError::Certificate { .. } => "bad_certificate",
             CompileError::Tls(_) => "tls_config",
         }
-    }
-}
-
-/// One route, ready to serve.
-#[derive(Debug)]
-pub struct CompiledRoute {
-    /// Path match.
-    pub path: PathMatch,
-    /// Where requests go; `None` when the cluster does not exist (answers 503).
-    pub upstream: Option<Arc<Upstream>>,
-    /// `namespace/name` of the Ingress (logs, metrics).
-    pub source: String,
-    /// Redirect plain HTTP to HTTPS.
-    pub https_redirect: bool,
-    /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
-    pub max_body_bytes: Option<u64>,
-    /// Metric handles for this route.
-    pub metrics: RouteMetrics,
-}
-
-/// Host lookup then path lookup, in Kubernetes precedence.
-#[derive(Debug, Default)]
-pub struct Router {
-    exact: HashMap<String, Vec<CompiledRoute>>,
-    wildcard: HashMap<String, Vec<CompiledRoute>>,
-    any: Vec<CompiledRoute>,
-    default: Option<CompiledRoute>,
-}
-
-impl Router {
-    /// The route for a request: the most specific host that has a matching path wins
-    /// (exact host, then wildcard, then rules without host), then the default backend.
-    pub fn route(&self, host: &str, path: &str) -> Option<&CompiledRoute> {
-        fn first<'r>(routes: &'r [CompiledRoute], path: &str) -> Option<&'r CompiledRoute> {
-            routes.iter().find(|r| r.path.matches(path))
-        }
-        self.exact
-            .get(host)
-            .and_then(|r| first(r, path))
-            .or_else(|| Host::wildcard_key(host).and_then(|k| self.wildcard.get(k)).and_then(|r| first(r, path)))
-            .or_else(|| first(&self.any, path))
-            .or(self.default.as_ref())
     }
 }
 
@@ -216,9 +175,18 @@ impl Compiler {
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
             let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
+            let action = match &r.action {
+                Action::Forward(f) => CompiledAction::Forward(CompiledForward::new(
+                    f.backends.iter().map(|b| (upstreams.get(b.cluster.as_str()).cloned(), b.weight)).collect(),
+                    CompiledEdits::new(&f.request_headers),
+                    CompiledEdits::new(&f.response_headers),
+                )),
+                Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
+                Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
+            };
             CompiledRoute {
-                path: r.path.clone(),
-                upstream: upstreams.get(r.cluster.as_str()).cloned(),
+                matches: r.matches.clone(),
+                action,
                 source,
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
@@ -290,7 +258,9 @@ fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedK
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wharf_model::{Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, Route, TlsHost, VirtualHost};
+    use wharf_model::{
+        Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, PathMatch, Route, TlsHost, VirtualHost,
+    };
 
     #[test]
     fn istio_sni_subset_is_normalized() {
@@ -316,12 +286,19 @@ mod tests {
     }
 
     fn route(source: &str, path: PathMatch, cluster: &str) -> Route {
-        Route {
-            path,
-            cluster: cluster.into(),
-            source: ObjectRef::new("Ingress", "web", source),
-            https_redirect: false,
-            max_body_bytes: None,
+        Route::forward(path, cluster, ObjectRef::new("Ingress", "web", source))
+    }
+
+    /// The route a GET of `path` on `host` takes.
+    fn get<'c>(config: &'c CompiledConfig, host: &str, path: &str) -> Option<&'c CompiledRoute> {
+        let headers = http::HeaderMap::new();
+        config.router.route(host, &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
+    }
+
+    fn upstream_id(r: &CompiledRoute) -> Option<&str> {
+        match &r.action {
+            CompiledAction::Forward(f) => f.pick().map(|u| u.id.as_str()),
+            _ => None,
         }
     }
 
@@ -350,22 +327,22 @@ mod tests {
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
-        let source = |h: &str, p: &str| config.router.route(h, p).map(|r| r.source.as_str());
+        let source = |h: &str, p: &str| get(&config, h, p).map(|r| r.source.as_str());
         assert_eq!(source("a.com", "/api/v1"), Some("web/exact"));
         assert_eq!(source("a.com", "/only"), Some("web/any"), "no path of the exact host matches: rules without host");
         assert_eq!(source("b.a.com", "/api"), Some("web/wildcard"), "the wildcard host before rules without host");
         assert_eq!(source("x.b.a.com", "/api"), Some("web/any-api"), "a wildcard covers one label");
         assert_eq!(source("other.com", "/elsewhere"), Some("web/default"));
-        assert!(config.router.route("a.com", "/api").is_some_and(|r| r.upstream.as_ref().is_some_and(|u| u.id == "c")));
+        assert_eq!(get(&config, "a.com", "/api").and_then(upstream_id), Some("c"));
 
         let no_default = Snapshot {
             virtual_hosts: vec![vh("a.com", vec![route("exact", prefix("/api"), "c")])],
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(no_default), 1, None).unwrap();
-        assert!(config.router.route("a.com", "/").is_none());
+        assert!(get(&config, "a.com", "/").is_none());
         assert!(
-            config.router.route("a.com", "/api").is_some_and(|r| r.upstream.is_none()),
+            get(&config, "a.com", "/api").is_some_and(|r| upstream_id(r).is_none()),
             "a missing cluster answers 503"
         );
     }

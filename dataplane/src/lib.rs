@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod passthrough;
 pub mod proxy;
 mod relay;
+pub mod routing;
 pub mod tcp;
 pub mod tls;
 

@@ -309,6 +309,30 @@ pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, 
         .map_err(|_| format!("GET {path} from {addr}: no answer in 10s"))?
 }
 
+/// Plain HTTP/1.1 request with `method` and extra `headers`, given up after 10 s.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Seen, String> {
+    let send = async {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let (mut s, c) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(c);
+        let mut req = http::Request::builder().method(method).uri(path).header("host", host);
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
+        seen(s.send_request(req).await.map_err(|e| e.to_string())?).await
+    };
+    tokio::time::timeout(Duration::from_secs(10), send)
+        .await
+        .map_err(|_| format!("{method} {path} from {addr}: no answer in 10s"))?
+}
+
 async fn request<I>(io: I, h2: bool, host: &str, path: &str, scheme: &str) -> Result<Seen, String>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
@@ -328,6 +352,10 @@ where
             http::Request::get(path).header("host", host).body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
         s.send_request(req).await.map_err(|e| e.to_string())?
     };
+    seen(resp).await
+}
+
+async fn seen(resp: http::Response<hyper::body::Incoming>) -> Result<Seen, String> {
     let (parts, body) = resp.into_parts();
     let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
     Ok(Seen {

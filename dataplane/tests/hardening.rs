@@ -212,7 +212,7 @@ async fn limited(limits: Limits) -> Running {
     let mut small = route(PathMatch::prefix("/small").unwrap(), "app", false);
     small.max_body_bytes = Some(1024);
     let mut routes = vec![route(PathMatch::prefix("/").unwrap(), "app", false), small];
-    routes.sort_by_key(|r| r.path.precedence_key());
+    routes.sort_by_key(|r| r.matches.precedence_key());
     r.gw.apply(snapshot(vec![(host("t.test"), routes)], vec![("app", cluster(&[app]))])).unwrap();
     r
 }

@@ -69,7 +69,7 @@ async fn path_precedence_as_kubernetes_defines_it() {
         route(PathMatch::exact("/foo").unwrap(), "exact-foo", false),
         route(PathMatch::prefix("/foo/bar").unwrap(), "foo-bar", false),
     ];
-    routes.sort_by_key(|r| r.path.precedence_key());
+    routes.sort_by_key(|r| r.matches.precedence_key());
     let s = snapshot(
         vec![
             (host("a.test"), routes),
@@ -271,4 +271,96 @@ async fn many_concurrent_http2_streams_on_one_connection_all_complete() {
         assert_eq!(status, 200);
         assert_eq!(seen.as_deref(), Some(sent.as_str()));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_fixed_answer() {
+    use wharf_model::{
+        Action, Forward, HeaderEdits, HeaderMatch, PathRewrite, QueryMatch, Redirect, Respond, Route, RouteMatch,
+        WeightedBackend,
+    };
+    let r = start().await;
+    let mut clusters = Vec::new();
+    for n in ["plain", "post", "canary", "v2", "heavy", "light"] {
+        clusters.push((n, cluster(&[echo(n).await])));
+    }
+    let pairs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    let with = |m: RouteMatch, action: Action| Route { matches: m, action, ..route(m_path("/"), "unused", false) };
+    let api = |method: Option<&str>, headers: &[(&str, &str)], query: &[(&str, &str)]| RouteMatch {
+        path: m_path("/api"),
+        method: method.map(str::to_owned),
+        headers: headers.iter().map(|(n, v)| HeaderMatch { name: n.to_string(), value: v.to_string() }).collect(),
+        query: query.iter().map(|(n, v)| QueryMatch { name: n.to_string(), value: v.to_string() }).collect(),
+    };
+    let mut routes = vec![
+        route(m_path("/api"), "plain", false),
+        with(api(Some("POST"), &[], &[]), Action::forward("post")),
+        with(api(None, &[("x-env", "canary")], &[]), Action::forward("canary")),
+        with(api(None, &[], &[("v", "2")]), Action::forward("v2")),
+        with(
+            RouteMatch::path(m_path("/split")),
+            Action::Forward(Forward {
+                backends: vec![
+                    WeightedBackend { cluster: "heavy".into(), weight: 3 },
+                    WeightedBackend { cluster: "light".into(), weight: 1 },
+                    WeightedBackend { cluster: "plain".into(), weight: 0 },
+                ],
+                request_headers: HeaderEdits {
+                    set: pairs(&[("x-set", "by-route")]),
+                    remove: vec!["x-drop".into()],
+                    ..Default::default()
+                },
+                response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
+            }),
+        ),
+        with(
+            RouteMatch::path(m_path("/old")),
+            Action::Redirect(Redirect {
+                scheme: Some("https".into()),
+                host: Some("new.test".into()),
+                port: None,
+                path: Some(PathRewrite::Prefix("/new".into())),
+                status: 301,
+            }),
+        ),
+        with(RouteMatch::path(m_path("/gone")), Action::Respond(Respond { status: 410, body: "moved away\n".into() })),
+    ];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], clusters)).unwrap();
+
+    let name = |s: Seen| s.echo_name();
+    let get = |method: &'static str, path: &'static str, headers: &'static [(&'static str, &'static str)]| {
+        http_request(r.http, method, "a.test", path, headers)
+    };
+    assert_eq!(name(get("GET", "/api/x", &[]).await.unwrap()), "plain");
+    assert_eq!(name(get("POST", "/api/x", &[]).await.unwrap()), "post", "a method match wins over none");
+    assert_eq!(name(get("POST", "/api/x", &[("x-env", "canary")]).await.unwrap()), "post", "method before headers");
+    assert_eq!(name(get("GET", "/api", &[("x-env", "canary")]).await.unwrap()), "canary");
+    assert_eq!(name(get("GET", "/api?v=2", &[("x-env", "canary")]).await.unwrap()), "canary", "headers before query");
+    assert_eq!(name(get("GET", "/api?a=b&v=2", &[]).await.unwrap()), "v2");
+    assert_eq!(name(get("GET", "/api?v=3", &[("x-env", "prod")]).await.unwrap()), "plain");
+
+    let mut counts = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..200 {
+        let seen = get("GET", "/split", &[("x-drop", "secret"), ("x-set", "client")]).await.unwrap();
+        let served: Vec<&str> = seen.headers.get_all("x-served-by").iter().filter_map(|v| v.to_str().ok()).collect();
+        assert_eq!(served, ["wharf"]);
+        let j = seen.json();
+        assert_eq!(j["headers"]["x-set"], "by-route");
+        assert!(j["headers"].get("x-drop").is_none(), "{j}");
+        *counts.entry(seen.echo_name()).or_default() += 1;
+    }
+    assert_eq!(counts.keys().map(String::as_str).collect::<Vec<_>>(), ["heavy", "light"], "weight 0 takes nothing");
+    // 3:1 of 200 is 150:50; a fair split lands within 120..=180 with overwhelming odds.
+    assert!((120..=180).contains(&counts["heavy"]), "{counts:?}");
+
+    let moved = get("GET", "/old/page?q=1", &[]).await.unwrap();
+    assert_eq!(moved.status, 301);
+    assert_eq!(moved.headers["location"], "https://new.test/new/page?q=1");
+    let gone = get("GET", "/gone", &[]).await.unwrap();
+    assert_eq!((gone.status, gone.body.as_str()), (410, "moved away\n"));
+}
+
+fn m_path(p: &str) -> PathMatch {
+    PathMatch::prefix(p).unwrap()
 }

@@ -5,12 +5,16 @@
 mod host;
 pub mod identity;
 mod path;
+mod route;
 mod snapshot;
 pub mod tls;
 
 pub use host::{Host, HostError};
 pub use identity::Identity;
 pub use path::{PathMatch, PathMatchError};
+pub use route::{
+    Action, Forward, HeaderEdits, HeaderMatch, PathRewrite, QueryMatch, Redirect, Respond, RouteMatch, WeightedBackend,
+};
 pub use snapshot::{
     parse_size, AppProtocol, Certificate, Cluster, Endpoint, Hbone, ObjectRef, PassthroughRoute, Route, Snapshot,
     TcpRoute, TlsHost, VirtualHost,

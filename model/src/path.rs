@@ -57,16 +57,6 @@ impl PathMatch {
             PathMatch::Exact(p) | PathMatch::Prefix(p) => p,
         }
     }
-
-    /// Ordering key for precedence: longer paths first, `Exact` before `Prefix` at equal
-    /// length. Sorting ascending by this key yields the order rules are tried in.
-    pub fn precedence_key(&self) -> (std::cmp::Reverse<usize>, u8) {
-        let kind = match self {
-            PathMatch::Exact(_) => 0,
-            PathMatch::Prefix(_) => 1,
-        };
-        (std::cmp::Reverse(self.path().len()), kind)
-    }
 }
 
 fn check_absolute(path: &str) -> Result<(), PathMatchError> {
@@ -108,16 +98,6 @@ mod tests {
         for (m, path, want) in cases {
             assert_eq!(m.matches(path), *want, "{m:?} vs {path}");
         }
-    }
-
-    #[test]
-    fn precedence_longest_then_exact() {
-        let mut v = [prefix("/"), prefix("/foo"), PathMatch::Exact("/foo".into()), prefix("/foo/bar")];
-        v.sort_by_key(PathMatch::precedence_key);
-        assert_eq!(
-            v.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>(),
-            [r#"Prefix("/foo/bar")"#, r#"Exact("/foo")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]
-        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Host, PathMatch};
+use crate::{Action, Host, PathMatch, RouteMatch};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -94,13 +94,13 @@ pub struct VirtualHost {
     pub routes: Vec<Route>,
 }
 
-/// One path rule and where it sends requests.
+/// One HTTP route: the requests it takes and what it does with them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Route {
-    /// The path match.
-    pub path: PathMatch,
-    /// Key into [`Snapshot::clusters`]. A missing cluster answers 503.
-    pub cluster: String,
+    /// The requests this route takes.
+    pub matches: RouteMatch,
+    /// What it does with them.
+    pub action: Action,
     /// The object that defined the route (metrics label and logs).
     pub source: ObjectRef,
     /// Answer plain-HTTP requests with a 308 to https (the host has TLS and the Ingress
@@ -110,6 +110,19 @@ pub struct Route {
     /// gateway's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
+}
+
+impl Route {
+    /// A route forwarding what `path` matches to one cluster, as an Ingress path does.
+    pub fn forward(path: PathMatch, cluster: &str, source: ObjectRef) -> Route {
+        Route {
+            matches: RouteMatch::path(path),
+            action: Action::forward(cluster),
+            source,
+            https_redirect: false,
+            max_body_bytes: None,
+        }
+    }
 }
 
 /// A TLS passthrough route: connections whose SNI matches go to the cluster untouched.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
-use wharf_model::{Host, ObjectRef, PassthroughRoute, PathMatch, Route, Snapshot, TcpRoute, VirtualHost};
+use wharf_model::{Host, ObjectRef, PassthroughRoute, PathMatch, Route, RouteMatch, Snapshot, TcpRoute, VirtualHost};
 
 use backend::Backends;
 pub use backend::ServicePortRef;
@@ -185,7 +185,7 @@ fn annotation<'a>(ing: &'a Ingress, keys: &[&str]) -> Option<(&'a str, &'a str)>
 struct RouteTable {
     /// (host, path) -> route; the first claim (oldest Ingress) wins.
     by_host: BTreeMap<Host, Vec<Route>>,
-    claimed: HashMap<(Host, PathMatch), ObjectRef>,
+    claimed: HashMap<(Host, RouteMatch), ObjectRef>,
     default_backend: Option<Route>,
     passthrough: BTreeMap<Host, PassthroughRoute>,
 }
@@ -196,7 +196,7 @@ impl RouteTable {
         by_host
             .into_iter()
             .map(|(host, mut routes)| {
-                routes.sort_by_key(|r| r.path.precedence_key());
+                routes.sort_by_key(|r| r.matches.precedence_key());
                 let has_tls = tls_covered(&host, tls_hosts);
                 for r in &mut routes {
                     // `https_redirect` holds "the Ingress allows it" until here.
@@ -288,13 +288,8 @@ impl<'a> Translator<'a> {
 
         if let Some(backend) = &spec.default_backend {
             if let Some(cluster) = self.backend(&src, backend) {
-                let route = Route {
-                    path: PathMatch::Prefix("/".into()),
-                    cluster,
-                    source: src.clone(),
-                    https_redirect: false,
-                    max_body_bytes,
-                };
+                let route =
+                    Route { max_body_bytes, ..Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()) };
                 match &routes.default_backend {
                     None => routes.default_backend = Some(route),
                     Some(winner) => {
@@ -339,7 +334,7 @@ impl<'a> Translator<'a> {
                 let Some(cluster) = self.backend(&src, &p.backend) else {
                     continue;
                 };
-                let key = (host.clone(), path.clone());
+                let key = (host.clone(), RouteMatch::path(path.clone()));
                 if let Some(winner) = routes.claimed.get(&key) {
                     let msg = if winner == &src {
                         format!("host {host} path {} appears twice; the first rule wins", path.path())
@@ -354,11 +349,9 @@ impl<'a> Translator<'a> {
                 }
                 routes.claimed.insert(key, src.clone());
                 let route = Route {
-                    path,
-                    cluster,
-                    source: src.clone(),
                     https_redirect: ssl_redirect || force_redirect,
                     max_body_bytes,
+                    ..Route::forward(path, &cluster, src.clone())
                 };
                 routes.by_host.entry(host.clone()).or_default().push(route);
             }

@@ -171,8 +171,10 @@ fn paths_ordered_by_kubernetes_precedence() {
         ]))]}),
     );
     let t = translate(&world(vec![ing]), &opts(), None);
-    let got: Vec<String> = t.snapshot.virtual_hosts[0].routes.iter().map(|r| format!("{:?}", r.path)).collect();
-    assert_eq!(got, [r#"Prefix("/foo/bar")"#, r#"Exact("/foo")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]);
+    let got: Vec<String> = t.snapshot.virtual_hosts[0].routes.iter().map(|r| format!("{:?}", r.matches.path)).collect();
+    // Exact paths first (Gateway API's order); for the requests both can match, the same
+    // as Kubernetes' longest-first, since a matching prefix is never longer than the path.
+    assert_eq!(got, [r#"Exact("/foo")"#, r#"Prefix("/foo/bar")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]);
     assert_eq!(reasons(&t), [("i", "InvalidPath"), ("i", "InvalidPathType")]);
 }
 
@@ -211,7 +213,7 @@ fn service_ports_by_number_and_name_and_endpoints() {
     );
     let t = translate(&world(vec![ing]), &opts(), None);
     let routes = &t.snapshot.virtual_hosts[0].routes;
-    let cluster_of = |p: &str| routes.iter().find(|r| r.path.path() == p).map(|r| r.cluster.as_str());
+    let cluster_of = |p: &str| routes.iter().find(|r| r.matches.path.path() == p).map(cluster);
     assert_eq!(cluster_of("/num"), Some("web/app:80"));
     assert_eq!(cluster_of("/name"), Some("web/app:80"));
     assert_eq!(cluster_of("/nosvc"), Some("web/ghost:80"), "kept, to answer 503");
@@ -576,4 +578,12 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
     let t = translate(&w, &at(served.not_after + 1), Some(&first.snapshot));
     assert_eq!(reasons(&t), [("i", "CertificateExpired")]);
+}
+
+/// The cluster an Ingress route forwards to.
+fn cluster(r: &wharf_model::Route) -> &str {
+    match &r.action {
+        wharf_model::Action::Forward(f) => f.backends[0].cluster.as_str(),
+        other => panic!("{other:?} is not a forward"),
+    }
 }

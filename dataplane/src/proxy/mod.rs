@@ -17,10 +17,10 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use wharf_model::AppProtocol;
+use wharf_model::{AppProtocol, PathMatch, Redirect, Respond};
 
-use crate::config::CompiledRoute;
 use crate::metrics::UpstreamError;
+use crate::routing::{CompiledAction, CompiledForward, CompiledRoute, RequestView};
 use crate::Shared;
 use body::{PooledBody, RequestBody};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -179,7 +179,17 @@ pub async fn handle(
         Some(sni) if misdirected(&cfg, sni, &host) => Err(Rejected::Misdirected),
         _ => Ok(()),
     });
-    let route = if checked.is_ok() { cfg.router.route(&host, req.uri().path()) } else { None };
+    let route = if checked.is_ok() {
+        let view = RequestView {
+            path: req.uri().path(),
+            query: req.uri().query(),
+            method: req.method(),
+            headers: req.headers(),
+        };
+        cfg.router.route(&host, &view)
+    } else {
+        None
+    };
     let method = req.method().clone();
     // Only the access log needs its own copy of the path.
     let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
@@ -191,9 +201,13 @@ pub async fn handle(
         (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
             (redirect(&shared, &host, &req), None, None)
         }
-        // Boxed: the forwarding state is large, and hyper moves the request future into a
-        // task per HTTP/2 stream; a small future makes that move cheap.
-        (Ok(()), Some(r)) => Box::pin(proxy(&shared, &conn, r, host_value.as_ref(), req)).await,
+        (Ok(()), Some(r)) => match &r.action {
+            // Boxed: the forwarding state is large, and hyper moves the request future into
+            // a task per HTTP/2 stream; a small future makes that move cheap.
+            CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
+            CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
+            CompiledAction::Respond(rs) => (respond(rs), None, None),
+        },
     };
     let elapsed = start.elapsed();
     let status = resp.status();
@@ -249,6 +263,7 @@ async fn proxy(
     shared: &Shared,
     conn: &ConnInfo,
     route: &CompiledRoute,
+    fwd: &CompiledForward,
     host: Option<&HeaderValue>,
     req: Request<Incoming>,
 ) -> Outcome {
@@ -261,8 +276,11 @@ async fn proxy(
         }
         BodyLimit::None => (req.map(RequestBody::unlimited), None),
     };
-    match forward(shared, conn, route, host, req).await {
-        Ok((resp, addr)) => (resp, None, Some(addr)),
+    match forward(shared, conn, fwd, host, req).await {
+        Ok((mut resp, addr)) => {
+            fwd.response_headers.apply(resp.headers_mut());
+            (resp, None, Some(addr))
+        }
         Err(_) if tripped.is_some_and(|t| t.load(Ordering::Relaxed)) => refuse(shared, Rejected::BodyTooLarge),
         Err(e) => {
             shared.metrics.upstream_error(e);
@@ -342,6 +360,50 @@ fn full(s: String) -> Body {
     Full::new(Bytes::from(s)).map_err(|never| match never {}).boxed_unsync()
 }
 
+/// A route's redirect: the request's scheme, host, port and path unless the redirect
+/// replaces them. Without a port, the scheme's well-known port when the redirect names a
+/// scheme, else the port the request came in on; 80 for http and 443 for https are left
+/// out of `Location`.
+fn redirect_to<B>(rd: &Redirect, matched: &PathMatch, conn: &ConnInfo, host: &str, req: &Request<B>) -> Response<Body> {
+    let scheme = rd.scheme.as_deref().unwrap_or(match conn.scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    });
+    let port = rd.port.unwrap_or(match rd.scheme.as_deref() {
+        Some("https") => 443,
+        Some("http") => 80,
+        _ => conn.port,
+    });
+    let port = match (scheme, port) {
+        ("http", 80) | ("https", 443) => String::new(),
+        (_, p) => format!(":{p}"),
+    };
+    let host = rd.host.as_deref().unwrap_or(host);
+    let path = match &rd.path {
+        Some(rewrite) => Cow::Owned(rewrite.apply(matched, req.uri().path())),
+        None => Cow::Borrowed(req.uri().path()),
+    };
+    let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+    let status = StatusCode::from_u16(rd.status).ok().filter(StatusCode::is_redirection).unwrap_or(StatusCode::FOUND);
+    let mut r = local(status, "redirected by the route");
+    match HeaderValue::from_str(&format!("{scheme}://{host}{port}{path}{query}")) {
+        Ok(v) => {
+            r.headers_mut().insert(header::LOCATION, v);
+            r
+        }
+        Err(_) => local(StatusCode::BAD_REQUEST, "the request cannot be redirected"),
+    }
+}
+
+/// A route's fixed answer.
+fn respond(rs: &Respond) -> Response<Body> {
+    let status = StatusCode::from_u16(rs.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = Response::new(full(rs.body.clone()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
 fn redirect<B>(shared: &Shared, host: &str, req: &Request<B>) -> Response<Body> {
     let pq = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let port = match shared.opts.https_redirect_port {
@@ -362,11 +424,11 @@ fn redirect<B>(shared: &Shared, host: &str, req: &Request<B>) -> Response<Body> 
 async fn forward(
     shared: &Shared,
     conn: &ConnInfo,
-    route: &CompiledRoute,
+    route: &CompiledForward,
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
-    let upstream = route.upstream.as_ref().ok_or(UpstreamError::NoEndpoints)?;
+    let upstream = route.pick().ok_or(UpstreamError::NoEndpoints)?;
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }
@@ -390,6 +452,7 @@ async fn forward(
             req.headers_mut().insert(header::HOST, h.clone());
         }
     }
+    route.request_headers.apply(req.headers_mut());
     set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
 
     if let Some(down) = downstream_upgrade {
@@ -517,9 +580,50 @@ async fn upgrade_tunnel(
 
 #[cfg(test)]
 mod tests {
-    use super::{normalize_host, request_host, set_upstream_uri};
+    use super::{normalize_host, redirect_to, request_host, respond, set_upstream_uri, ConnInfo, Scheme};
     use http::{Request, Version};
-    use wharf_model::AppProtocol;
+    use wharf_model::{AppProtocol, PathMatch, PathRewrite, Redirect, Respond};
+
+    #[test]
+    fn redirects_keep_what_they_do_not_replace_and_pick_the_port_as_gateway_api_says() {
+        let conn = |scheme, port| ConnInfo { client: ([127, 0, 0, 1], 1).into(), scheme, port, sni: None };
+        let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
+            scheme: scheme.map(str::to_owned),
+            host: host.map(str::to_owned),
+            port,
+            path: None,
+            status,
+        };
+        let req = Request::get("/a/b?x=1").body(()).unwrap();
+        let root = PathMatch::Prefix("/".into());
+        let location = |rd: &Redirect, c: &ConnInfo| {
+            let r = redirect_to(rd, &root, c, "a.test", &req);
+            (r.status().as_u16(), r.headers()["location"].to_str().unwrap_or("").to_owned())
+        };
+        let cases = [
+            (rd(None, None, None, 302), conn(Scheme::Http, 80), (302, "http://a.test/a/b?x=1")),
+            (rd(None, None, None, 301), conn(Scheme::Http, 8080), (301, "http://a.test:8080/a/b?x=1")),
+            (rd(Some("https"), None, None, 302), conn(Scheme::Http, 8080), (302, "https://a.test/a/b?x=1")),
+            (rd(Some("http"), None, None, 302), conn(Scheme::Https, 443), (302, "http://a.test/a/b?x=1")),
+            (rd(None, Some("b.test"), Some(8443), 307), conn(Scheme::Https, 443), (307, "https://b.test:8443/a/b?x=1")),
+            (rd(Some("https"), None, Some(443), 308), conn(Scheme::Http, 80), (308, "https://a.test/a/b?x=1")),
+            (rd(None, None, Some(80), 302), conn(Scheme::Https, 443), (302, "https://a.test:80/a/b?x=1")),
+            (rd(None, None, None, 999), conn(Scheme::Https, 443), (302, "https://a.test/a/b?x=1")),
+        ];
+        for (rd, c, (status, want)) in cases {
+            assert_eq!(location(&rd, &c), (status, want.to_owned()), "{rd:?} on {:?}:{}", c.scheme, c.port);
+        }
+        let full = Redirect { path: Some(PathRewrite::Full("/z".into())), ..rd(None, None, None, 302) };
+        assert_eq!(location(&full, &conn(Scheme::Http, 80)).1, "http://a.test/z?x=1");
+        let bad = rd(None, Some("bad\nhost"), None, 302);
+        assert_eq!(redirect_to(&bad, &root, &conn(Scheme::Http, 80), "a.test", &req).status().as_u16(), 400);
+    }
+
+    #[test]
+    fn fixed_answers_carry_their_status_or_500() {
+        assert_eq!(respond(&Respond { status: 418, body: "x".into() }).status().as_u16(), 418);
+        assert_eq!(respond(&Respond { status: 1000, body: "x".into() }).status().as_u16(), 500);
+    }
 
     #[test]
     fn hosts_normalize() {

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 use wharf_dataplane::drain::{self, Signal};
-pub use wharf_dataplane::testing::{eventually, http_get, https_get, Seen};
+pub use wharf_dataplane::testing::{eventually, http_get, http_request, https_get, Seen};
 use wharf_dataplane::{Bound, Gateway, ListenerAddrs, Options, Timeouts};
 use wharf_model::{AppProtocol, Cluster, Endpoint, Host, ObjectRef, PathMatch, Route, Snapshot, VirtualHost};
 
@@ -83,7 +83,7 @@ pub fn cluster(addrs: &[SocketAddr]) -> Cluster {
 }
 
 pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {
-    Route { path, cluster: cluster.into(), source: src(cluster), https_redirect: redirect, max_body_bytes: None }
+    Route { https_redirect: redirect, ..Route::forward(path, cluster, src(cluster)) }
 }
 
 /// A snapshot with one virtual host per (host, routes) and the given clusters.

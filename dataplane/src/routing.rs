@@ -1,0 +1,275 @@
+//! HTTP routing, compiled: the router (host, then the first route whose match takes the
+//! request) and the actions routes take, with header names and values parsed once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Method;
+use wharf_model::{HeaderEdits, Host, Redirect, Respond, RouteMatch};
+
+use crate::metrics::RouteMetrics;
+use crate::proxy::upstream::Upstream;
+
+/// The parts of a request routing looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// Path, normalised, without query.
+    pub path: &'a str,
+    /// Query string without `?`.
+    pub query: Option<&'a str>,
+    /// Method.
+    pub method: &'a Method,
+    /// Headers.
+    pub headers: &'a HeaderMap,
+}
+
+/// True when every part of `m` matches `req`.
+pub fn matches(m: &RouteMatch, req: &RequestView<'_>) -> bool {
+    m.path.matches(req.path)
+        && m.method.as_deref().is_none_or(|want| req.method.as_str() == want)
+        && m.headers.iter().all(|h| req.headers.get(&h.name).is_some_and(|v| v.as_bytes() == h.value.as_bytes()))
+        && m.query.iter().all(|q| query_value(req.query, &q.name) == Some(q.value.as_str()))
+}
+
+/// The first value of query parameter `name`, as sent.
+fn query_value<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then_some(v)
+    })
+}
+
+/// One route, ready to serve.
+#[derive(Debug)]
+pub struct CompiledRoute {
+    /// The requests it takes.
+    pub matches: RouteMatch,
+    /// What it does with them.
+    pub action: CompiledAction,
+    /// `namespace/name` of the object that defined it (logs, metrics).
+    pub source: String,
+    /// Redirect plain HTTP to HTTPS.
+    pub https_redirect: bool,
+    /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
+    pub max_body_bytes: Option<u64>,
+    /// Metric handles for this route.
+    pub metrics: RouteMetrics,
+}
+
+/// A route's action with its upstreams resolved.
+#[derive(Debug)]
+pub enum CompiledAction {
+    /// Proxy.
+    Forward(CompiledForward),
+    /// Answer with a redirect.
+    Redirect(Redirect),
+    /// Answer with a fixed status and body.
+    Respond(Respond),
+}
+
+/// Weighted upstreams and header changes.
+#[derive(Debug)]
+pub struct CompiledForward {
+    /// Upstreams (`None` when the cluster does not exist: 503) and their weights.
+    backends: Vec<(Option<Arc<Upstream>>, u32)>,
+    total: u64,
+    /// Changes to the request's headers.
+    pub request_headers: CompiledEdits,
+    /// Changes to the response's headers.
+    pub response_headers: CompiledEdits,
+}
+
+impl CompiledForward {
+    /// A forward to `backends` by weight.
+    pub fn new(
+        backends: Vec<(Option<Arc<Upstream>>, u32)>,
+        request_headers: CompiledEdits,
+        response_headers: CompiledEdits,
+    ) -> CompiledForward {
+        let total = backends.iter().map(|(_, w)| u64::from(*w)).sum();
+        CompiledForward { backends, total, request_headers, response_headers }
+    }
+
+    /// The upstream for one request, chosen by weight; `None` answers 503 (no backend
+    /// takes requests, or the chosen one's cluster does not exist).
+    pub fn pick(&self) -> Option<&Arc<Upstream>> {
+        if let [(up, w)] = self.backends.as_slice() {
+            return up.as_ref().filter(|_| *w > 0);
+        }
+        if self.total == 0 {
+            return None;
+        }
+        self.pick_at(fastrand::u64(..self.total))
+    }
+
+    /// The backend whose share of `0..total` holds `point`.
+    fn pick_at(&self, mut point: u64) -> Option<&Arc<Upstream>> {
+        for (up, w) in &self.backends {
+            let w = u64::from(*w);
+            if point < w {
+                return up.as_ref();
+            }
+            point -= w;
+        }
+        None
+    }
+}
+
+/// Header changes with names and values parsed: remove, then set, then add.
+#[derive(Debug, Default)]
+pub struct CompiledEdits {
+    set: Vec<(HeaderName, HeaderValue)>,
+    add: Vec<(HeaderName, HeaderValue)>,
+    remove: Vec<HeaderName>,
+}
+
+impl CompiledEdits {
+    /// Parses `edits`; an entry whose name or value is not valid HTTP is left out (the
+    /// controller refuses them before they get here).
+    pub fn new(edits: &HeaderEdits) -> CompiledEdits {
+        let pair = |(n, v): &(String, String)| {
+            let parsed = HeaderName::from_bytes(n.as_bytes()).ok().zip(HeaderValue::from_str(v).ok());
+            if parsed.is_none() {
+                tracing::warn!(header = %n, "header edit left out: not a valid header name and value");
+            }
+            parsed
+        };
+        CompiledEdits {
+            set: edits.set.iter().filter_map(pair).collect(),
+            add: edits.add.iter().filter_map(pair).collect(),
+            remove: edits.remove.iter().filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok()).collect(),
+        }
+    }
+
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+
+    /// Applies the changes to `headers`.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        for n in &self.remove {
+            headers.remove(n);
+        }
+        for (n, v) in &self.set {
+            headers.insert(n.clone(), v.clone());
+        }
+        for (n, v) in &self.add {
+            headers.append(n.clone(), v.clone());
+        }
+    }
+}
+
+/// Host lookup then route lookup, in precedence order.
+#[derive(Debug, Default)]
+pub struct Router {
+    pub(crate) exact: HashMap<String, Vec<CompiledRoute>>,
+    pub(crate) wildcard: HashMap<String, Vec<CompiledRoute>>,
+    pub(crate) any: Vec<CompiledRoute>,
+    pub(crate) default: Option<CompiledRoute>,
+}
+
+impl Router {
+    /// The route for a request: the most specific host that has a matching route wins
+    /// (exact host, then wildcard, then rules without host), then the default backend.
+    pub fn route(&self, host: &str, req: &RequestView<'_>) -> Option<&CompiledRoute> {
+        fn first<'r>(routes: &'r [CompiledRoute], req: &RequestView<'_>) -> Option<&'r CompiledRoute> {
+            routes.iter().find(|r| matches(&r.matches, req))
+        }
+        self.exact
+            .get(host)
+            .and_then(|r| first(r, req))
+            .or_else(|| Host::wildcard_key(host).and_then(|k| self.wildcard.get(k)).and_then(|r| first(r, req)))
+            .or_else(|| first(&self.any, req))
+            .or(self.default.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wharf_model::{HeaderMatch, PathMatch, QueryMatch};
+
+    fn view<'a>(path: &'a str, query: Option<&'a str>, method: &'a Method, headers: &'a HeaderMap) -> RequestView<'a> {
+        RequestView { path, query, method, headers }
+    }
+
+    #[test]
+    fn every_part_of_a_match_must_hold() {
+        let m = RouteMatch {
+            path: PathMatch::prefix("/api").unwrap(),
+            method: Some("POST".into()),
+            headers: vec![HeaderMatch { name: "x-env".into(), value: "canary".into() }],
+            query: vec![QueryMatch { name: "v".into(), value: "2".into() }],
+        };
+        let mut h = HeaderMap::new();
+        h.insert("x-env", HeaderValue::from_static("canary"));
+        let post = Method::POST;
+        assert!(matches(&m, &view("/api/x", Some("a=1&v=2"), &post, &h)));
+        assert!(!matches(&m, &view("/other", Some("v=2"), &post, &h)), "path");
+        assert!(!matches(&m, &view("/api", Some("v=2"), &Method::GET, &h)), "method");
+        assert!(!matches(&m, &view("/api", Some("v=3"), &post, &h)), "query value");
+        assert!(!matches(&m, &view("/api", Some("vv=2"), &post, &h)), "query name");
+        assert!(!matches(&m, &view("/api", None, &post, &h)), "no query");
+        assert!(!matches(&m, &view("/api", Some("v=2"), &post, &HeaderMap::new())), "header missing");
+        let mut other = HeaderMap::new();
+        other.insert("x-env", HeaderValue::from_static("Canary"));
+        assert!(!matches(&m, &view("/api", Some("v=2"), &post, &other)), "header values are case-sensitive");
+    }
+
+    #[test]
+    fn the_first_query_value_counts_and_a_bare_name_is_empty() {
+        assert_eq!(query_value(Some("a=1&a=2"), "a"), Some("1"));
+        assert_eq!(query_value(Some("flag&b=x"), "flag"), Some(""));
+        assert_eq!(query_value(Some("b=x=y"), "b"), Some("x=y"));
+        assert_eq!(query_value(Some("b=x"), "c"), None);
+    }
+
+    #[test]
+    fn weights_split_the_range_in_order() {
+        let u = |id: &str| Some(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
+        let f = CompiledForward::new(
+            vec![(u("a"), 1), (u("zero"), 0), (u("b"), 3), (None, 1)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        let id = |p: u64| f.pick_at(p).map(|u| u.id.as_str());
+        assert_eq!(
+            [id(0), id(1), id(2), id(3), id(4), id(5)],
+            [Some("a"), Some("b"), Some("b"), Some("b"), None, None]
+        );
+        for _ in 0..100 {
+            assert_ne!(f.pick().map(|u| u.id.as_str()), Some("zero"));
+        }
+
+        let single = |w| CompiledForward::new(vec![(u("only"), w)], CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(single(1).pick().map(|u| u.id.as_str()), Some("only"));
+        assert!(single(0).pick().is_none(), "a backend of weight 0 takes nothing");
+        let none =
+            CompiledForward::new(vec![(u("a"), 0), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
+        assert!(none.pick().is_none());
+    }
+
+    #[test]
+    fn edits_remove_then_set_then_add_and_skip_invalid_entries() {
+        let edits = CompiledEdits::new(&HeaderEdits {
+            set: vec![("x-set".into(), "new".into()), ("bad name".into(), "v".into())],
+            add: vec![("x-add".into(), "two".into()), ("x-ok".into(), "bad\nvalue".into())],
+            remove: vec!["x-gone".into(), "x-set".into()],
+        });
+        assert!(!edits.is_empty());
+        let mut h = HeaderMap::new();
+        for (n, v) in [("x-set", "old"), ("x-add", "one"), ("x-gone", "v"), ("x-keep", "k")] {
+            h.append(n, HeaderValue::from_static(v));
+        }
+        edits.apply(&mut h);
+        let all = |n: &str| h.get_all(n).iter().map(|v| v.to_str().unwrap_or("").to_owned()).collect::<Vec<_>>();
+        assert_eq!(all("x-set"), ["new"], "set after remove");
+        assert_eq!(all("x-add"), ["one", "two"]);
+        assert!(all("x-gone").is_empty());
+        assert_eq!(all("x-keep"), ["k"]);
+        assert_eq!(h.len(), 4, "the invalid entries were left out: {h:?}");
+        assert!(CompiledEdits::new(&HeaderEdits::default()).is_empty());
+    }
+}

@@ -1,0 +1,272 @@
+//! HTTP routes: what a request must look like (a [`RouteMatch`]) and what happens to it
+//! (an [`Action`]). Ingress rules and Gateway API HTTPRoute rules both become these.
+
+use serde::Serialize;
+
+use crate::PathMatch;
+
+/// What a request must look like for a route to take it: every part must match.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct RouteMatch {
+    /// The path (query excluded).
+    pub path: PathMatch,
+    /// The request method, upper-case as sent (`GET`); any when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Headers that must be present with these values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    /// Query parameters that must be present with these values.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
+}
+
+/// A header the request must carry. Names compare case-insensitively (stored lower-case),
+/// values exactly; with the header repeated, the first value counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct HeaderMatch {
+    /// Lower-case header name.
+    pub name: String,
+    /// The exact value.
+    pub value: String,
+}
+
+/// A query parameter the request must carry. Names and values compare exactly, as sent
+/// (not percent-decoded); with the parameter repeated, the first value counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct QueryMatch {
+    /// The parameter name.
+    pub name: String,
+    /// The exact value.
+    pub value: String,
+}
+
+impl RouteMatch {
+    /// A match on the path alone.
+    pub fn path(path: PathMatch) -> RouteMatch {
+        RouteMatch { path, method: None, headers: Vec::new(), query: Vec::new() }
+    }
+
+    /// Ordering key for precedence, as Gateway API defines it for HTTPRoute: an exact
+    /// path, then the longest path, then a method match, then the most header matches,
+    /// then the most query matches. For Ingress paths (no other parts) this is the
+    /// Kubernetes rule: longest path first, `Exact` before `Prefix` at equal length (a
+    /// matching prefix can never be longer than a matching exact path). Sorting ascending
+    /// by this key, stably, yields the order routes are tried in; ties keep the order the
+    /// translator gave (oldest object first).
+    pub fn precedence_key(&self) -> impl Ord {
+        let exact = matches!(self.path, PathMatch::Exact(_));
+        (
+            std::cmp::Reverse(exact),
+            std::cmp::Reverse(self.path.path().len()),
+            std::cmp::Reverse(self.method.is_some()),
+            std::cmp::Reverse(self.headers.len()),
+            std::cmp::Reverse(self.query.len()),
+        )
+    }
+}
+
+/// What a route does with the requests it takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Proxy to a backend.
+    Forward(Forward),
+    /// Answer with a redirect.
+    Redirect(Redirect),
+    /// Answer with a fixed status and body.
+    Respond(Respond),
+}
+
+impl Action {
+    /// Forward to one cluster, unchanged.
+    pub fn forward(cluster: &str) -> Action {
+        Action::Forward(Forward {
+            backends: vec![WeightedBackend { cluster: cluster.to_owned(), weight: 1 }],
+            request_headers: HeaderEdits::default(),
+            response_headers: HeaderEdits::default(),
+        })
+    }
+}
+
+/// Proxying: which backend (by weight) and how headers change on the way.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Forward {
+    /// Backends and their weights; each request goes to one, chosen with probability
+    /// weight / sum of weights. A backend whose cluster does not exist answers 503.
+    pub backends: Vec<WeightedBackend>,
+    /// Changes to the request's headers before it is sent.
+    #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
+    pub request_headers: HeaderEdits,
+    /// Changes to the response's headers before it is returned.
+    #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
+    pub response_headers: HeaderEdits,
+}
+
+/// One backend of a [`Forward`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WeightedBackend {
+    /// Key into [`crate::Snapshot::clusters`].
+    pub cluster: String,
+    /// Relative weight; 0 takes no requests.
+    pub weight: u32,
+}
+
+/// Header changes, applied in the order: remove, set, add.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HeaderEdits {
+    /// Replace (or create) these headers; names lower-case.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<(String, String)>,
+    /// Append these values; names lower-case.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<(String, String)>,
+    /// Remove these headers; names lower-case.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl HeaderEdits {
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// A redirect. Parts left `None` keep the request's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Redirect {
+    /// `http` or `https`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    /// The host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The port; when `None`, the scheme's default port if the scheme changes, else the
+    /// port the request came in on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// A new path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
+    /// 301, 302, 303, 307 or 308.
+    pub status: u16,
+}
+
+/// How a path is rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathRewrite {
+    /// Replace the whole path.
+    Full(String),
+    /// Replace the part the route's `Prefix` path matched.
+    Prefix(String),
+}
+
+impl PathRewrite {
+    /// The new path for `path`, which the route's `matched` path matched. A prefix
+    /// replacement keeps what followed the matched prefix, element-wise: `/foo` to `/bar`
+    /// makes `/foo/x` `/bar/x`, and `/foo` to `/` makes `/foo/x` `/x`.
+    pub fn apply(&self, matched: &PathMatch, path: &str) -> String {
+        match (self, matched) {
+            (PathRewrite::Full(p), _) => p.clone(),
+            (PathRewrite::Prefix(to), PathMatch::Prefix(from)) => {
+                let rest = if from == "/" { path } else { path.get(from.len()..).unwrap_or("") };
+                let to = to.trim_end_matches('/');
+                match (to.is_empty(), rest.is_empty()) {
+                    (true, true) => "/".to_owned(),
+                    (true, false) => rest.to_owned(),
+                    (false, _) if rest.is_empty() || rest.starts_with('/') => format!("{to}{rest}"),
+                    (false, _) => format!("{to}/{rest}"),
+                }
+            }
+            (PathRewrite::Prefix(to), PathMatch::Exact(_)) => to.clone(),
+        }
+    }
+}
+
+/// A fixed answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Respond {
+    /// The status code.
+    pub status: u16,
+    /// A short plain-text body.
+    pub body: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix(p: &str) -> PathMatch {
+        PathMatch::prefix(p).unwrap_or(PathMatch::Exact(String::new()))
+    }
+
+    fn m(path: PathMatch, method: bool, headers: usize, query: usize) -> RouteMatch {
+        RouteMatch {
+            path,
+            method: method.then(|| "GET".to_owned()),
+            headers: (0..headers).map(|i| HeaderMatch { name: format!("h{i}"), value: "v".into() }).collect(),
+            query: (0..query).map(|i| QueryMatch { name: format!("q{i}"), value: "v".into() }).collect(),
+        }
+    }
+
+    #[test]
+    fn precedence_exact_then_longest_then_method_headers_query() {
+        let mut v = [
+            ("prefix /", m(prefix("/"), false, 0, 0)),
+            ("query", m(prefix("/a"), false, 0, 1)),
+            ("plain", m(prefix("/a"), false, 0, 0)),
+            ("two headers", m(prefix("/a"), false, 2, 0)),
+            ("method", m(prefix("/a"), true, 0, 0)),
+            ("one header two queries", m(prefix("/a"), false, 1, 2)),
+            ("exact short", m(PathMatch::Exact("/b".into()), false, 0, 0)),
+            ("longer", m(prefix("/a/b"), false, 0, 0)),
+        ];
+        v.sort_by_key(|(_, m)| m.precedence_key());
+        let order: Vec<&str> = v.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            order,
+            ["exact short", "longer", "method", "two headers", "one header two queries", "query", "plain", "prefix /"]
+        );
+    }
+
+    #[test]
+    fn equal_keys_keep_their_order() {
+        let mut v = [("first", m(prefix("/a"), false, 1, 0)), ("second", m(prefix("/a"), false, 1, 0))];
+        v.sort_by_key(|(_, m)| m.precedence_key());
+        assert_eq!(v[0].0, "first");
+    }
+
+    #[test]
+    fn prefix_rewrites_keep_the_rest_element_wise() {
+        let cases = [
+            ("/foo", "/bar", "/foo", "/bar"),
+            ("/foo", "/bar", "/foo/x", "/bar/x"),
+            ("/foo", "/bar/", "/foo/x", "/bar/x"),
+            ("/foo", "/", "/foo/x", "/x"),
+            ("/foo", "/", "/foo", "/"),
+            ("/foo", "/", "/foo/", "/"),
+            ("/", "/bar", "/x/y", "/bar/x/y"),
+            ("/", "/bar", "/", "/bar/"),
+            ("/foo/", "/bar", "/foo/x", "/bar/x"),
+        ];
+        for (from, to, path, want) in cases {
+            assert_eq!(PathRewrite::Prefix(to.into()).apply(&prefix(from), path), want, "{from} -> {to} on {path}");
+        }
+        assert_eq!(PathRewrite::Full("/z".into()).apply(&prefix("/foo"), "/foo/x"), "/z");
+        assert_eq!(PathRewrite::Prefix("/z".into()).apply(&PathMatch::Exact("/foo".into()), "/foo"), "/z");
+    }
+
+    #[test]
+    fn edits_are_empty_only_without_changes() {
+        assert!(HeaderEdits::default().is_empty());
+        for e in [
+            HeaderEdits { set: vec![("a".into(), "b".into())], ..Default::default() },
+            HeaderEdits { add: vec![("a".into(), "b".into())], ..Default::default() },
+            HeaderEdits { remove: vec!["a".into()], ..Default::default() },
+        ] {
+            assert!(!e.is_empty(), "{e:?}");
+        }
+    }
+}
