@@ -176,11 +176,14 @@ impl Compiler {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
             let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
             let action = match &r.action {
-                Action::Forward(f) => CompiledAction::Forward(CompiledForward::new(
-                    f.backends.iter().map(|b| (upstreams.get(b.cluster.as_str()).cloned(), b.weight)).collect(),
-                    CompiledEdits::new(&f.request_headers),
-                    CompiledEdits::new(&f.response_headers),
-                )),
+                Action::Forward(f) => CompiledAction::Forward(
+                    CompiledForward::new(
+                        f.backends.iter().map(|b| (upstreams.get(b.cluster.as_str()).cloned(), b.weight)).collect(),
+                        CompiledEdits::new(&f.request_headers),
+                        CompiledEdits::new(&f.response_headers),
+                    )
+                    .rewriting(f.rewrite.as_ref()),
+                ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
             };

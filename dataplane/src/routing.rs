@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use wharf_model::{HeaderEdits, Host, Redirect, Respond, RouteMatch};
+use wharf_model::{HeaderEdits, Host, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
 
 use crate::metrics::RouteMetrics;
 use crate::proxy::upstream::Upstream;
@@ -78,6 +78,10 @@ pub struct CompiledForward {
     pub request_headers: CompiledEdits,
     /// Changes to the response's headers.
     pub response_headers: CompiledEdits,
+    /// The host the backend gets instead of the client's.
+    pub host: Option<HeaderValue>,
+    /// A new path for the backend.
+    pub path: Option<PathRewrite>,
 }
 
 impl CompiledForward {
@@ -88,7 +92,17 @@ impl CompiledForward {
         response_headers: CompiledEdits,
     ) -> CompiledForward {
         let total = backends.iter().map(|(_, w)| u64::from(*w)).sum();
-        CompiledForward { backends, total, request_headers, response_headers }
+        CompiledForward { backends, total, request_headers, response_headers, host: None, path: None }
+    }
+
+    /// With the request's URL rewritten (a host that is not a valid header value is left
+    /// out; the controller refuses those).
+    pub fn rewriting(mut self, rewrite: Option<&UrlRewrite>) -> CompiledForward {
+        if let Some(r) = rewrite {
+            self.host = r.host.as_deref().and_then(|h| HeaderValue::from_str(h).ok());
+            self.path = r.path.clone();
+        }
+        self
     }
 
     /// The upstream for one request, chosen by weight; `None` answers 503 (no backend
@@ -140,11 +154,6 @@ impl CompiledEdits {
             add: edits.add.iter().filter_map(pair).collect(),
             remove: edits.remove.iter().filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok()).collect(),
         }
-    }
-
-    /// True when nothing changes.
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
     }
 
     /// Applies the changes to `headers`.
@@ -258,7 +267,6 @@ mod tests {
             add: vec![("x-add".into(), "two".into()), ("x-ok".into(), "bad\nvalue".into())],
             remove: vec!["x-gone".into(), "x-set".into()],
         });
-        assert!(!edits.is_empty());
         let mut h = HeaderMap::new();
         for (n, v) in [("x-set", "old"), ("x-add", "one"), ("x-gone", "v"), ("x-keep", "k")] {
             h.append(n, HeaderValue::from_static(v));
@@ -270,6 +278,5 @@ mod tests {
         assert!(all("x-gone").is_empty());
         assert_eq!(all("x-keep"), ["k"]);
         assert_eq!(h.len(), 4, "the invalid entries were left out: {h:?}");
-        assert!(CompiledEdits::new(&HeaderEdits::default()).is_empty());
     }
 }

@@ -277,7 +277,7 @@ async fn many_concurrent_http2_streams_on_one_connection_all_complete() {
 async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_fixed_answer() {
     use wharf_model::{
         Action, Forward, HeaderEdits, HeaderMatch, PathRewrite, QueryMatch, Redirect, Respond, Route, RouteMatch,
-        WeightedBackend,
+        UrlRewrite, WeightedBackend,
     };
     let r = start().await;
     let mut clusters = Vec::new();
@@ -311,6 +311,19 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                     ..Default::default()
                 },
                 response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
+                rewrite: None,
+            }),
+        ),
+        with(
+            RouteMatch::path(m_path("/v1")),
+            Action::Forward(Forward {
+                rewrite: Some(UrlRewrite {
+                    host: Some("internal.test".into()),
+                    path: Some(PathRewrite::Prefix("/v2".into())),
+                }),
+                backends: vec![WeightedBackend { cluster: "plain".into(), weight: 1 }],
+                request_headers: HeaderEdits::default(),
+                response_headers: HeaderEdits::default(),
             }),
         ),
         with(
@@ -357,6 +370,11 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
     let moved = get("GET", "/old/page?q=1", &[]).await.unwrap();
     assert_eq!(moved.status, 301);
     assert_eq!(moved.headers["location"], "https://new.test/new/page?q=1");
+    let rewritten = get("GET", "/v1/items?page=2", &[]).await.unwrap().json();
+    assert_eq!(rewritten["path"], "/v2/items");
+    assert_eq!(rewritten["query"], "page=2");
+    assert_eq!(rewritten["host"], "internal.test");
+    assert_eq!(rewritten["headers"]["x-forwarded-host"], "a.test", "the client's host");
     let gone = get("GET", "/gone", &[]).await.unwrap();
     assert_eq!((gone.status, gone.body.as_str()), (410, "moved away\n"));
 }

@@ -85,6 +85,7 @@ impl Action {
             backends: vec![WeightedBackend { cluster: cluster.to_owned(), weight: 1 }],
             request_headers: HeaderEdits::default(),
             response_headers: HeaderEdits::default(),
+            rewrite: None,
         })
     }
 }
@@ -101,6 +102,20 @@ pub struct Forward {
     /// Changes to the response's headers before it is returned.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
     pub response_headers: HeaderEdits,
+    /// A new host and path for the request the backend gets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<UrlRewrite>,
+}
+
+/// How a forwarded request's URL changes. The client's host stays in `X-Forwarded-Host`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UrlRewrite {
+    /// Replaces the `Host` header (`:authority`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Replaces the path; the query is kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathRewrite>,
 }
 
 /// One backend of a [`Forward`].
@@ -173,11 +188,11 @@ impl PathRewrite {
             (PathRewrite::Prefix(to), PathMatch::Prefix(from)) => {
                 let rest = if from == "/" { path } else { path.get(from.len()..).unwrap_or("") };
                 let to = to.trim_end_matches('/');
+                // `rest` is empty or starts with '/': prefixes match whole elements.
                 match (to.is_empty(), rest.is_empty()) {
                     (true, true) => "/".to_owned(),
                     (true, false) => rest.to_owned(),
-                    (false, _) if rest.is_empty() || rest.starts_with('/') => format!("{to}{rest}"),
-                    (false, _) => format!("{to}/{rest}"),
+                    (false, _) => format!("{to}{rest}"),
                 }
             }
             (PathRewrite::Prefix(to), PathMatch::Exact(_)) => to.clone(),

@@ -2,6 +2,7 @@
 
 mod backend;
 mod class;
+pub mod http_route;
 mod tls;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -276,7 +276,7 @@ async fn proxy(
         }
         BodyLimit::None => (req.map(RequestBody::unlimited), None),
     };
-    match forward(shared, conn, fwd, host, req).await {
+    match forward(shared, conn, fwd, &route.matches.path, host, req).await {
         Ok((mut resp, addr)) => {
             fwd.response_headers.apply(resp.headers_mut());
             (resp, None, Some(addr))
@@ -425,6 +425,7 @@ async fn forward(
     shared: &Shared,
     conn: &ConnInfo,
     route: &CompiledForward,
+    matched: &PathMatch,
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
@@ -445,12 +446,18 @@ async fn forward(
         port: conn.port,
     };
     headers::set_forwarded(req.headers_mut(), &fwd);
-    // The backend sees the host that was routed: an absolute-form target wins over a
-    // different Host header (RFC 9112 §3.2.2), and HTTP/2 carries it as :authority.
+    // The backend sees the host that was routed (an absolute-form target wins over a
+    // different Host header, RFC 9112 §3.2.2; HTTP/2 carries it as :authority), or the
+    // route's rewrite of it.
+    let host = route.host.as_ref().or(host);
     if let Some(h) = host {
         if req.headers().get(header::HOST) != Some(h) {
             req.headers_mut().insert(header::HOST, h.clone());
         }
+    }
+    if let Some(rewrite) = &route.path {
+        let path = rewrite.apply(matched, req.uri().path());
+        set_path(&mut req, &path);
     }
     route.request_headers.apply(req.headers_mut());
     set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
@@ -513,6 +520,20 @@ async fn forward(
 
 /// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and
 /// authority to build HTTP/2 pseudo-headers).
+/// Replaces the request's path, keeping its query. A path that is not a valid request
+/// target (the controller refuses those) leaves the request unchanged.
+fn set_path<B>(req: &mut Request<B>, path: &str) {
+    let pq = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = PathAndQuery::try_from(pq).ok().or(parts.path_and_query);
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+}
+
 fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) {
     let (scheme, authority, version) = match protocol {
         // Already origin-form, as every HTTP/1.1 request is: nothing to rebuild.
@@ -580,7 +601,7 @@ async fn upgrade_tunnel(
 
 #[cfg(test)]
 mod tests {
-    use super::{normalize_host, redirect_to, request_host, respond, set_upstream_uri, ConnInfo, Scheme};
+    use super::{normalize_host, redirect_to, request_host, respond, set_path, set_upstream_uri, ConnInfo, Scheme};
     use http::{Request, Version};
     use wharf_model::{AppProtocol, PathMatch, PathRewrite, Redirect, Respond};
 
@@ -617,6 +638,18 @@ mod tests {
         assert_eq!(location(&full, &conn(Scheme::Http, 80)).1, "http://a.test/z?x=1");
         let bad = rd(None, Some("bad\nhost"), None, 302);
         assert_eq!(redirect_to(&bad, &root, &conn(Scheme::Http, 80), "a.test", &req).status().as_u16(), 400);
+    }
+
+    #[test]
+    fn a_rewritten_path_keeps_the_query_and_an_invalid_one_changes_nothing() {
+        let mut req = Request::get("/a/b?x=1").body(()).unwrap();
+        set_path(&mut req, "/c");
+        assert_eq!(req.uri(), "/c?x=1");
+        set_path(&mut req, "/bad path");
+        assert_eq!(req.uri(), "/c?x=1");
+        let mut h2 = Request::get("https://a.test/p").body(()).unwrap();
+        set_path(&mut h2, "/q");
+        assert_eq!(h2.uri(), "https://a.test/q");
     }
 
     #[test]
