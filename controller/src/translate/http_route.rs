@@ -68,9 +68,8 @@ fn covers(outer: &str, inner: &str) -> bool {
         return false;
     };
     let inner = inner.strip_prefix('*').unwrap_or(inner);
-    inner.len() > suffix.len()
-        && inner[inner.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-        && !inner[..inner.len() - suffix.len()].is_empty()
+    let head = inner.len().saturating_sub(suffix.len());
+    head > 0 && inner.get(head..).is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
 }
 
 /// A route hostname as a router host (empty: any host).
@@ -316,7 +315,8 @@ mod tests {
             (Some("*.foo.example.com"), &["*.example.com"], &["*.foo.example.com"]),
             (Some("*.example.com"), &["*.example.com", "*.example.com"], &["*.example.com"]),
             (Some("*.example.com"), &["*.other.com", "x.example.net"], &[]),
-            (Some("*.example.com"), &["xexample.com"], &[]),
+            (Some("*.example.com"), &["xexample.com", ".example.com", "é.example.com"], &["é.example.com"]),
+            (Some("*.example.com"), &["*.example.co"], &[]),
         ];
         for (listener, route, want) in cases {
             assert_eq!(hostnames(*listener, &names(route)), names(want), "{listener:?} x {route:?}");
