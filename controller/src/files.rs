@@ -3,12 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::ByteString;
-use serde::de::DeserializeOwned;
-
 use crate::World;
 
 /// A file or one of its documents could not be used.
@@ -157,49 +151,13 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
         }
         return Ok(());
     }
-    let w = &mut loaded.world;
-    match (api_version.as_str(), kind.as_str()) {
-        ("networking.k8s.io/v1", "IngressClass") => w.ingress_classes.push(decode(value, &label)?),
-        ("networking.k8s.io/v1", "Ingress") => {
-            let mut ing: Ingress = decode(value, &label)?;
-            ing.metadata.namespace.get_or_insert_with(|| "default".into());
-            w.ingresses.push(ing);
+    match crate::kinds::add_to_world(&api_version, &kind, value, &mut loaded.world) {
+        Some(result) => result.map_err(|e| (label, e.to_string())),
+        None => {
+            loaded.ignored.push(format!("{kind} {name}"));
+            Ok(())
         }
-        ("v1", "Secret") => {
-            let mut secret: Secret = decode(value, &label)?;
-            secret.metadata.namespace.get_or_insert_with(|| "default".into());
-            // What the API server does on write: stringData wins over data.
-            if let Some(string_data) = secret.string_data.take() {
-                let data = secret.data.get_or_insert_with(Default::default);
-                for (k, v) in string_data {
-                    data.insert(k, ByteString(v.into_bytes()));
-                }
-            }
-            w.secrets.push(secret);
-        }
-        ("v1", "Service") => {
-            let mut svc: Service = decode(value, &label)?;
-            svc.metadata.namespace.get_or_insert_with(|| "default".into());
-            w.services.push(svc);
-        }
-        ("discovery.k8s.io/v1", "EndpointSlice") => {
-            let mut slice: EndpointSlice = decode(value, &label)?;
-            slice.metadata.namespace.get_or_insert_with(|| "default".into());
-            w.endpoint_slices.push(slice);
-        }
-        ("v1", "Pod") => {
-            let mut pod: Pod = decode(value, &label)?;
-            pod.metadata.namespace.get_or_insert_with(|| "default".into());
-            w.pods.push(pod);
-        }
-        ("v1", "Namespace") => w.namespaces.push(decode(value, &label)?),
-        _ => loaded.ignored.push(format!("{kind} {name}")),
     }
-    Ok(())
-}
-
-fn decode<T: DeserializeOwned>(value: serde_yaml::Value, label: &str) -> Result<T, (String, String)> {
-    serde_yaml::from_value(value).map_err(|e| (label.to_owned(), e.to_string()))
 }
 
 #[cfg(test)]

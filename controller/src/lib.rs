@@ -6,9 +6,11 @@
 
 pub mod files;
 pub mod k8s;
+pub mod kinds;
 pub mod translate;
 
-pub use translate::{translate, Diagnostic, Options, ServicePortRef, TcpService, Translation, World};
+pub use kinds::World;
+pub use translate::{translate, Diagnostic, Options, ServicePortRef, TcpService, Translation};
 
 /// Logs each diagnostic once per appearance (not on every rebuild).
 #[derive(Debug, Default)]

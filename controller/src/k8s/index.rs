@@ -2,44 +2,24 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::watcher::Event;
 use kube::ResourceExt;
 
+pub use crate::kinds::Change;
+use crate::kinds::Stores;
 use crate::World;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
-/// A watch event of one of the kinds Wharf reads.
-// Moved once through a channel; boxing would cost an allocation per watch event.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Change {
-    /// IngressClass event.
-    IngressClass(Event<IngressClass>),
-    /// Ingress event.
-    Ingress(Event<Ingress>),
-    /// TLS Secret event.
-    Secret(Event<Secret>),
-    /// Service event.
-    Service(Event<Service>),
-    /// EndpointSlice event.
-    EndpointSlice(Event<EndpointSlice>),
-    /// Pod event (slimmed to labels and service account).
-    Pod(Event<Pod>),
-    /// Namespace event.
-    Namespace(Event<Namespace>),
-}
-
 /// Objects of one kind plus the buffer of a relist in progress.
 #[derive(Debug)]
-struct Store<K> {
-    objects: BTreeMap<Key, K>,
+pub(crate) struct Store<K> {
+    pub(crate) objects: BTreeMap<Key, K>,
     relist: Option<BTreeMap<Key, K>>,
-    synced: bool,
+    pub(crate) synced: bool,
 }
 
 impl<K> Default for Store<K> {
@@ -50,7 +30,7 @@ impl<K> Default for Store<K> {
 
 impl<K: kube::Resource + Clone + PartialEq> Store<K> {
     /// Applies one event; true when the visible objects changed.
-    fn apply(&mut self, event: Event<K>) -> bool {
+    pub(crate) fn apply(&mut self, event: Event<K>) -> bool {
         match event {
             Event::Apply(obj) => {
                 let key = key(&obj);
@@ -83,36 +63,6 @@ impl<K: kube::Resource + Clone + PartialEq> Store<K> {
     }
 }
 
-fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
-    match e {
-        Event::Apply(k) => Event::Apply(f(k)),
-        Event::Delete(k) => Event::Delete(f(k)),
-        Event::Init => Event::Init,
-        Event::InitApply(k) => Event::InitApply(f(k)),
-        Event::InitDone => Event::InitDone,
-    }
-}
-
-/// Keeps only what mesh enrolment needs of a Pod: most of a Pod is never read, and there
-/// are many of them.
-fn slim_pod(pod: Pod) -> Pod {
-    use k8s_openapi::api::core::v1::PodSpec;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    Pod {
-        metadata: ObjectMeta {
-            name: pod.metadata.name,
-            namespace: pod.metadata.namespace,
-            labels: pod.metadata.labels,
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            service_account_name: pod.spec.and_then(|s| s.service_account_name),
-            ..Default::default()
-        }),
-        status: None,
-    }
-}
-
 fn key<K: kube::Resource>(obj: &K) -> Key {
     (obj.namespace().unwrap_or_default(), obj.name_any())
 }
@@ -120,79 +70,52 @@ fn key<K: kube::Resource>(obj: &K) -> Key {
 /// Everything the controller watches.
 #[derive(Debug, Default)]
 pub struct Index {
-    classes: Store<IngressClass>,
-    ingresses: Store<Ingress>,
-    secrets: Store<Secret>,
-    services: Store<Service>,
-    slices: Store<EndpointSlice>,
-    pods: Store<Pod>,
-    namespaces: Store<Namespace>,
+    stores: Stores,
 }
 
 impl Index {
     /// Applies a watch event; true when the objects changed.
     pub fn apply(&mut self, change: Change) -> bool {
-        match change {
-            Change::IngressClass(e) => self.classes.apply(e),
-            Change::Ingress(e) => self.ingresses.apply(e),
-            Change::Secret(e) => self.secrets.apply(e),
-            Change::Service(e) => self.services.apply(e),
-            Change::EndpointSlice(e) => self.slices.apply(e),
-            Change::Pod(e) => self.pods.apply(map_event(e, slim_pod)),
-            Change::Namespace(e) => self.namespaces.apply(e),
-        }
+        self.stores.apply(change)
     }
 
     /// True once every watch has listed its objects at least once. Translation reads all
     /// of them: before Pods and Namespaces have listed, an ambient endpoint would look
     /// unenrolled and be dialed directly instead of over HBONE.
     pub fn synced(&self) -> bool {
-        self.classes.synced
-            && self.ingresses.synced
-            && self.secrets.synced
-            && self.services.synced
-            && self.slices.synced
-            && self.pods.synced
-            && self.namespaces.synced
+        self.stores.synced()
     }
 
     /// The objects, for [`crate::translate`].
     pub fn world(&self) -> World {
-        World {
-            ingress_classes: self.classes.objects.values().cloned().collect(),
-            ingresses: self.ingresses.objects.values().cloned().collect(),
-            secrets: self.secrets.objects.values().cloned().collect(),
-            services: self.services.objects.values().cloned().collect(),
-            endpoint_slices: self.slices.objects.values().cloned().collect(),
-            pods: self.pods.objects.values().cloned().collect(),
-            namespaces: self.namespaces.objects.values().cloned().collect(),
-        }
+        self.stores.world()
     }
 
     /// An Ingress by key.
     pub fn ingress(&self, key: &Key) -> Option<&Ingress> {
-        self.ingresses.objects.get(key)
+        self.stores.ingresses.objects.get(key)
     }
 
     /// All IngressClasses.
     pub fn ingress_classes(&self) -> impl Iterator<Item = &IngressClass> {
-        self.classes.objects.values()
+        self.stores.ingress_classes.objects.values()
     }
 
     /// All Ingresses.
     pub fn ingresses(&self) -> impl Iterator<Item = (&Key, &Ingress)> {
-        self.ingresses.objects.iter()
+        self.stores.ingresses.objects.iter()
     }
 
     /// A Service by key.
     pub fn service(&self, key: &Key) -> Option<&Service> {
-        self.services.objects.get(key)
+        self.stores.services.objects.get(key)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn ing(name: &str) -> Ingress {

@@ -12,9 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::events::Reporter;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
@@ -54,25 +51,8 @@ pub struct Handles {
 /// Starts watches, the owner task, leader election and the status writer.
 pub fn start(client: Client, cfg: Config) -> Handles {
     let (tx, rx) = mpsc::channel(1024);
-    spawn_watch::<IngressClass>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::IngressClass);
-    spawn_watch::<Ingress>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Ingress);
-    // Only TLS Secrets: never list (or log) other Secrets.
-    spawn_watch::<Secret>(
-        Api::all(client.clone()),
-        watcher::Config::default().fields("type=kubernetes.io/tls"),
-        tx.clone(),
-        Change::Secret,
-    );
-    spawn_watch::<Service>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Service);
-    spawn_watch::<EndpointSlice>(
-        Api::all(client.clone()),
-        watcher::Config::default(),
-        tx.clone(),
-        Change::EndpointSlice,
-    );
-    // Mesh enrolment: pod labels and service accounts, namespace labels.
-    spawn_watch::<Pod>(Api::all(client.clone()), watcher::Config::default(), tx.clone(), Change::Pod);
-    spawn_watch::<Namespace>(Api::all(client.clone()), watcher::Config::default(), tx, Change::Namespace);
+    crate::kinds::spawn_watches(&client, &tx);
+    drop(tx);
 
     let (translations_tx, translations) = watch::channel(None);
     let (plans_tx, plans) = watch::channel(Arc::new(Plan::default()));
@@ -84,8 +64,12 @@ pub fn start(client: Client, cfg: Config) -> Handles {
     Handles { translations, leader }
 }
 
-fn spawn_watch<K>(api: Api<K>, config: watcher::Config, tx: mpsc::Sender<Change>, wrap: fn(watcher::Event<K>) -> Change)
-where
+pub(crate) fn spawn_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    tx: mpsc::Sender<Change>,
+    wrap: fn(watcher::Event<K>) -> Change,
+) where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
 {
@@ -250,6 +234,7 @@ mod backoff_tests {
 #[cfg(test)]
 mod owner_tests {
     use super::*;
+    use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
     use kube::runtime::watcher::Event;
     use serde_json::json;
     use tokio::time::Instant;

@@ -7,32 +7,12 @@ mod tls;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use wharf_model::{Host, ObjectRef, PassthroughRoute, PathMatch, Route, RouteMatch, Snapshot, TcpRoute, VirtualHost};
 
+use crate::World;
 use backend::Backends;
 pub use backend::ServicePortRef;
-
-/// The Kubernetes objects a snapshot is built from.
-#[derive(Debug, Clone, Default)]
-pub struct World {
-    /// IngressClasses (cluster-scoped).
-    pub ingress_classes: Vec<IngressClass>,
-    /// Ingresses of every class; those of other controllers are ignored.
-    pub ingresses: Vec<Ingress>,
-    /// Secrets holding `tls.crt` and `tls.key`.
-    pub secrets: Vec<Secret>,
-    /// Services referenced by backends.
-    pub services: Vec<Service>,
-    /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
-    pub endpoint_slices: Vec<EndpointSlice>,
-    /// Pods behind endpoints (labels and service account decide mesh enrolment).
-    pub pods: Vec<Pod>,
-    /// Namespaces (labels decide mesh enrolment).
-    pub namespaces: Vec<Namespace>,
-}
 
 /// A Service whose traffic a plain TCP port forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]

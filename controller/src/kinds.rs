@@ -1,0 +1,200 @@
+//! The kinds Wharf reads, listed once. The translator's input ([`World`]), the watch
+//! events ([`Change`]), the index's stores, the watches and the file loader all come from
+//! the list in [`kinds!`]; what differs per kind (a field selector, slimming, what the API
+//! server would do on write) is in its [`Kind`] impl.
+
+use std::any::TypeId;
+use std::fmt::Debug;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::ByteString;
+use kube::core::NamespaceResourceScope;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+/// What the watches, the index and the file loader need of a kind.
+pub trait Kind:
+    kube::Resource<DynamicType = ()> + Clone + PartialEq + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// The watch's list options.
+    fn watch_config() -> watcher::Config {
+        watcher::Config::default()
+    }
+
+    /// Drops what translation never reads, before the object is stored.
+    fn slim(self) -> Self {
+        self
+    }
+
+    /// What the API server does on write, for objects read from files.
+    fn as_written(&mut self) {}
+
+    /// True for namespaced kinds (objects from files without a namespace get `default`).
+    fn namespaced() -> bool {
+        TypeId::of::<Self::Scope>() == TypeId::of::<NamespaceResourceScope>()
+    }
+}
+
+impl Kind for IngressClass {}
+impl Kind for Ingress {}
+impl Kind for Service {}
+impl Kind for EndpointSlice {}
+impl Kind for Namespace {}
+
+impl Kind for Secret {
+    /// Only TLS Secrets: other Secrets are never listed (or logged).
+    fn watch_config() -> watcher::Config {
+        watcher::Config::default().fields("type=kubernetes.io/tls")
+    }
+
+    /// `stringData` wins over `data`.
+    fn as_written(&mut self) {
+        if let Some(string_data) = self.string_data.take() {
+            let data = self.data.get_or_insert_with(Default::default);
+            for (k, v) in string_data {
+                data.insert(k, ByteString(v.into_bytes()));
+            }
+        }
+    }
+}
+
+impl Kind for Pod {
+    /// Keeps what mesh enrolment reads (labels, service account): most of a Pod is never
+    /// read, and there are many of them.
+    fn slim(self) -> Self {
+        use k8s_openapi::api::core::v1::PodSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        Pod {
+            metadata: ObjectMeta {
+                name: self.metadata.name,
+                namespace: self.metadata.namespace,
+                labels: self.metadata.labels,
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                service_account_name: self.spec.and_then(|s| s.service_account_name),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+}
+
+/// `Event<K>` with `f` applied to each object.
+pub(crate) fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
+    match e {
+        Event::Apply(k) => Event::Apply(f(k)),
+        Event::Delete(k) => Event::Delete(f(k)),
+        Event::Init => Event::Init,
+        Event::InitApply(k) => Event::InitApply(f(k)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Declares the kinds: `field: Type => Variant;` each, with its doc comment.
+macro_rules! kinds {
+    ($( $(#[doc = $doc:literal])* $field:ident: $ty:ty => $variant:ident; )*) => {
+        /// The Kubernetes objects a snapshot is built from.
+        #[derive(Debug, Clone, Default)]
+        pub struct World {
+            $( $(#[doc = $doc])* pub $field: Vec<$ty>, )*
+        }
+
+        /// A watch event of one of the kinds Wharf reads.
+        // Moved once through a channel; boxing would cost an allocation per watch event.
+        #[allow(clippy::large_enum_variant)]
+        #[derive(Debug)]
+        pub enum Change {
+            $( #[doc = concat!(stringify!($variant), " event.")] $variant(Event<$ty>), )*
+        }
+
+        /// One store per kind.
+        #[derive(Debug, Default)]
+        pub(crate) struct Stores {
+            $( pub(crate) $field: crate::k8s::index::Store<$ty>, )*
+        }
+
+        impl Stores {
+            /// Applies a watch event; true when the objects changed.
+            pub(crate) fn apply(&mut self, change: Change) -> bool {
+                match change {
+                    $( Change::$variant(e) => self.$field.apply(map_event(e, <$ty as Kind>::slim)), )*
+                }
+            }
+
+            /// True once every kind has listed at least once.
+            pub(crate) fn synced(&self) -> bool {
+                true $( && self.$field.synced )*
+            }
+
+            /// The objects of every kind.
+            pub(crate) fn world(&self) -> World {
+                World { $( $field: self.$field.objects.values().cloned().collect(), )* }
+            }
+        }
+
+        /// Starts one watch per kind, sending its events to `tx`.
+        pub(crate) fn spawn_watches(client: &kube::Client, tx: &tokio::sync::mpsc::Sender<Change>) {
+            $(
+                crate::k8s::spawn_watch::<$ty>(
+                    kube::Api::all(client.clone()),
+                    <$ty as Kind>::watch_config(),
+                    tx.clone(),
+                    Change::$variant,
+                );
+            )*
+        }
+
+        /// Decodes `value` into `world` when `(api_version, kind)` is one of the kinds;
+        /// `None` when it is not.
+        pub(crate) fn add_to_world(
+            api_version: &str,
+            kind: &str,
+            value: serde_yaml::Value,
+            world: &mut World,
+        ) -> Option<Result<(), serde_yaml::Error>> {
+            $(
+                if api_version == <$ty as kube::Resource>::api_version(&()) && kind == <$ty as kube::Resource>::kind(&()) {
+                    return Some(serde_yaml::from_value::<$ty>(value).map(|mut obj| {
+                        if <$ty as Kind>::namespaced() {
+                            kube::Resource::meta_mut(&mut obj).namespace.get_or_insert_with(|| "default".into());
+                        }
+                        obj.as_written();
+                        world.$field.push(obj);
+                    }));
+                }
+            )*
+            None
+        }
+    };
+}
+
+kinds! {
+    /// IngressClasses (cluster-scoped).
+    ingress_classes: IngressClass => IngressClass;
+    /// Ingresses of every class; those of other controllers are ignored.
+    ingresses: Ingress => Ingress;
+    /// Secrets holding `tls.crt` and `tls.key`.
+    secrets: Secret => Secret;
+    /// Services referenced by backends.
+    services: Service => Service;
+    /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
+    endpoint_slices: EndpointSlice => EndpointSlice;
+    /// Pods behind endpoints (labels and service account decide mesh enrolment).
+    pods: Pod => Pod;
+    /// Namespaces (labels decide mesh enrolment).
+    namespaces: Namespace => Namespace;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_follows_the_kind() {
+        assert!(Ingress::namespaced() && Secret::namespaced() && Pod::namespaced());
+        assert!(!IngressClass::namespaced() && !Namespace::namespaced());
+    }
+}
