@@ -197,4 +197,43 @@ mod tests {
         assert!(Ingress::namespaced() && Secret::namespaced() && Pod::namespaced());
         assert!(!IngressClass::namespaced() && !Namespace::namespaced());
     }
+
+    #[test]
+    fn only_tls_secrets_are_watched() {
+        assert_eq!(Secret::watch_config().field_selector.as_deref(), Some("type=kubernetes.io/tls"));
+        assert_eq!(Service::watch_config().field_selector, None);
+    }
+
+    #[test]
+    fn pods_keep_only_what_mesh_enrolment_reads() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}, "annotations": {"big": "x"}},
+            "spec": {"serviceAccountName": "sa", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"podIP": "10.0.0.1"},
+        }))
+        .unwrap_or_default();
+        let slim = pod.slim();
+        assert_eq!(
+            serde_json::to_value(&slim).unwrap_or_default(),
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+                "spec": {"serviceAccountName": "sa", "containers": []},
+            })
+        );
+    }
+
+    #[test]
+    fn events_keep_their_type_with_the_object_mapped() {
+        let f: fn(u8) -> u16 = |x| u16::from(x) * 2;
+        for (e, want) in [
+            (Event::Apply(1u8), Event::Apply(2u16)),
+            (Event::Delete(2), Event::Delete(4)),
+            (Event::Init, Event::Init),
+            (Event::InitApply(3), Event::InitApply(6)),
+            (Event::InitDone, Event::InitDone),
+        ] {
+            assert_eq!(format!("{:?}", map_event(e, f)), format!("{want:?}"));
+        }
+    }
 }
