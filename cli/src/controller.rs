@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use wharf_controller::k8s::{self, lease::LeaseConfig, status::Publish};
+use wharf_controller::publish::Publisher;
 
 use crate::args::ControllerArgs;
 use crate::gateway::{self, shutdown_signal};
@@ -36,30 +37,11 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         resync: args.resync_interval,
     };
     tracing::info!(identity = %identity, "starting controller");
-    let mut handles = k8s::start(client.clone(), cfg);
     let gw = serving.gateway.clone();
-    let apply = tokio::spawn(async move {
-        while handles.translations.changed().await.is_ok() {
-            let t = handles.translations.borrow_and_update().clone();
-            if let Some(t) = t {
-                match gw.apply(t.snapshot.clone()) {
-                    Ok(version) => tracing::info!(
-                        version,
-                        ingresses = t.ingresses.len(),
-                        hosts = t.snapshot.virtual_hosts.len(),
-                        certificates = t.snapshot.certificates.len(),
-                        "config applied"
-                    ),
-                    Err(e) => {
-                        tracing::error!(error = %e, "config rejected; the last good config keeps serving")
-                    }
-                }
-            }
-        }
-    });
+    let publisher = Publisher::new(Box::new(move |s| gw.apply(s).map_err(|e| e.to_string())));
+    let handles = k8s::start(client.clone(), cfg, publisher);
     let sig = shutdown_signal().await;
     tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
-    apply.abort();
     let leader = *handles.leader.borrow();
     let release = async {
         // Handing the Lease over early only speeds up the next leader; with the API server

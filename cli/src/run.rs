@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use wharf_controller::{files, translate, DiagnosticLog, Options as TranslateOptions, Translation};
-use wharf_dataplane::Gateway;
-use wharf_model::Snapshot;
+use wharf_controller::publish::{Published, Publisher};
+use wharf_controller::{files, translate, Options as TranslateOptions};
 
 use crate::args::{EchoArgs, RunArgs};
 use crate::gateway::{self, shutdown_signal};
@@ -13,12 +12,11 @@ use crate::gateway::{self, shutdown_signal};
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
     let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
+    let gw = serving.gateway.clone();
     let mut reloader = Reloader {
         files: args.files.clone(),
         opts: gateway::translate_options(&args.gateway),
-        gateway: serving.gateway.clone(),
-        last: None,
-        log: DiagnosticLog::default(),
+        publisher: Publisher::new(Box::new(move |s| gw.apply(s).map_err(|e| e.to_string()))),
     };
     let mut fingerprint = files::fingerprint(&args.files);
     reloader.reload();
@@ -49,9 +47,7 @@ pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
 struct Reloader {
     files: Vec<PathBuf>,
     opts: TranslateOptions,
-    gateway: Gateway,
-    last: Option<Snapshot>,
-    log: DiagnosticLog,
+    publisher: Publisher,
 }
 
 impl Reloader {
@@ -70,26 +66,9 @@ impl Reloader {
             tracing::debug!(object = %ignored, "ignored: not a kind Wharf reads");
         }
         self.opts.now = wharf_controller::unix_now();
-        let Translation { snapshot, diagnostics, ingresses } = translate(&loaded.world, &self.opts, self.last.as_ref());
-        self.log.report(&diagnostics);
-        if self.last.as_ref() == Some(&snapshot) {
+        let t = translate(&loaded.world, &self.opts, self.publisher.served());
+        if self.publisher.publish(&t) == Published::Unchanged {
             tracing::debug!("files changed but the config did not");
-            return;
-        }
-        match self.gateway.apply(snapshot.clone()) {
-            Ok(version) => {
-                tracing::info!(
-                    version,
-                    ingresses = ingresses.len(),
-                    hosts = snapshot.virtual_hosts.len(),
-                    certificates = snapshot.certificates.len(),
-                    "config applied"
-                );
-                self.last = Some(snapshot);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "config rejected; the last good config keeps serving")
-            }
         }
     }
 }

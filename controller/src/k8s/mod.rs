@@ -19,7 +19,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use wharf_model::Snapshot;
 
-use crate::{translate, DiagnosticLog, Options, Translation};
+use crate::publish::Publisher;
+use crate::{translate, Options, Translation};
 use index::{Change, Index, Key};
 use lease::LeaseConfig;
 use status::{Plan, Publish};
@@ -48,8 +49,9 @@ pub struct Handles {
     pub leader: watch::Receiver<bool>,
 }
 
-/// Starts watches, the owner task, leader election and the status writer.
-pub fn start(client: Client, cfg: Config) -> Handles {
+/// Starts watches, the owner task (which applies snapshots through `publisher`), leader
+/// election and the status writer.
+pub fn start(client: Client, cfg: Config, publisher: Publisher) -> Handles {
     let (tx, rx) = mpsc::channel(1024);
     crate::kinds::spawn_watches(&client, &tx);
     drop(tx);
@@ -60,7 +62,7 @@ pub fn start(client: Client, cfg: Config) -> Handles {
     tokio::spawn(lease::run(client.clone(), cfg.lease.clone(), leader_tx));
     let reporter = Reporter { controller: "wharf".into(), instance: Some(cfg.lease.identity.clone()) };
     tokio::spawn(status::write(client, reporter, plans, leader.clone()));
-    tokio::spawn(own(rx, cfg, translations_tx, plans_tx));
+    tokio::spawn(own(rx, cfg, publisher, translations_tx, plans_tx));
     Handles { translations, leader }
 }
 
@@ -141,12 +143,12 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
 async fn own(
     mut rx: mpsc::Receiver<Change>,
     mut cfg: Config,
+    mut publisher: Publisher,
     translations: watch::Sender<Option<Arc<Translation>>>,
     plans: watch::Sender<Arc<Plan>>,
 ) {
     let mut index = Index::default();
     let mut last: Option<Snapshot> = None;
-    let mut log = DiagnosticLog::default();
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut resync = tokio::time::interval(cfg.resync);
     loop {
@@ -159,12 +161,12 @@ async fn own(
             }
             _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() && index.synced() => {
                 deadline = None;
-                rebuild(&index, &mut cfg, &mut last, &mut log, &translations, &plans);
+                rebuild(&index, &mut cfg, &mut last, &mut publisher, &translations, &plans);
             }
             _ = resync.tick() => {
                 if index.synced() {
                     tracing::debug!(every = ?cfg.resync, "periodic re-translation");
-                    rebuild(&index, &mut cfg, &mut last, &mut log, &translations, &plans);
+                    rebuild(&index, &mut cfg, &mut last, &mut publisher, &translations, &plans);
                 }
             }
         }
@@ -175,14 +177,14 @@ fn rebuild(
     index: &Index,
     cfg: &mut Config,
     last: &mut Option<Snapshot>,
-    log: &mut DiagnosticLog,
+    publisher: &mut Publisher,
     translations: &watch::Sender<Option<Arc<Translation>>>,
     plans: &watch::Sender<Arc<Plan>>,
 ) {
     let started = std::time::Instant::now();
     cfg.translate.now = crate::unix_now();
-    let t = translate(&index.world(), &cfg.translate, last.as_ref());
-    log.report(&t.diagnostics);
+    let t = translate(&index.world(), &cfg.translate, publisher.served());
+    publisher.publish(&t);
     let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
@@ -306,7 +308,7 @@ mod owner_tests {
         let (tx, rx) = mpsc::channel(64);
         let (translations_tx, mut translations) = watch::channel(None);
         let (plans_tx, mut plans) = watch::channel(Arc::new(Plan::default()));
-        tokio::spawn(own(rx, cfg(), translations_tx, plans_tx));
+        tokio::spawn(own(rx, cfg(), Publisher::new(Box::new(|_| Ok(1))), translations_tx, plans_tx));
         let send = |c| tx.send(c);
         for c in all_but_namespaces() {
             assert!(send(c).await.is_ok());
