@@ -108,4 +108,12 @@ mod tests {
         let calls = applied.lock().map(|v| v.len()).unwrap_or_default();
         assert_eq!(calls, 4, "the unchanged one was not applied");
     }
+
+    #[test]
+    fn debug_output_says_whether_something_is_served() {
+        let mut p = Publisher::new(Box::new(|_| Ok(1)));
+        assert_eq!(format!("{p:?}"), "Publisher { served: false, .. }");
+        p.publish(&translation(None));
+        assert_eq!(format!("{p:?}"), "Publisher { served: true, .. }");
+    }
 }
