@@ -2,6 +2,7 @@
 
 mod backend;
 mod class;
+pub mod grants;
 pub mod http_route;
 mod tls;
 
