@@ -139,6 +139,20 @@ fn method(m: &Method) -> &'static str {
     }
 }
 
+/// Adds a header modifier's lists to `HeaderEdits`: the request and response modifiers
+/// are distinct generated types of one shape.
+macro_rules! modify {
+    ($edits:expr, $m:expr) => {{
+        let pairs = |v: Option<Vec<(String, String)>>| v.unwrap_or_default();
+        edits(
+            &mut $edits,
+            pairs($m.set.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
+            pairs($m.add.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
+            $m.remove.clone().unwrap_or_default(),
+        )
+    }};
+}
+
 /// A rule's action: a redirect when it has a RequestRedirect filter, else a forward to
 /// `backends` with the header and URL filters applied. `matched` is the rule's match the
 /// action serves (a prefix replacement needs a `PathPrefix` match).
@@ -158,23 +172,11 @@ pub fn action(
         match f.r#type {
             FilterType::RequestHeaderModifier => {
                 let m = f.request_header_modifier.as_ref().ok_or_else(|| missing("requestHeaderModifier"))?;
-                let pairs = |v: Option<Vec<(String, String)>>| v.unwrap_or_default();
-                edits(
-                    &mut fwd.request_headers,
-                    pairs(m.set.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
-                    pairs(m.add.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
-                    m.remove.clone().unwrap_or_default(),
-                );
+                modify!(fwd.request_headers, m);
             }
             FilterType::ResponseHeaderModifier => {
                 let m = f.response_header_modifier.as_ref().ok_or_else(|| missing("responseHeaderModifier"))?;
-                let pairs = |v: Option<Vec<(String, String)>>| v.unwrap_or_default();
-                edits(
-                    &mut fwd.response_headers,
-                    pairs(m.set.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
-                    pairs(m.add.as_ref().map(|s| s.iter().map(|h| (h.name.clone(), h.value.clone())).collect())),
-                    m.remove.clone().unwrap_or_default(),
-                );
+                modify!(fwd.response_headers, m);
             }
             FilterType::RequestRedirect => {
                 let r = f.request_redirect.as_ref().ok_or_else(|| missing("requestRedirect"))?;
