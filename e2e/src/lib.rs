@@ -230,6 +230,27 @@ impl Scope {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+
+    /// The mesh root istiod publishes in this namespace (the `istio-ca-root-cert`
+    /// ConfigMap), waiting up to a minute: publishing into a new namespace is istiod's
+    /// job, and after an API server restart its watches take a while to come back.
+    pub async fn istio_root_cert(&self) -> Result<String> {
+        let mut root = String::new();
+        let found = eventually(Duration::from_secs(60), || {
+            let got =
+                self.kubectl(&["get", "configmap", "istio-ca-root-cert", "-o", "jsonpath={.data.root-cert\\.pem}"]);
+            let ok = matches!(&got, Ok(pem) if pem.contains("BEGIN CERTIFICATE"));
+            if let Ok(pem) = got {
+                root = pem;
+            }
+            async move { ok }
+        })
+        .await;
+        if !found {
+            bail!("istiod did not publish istio-ca-root-cert in {}", self.ns);
+        }
+        Ok(root)
+    }
 }
 
 fn free_port() -> u16 {

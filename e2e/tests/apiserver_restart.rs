@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use wharf_e2e::*;
 
+/// The tests of this file take turns: one stops the API server, which the other's
+/// leadership depends on.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn harness(env: &Env, action: &str) {
     let dir = env
         .harness
@@ -21,6 +25,7 @@ fn harness(env: &Env, action: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traffic_survives_an_api_server_restart_and_changes_apply_after() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let env = Env::from_env().unwrap();
     let s = Scope::new("restart").await.unwrap();
     let c = Controller::start(&env, &s, "restart-0", &[]).await.unwrap();
@@ -112,6 +117,7 @@ async fn pump(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_while_the_api_server_hangs_exits_within_the_drain_deadline() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let env = Env::from_env().unwrap();
     let s = Scope::new("wedged").await.unwrap();
     // The controller reaches the API server only through the wedge.

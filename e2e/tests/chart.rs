@@ -36,7 +36,7 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
 
     // What the volumes hold in a cluster: a projected token and istiod's root for the
     // Istio CA, a Secret with the mesh identity.
-    let root = s.kubectl(&["get", "configmap", "istio-ca-root-cert", "-o", "jsonpath={.data.root-cert\\.pem}"]);
+    let root = s.istio_root_cert().await;
     let token = Command::new("kubectl")
         .args(["create", "token", "wharf", "-n", "wharf-system", "--audience", "istio-ca"])
         .output()

@@ -38,23 +38,6 @@ fn token(namespace: &str, sa: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// The mesh root istiod publishes in `namespace` (waits for it: publishing to a new
-/// namespace is istiod's job).
-async fn root_cert(s: &Scope) -> String {
-    let mut root = String::new();
-    let found = eventually(Duration::from_secs(30), || {
-        let got = s.kubectl(&["get", "configmap", "istio-ca-root-cert", "-o", "jsonpath={.data.root-cert\\.pem}"]);
-        let ok = matches!(&got, Ok(pem) if pem.contains("BEGIN CERTIFICATE"));
-        if let Ok(pem) = got {
-            root = pem;
-        }
-        async move { ok }
-    })
-    .await;
-    assert!(found, "istiod did not publish istio-ca-root-cert in {}", s.ns);
-    root
-}
-
 /// Writes the chart's two istio volumes (projected token, root ConfigMap) under `dir`.
 fn write_istio_volumes(pod: &ChartPod, dir: &Path, root: &str) {
     std::fs::write(pod.volume(dir, "istio-token").unwrap().join("istio-token"), token("wharf-system", "wharf"))
@@ -74,7 +57,7 @@ async fn chart_istio_mode_gets_its_identity_from_istiod_tunnels_with_it_and_rene
     let env = Env::from_env().unwrap();
     let s = Scope::new("istio-ca").await.unwrap();
     let dir = temp_dir("istio-ca");
-    let root = root_cert(&s).await;
+    let root = s.istio_root_cert().await.unwrap();
 
     // The backend's ztunnel stand-in, with a certificate istiod issued to the backend's own
     // ServiceAccount: both ends of the tunnel hold identities from the same real CA.
@@ -225,7 +208,7 @@ async fn not_ready_while_istiod_is_unreachable_and_ready_once_it_answers() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("istio-down").await.unwrap();
     let dir = temp_dir("istio-down");
-    let root = root_cert(&s).await;
+    let root = s.istio_root_cert().await.unwrap();
     let gate = Gate::new();
     let pod = ChartPod::render(
         &["examples/ambient.yaml"],
