@@ -180,15 +180,14 @@ pub fn action(
             }
             FilterType::RequestRedirect => {
                 let r = f.request_redirect.as_ref().ok_or_else(|| missing("requestRedirect"))?;
-                let path = match &r.path {
-                    None => None,
-                    Some(p) => Some(path_rewrite(
-                        p.replace_full_path.as_deref(),
-                        p.replace_prefix_match.as_deref(),
-                        p.r#type == RedirectPathType::ReplacePrefixMatch,
-                        matched,
-                    )?),
-                };
+                let path = r
+                    .path
+                    .as_ref()
+                    .map(|p| {
+                        let prefix = p.r#type == RedirectPathType::ReplacePrefixMatch;
+                        path_rewrite(p.replace_full_path.as_deref(), p.replace_prefix_match.as_deref(), prefix, matched)
+                    })
+                    .transpose()?;
                 let port = match r.port {
                     None => None,
                     Some(p) => Some(
@@ -219,15 +218,14 @@ pub fn action(
             }
             FilterType::UrlRewrite => {
                 let u = f.url_rewrite.as_ref().ok_or_else(|| missing("urlRewrite"))?;
-                let path = match &u.path {
-                    None => None,
-                    Some(p) => Some(path_rewrite(
-                        p.replace_full_path.as_deref(),
-                        p.replace_prefix_match.as_deref(),
-                        p.r#type == RewritePathType::ReplacePrefixMatch,
-                        matched,
-                    )?),
-                };
+                let path = u
+                    .path
+                    .as_ref()
+                    .map(|p| {
+                        let prefix = p.r#type == RewritePathType::ReplacePrefixMatch;
+                        path_rewrite(p.replace_full_path.as_deref(), p.replace_prefix_match.as_deref(), prefix, matched)
+                    })
+                    .transpose()?;
                 fwd.rewrite = Some(UrlRewrite { host: u.hostname.clone(), path });
             }
             FilterType::RequestMirror => return Err(unsupported("the RequestMirror filter is not supported".into())),
