@@ -17,9 +17,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
-use wharf_model::Snapshot;
 
-use crate::publish::Publisher;
+use crate::publish::{Published, Publisher};
 use crate::{translate, Options, Translation};
 use index::{Change, Index, Key};
 use lease::LeaseConfig;
@@ -43,8 +42,6 @@ pub struct Config {
 /// What the controller publishes.
 #[derive(Debug, Clone)]
 pub struct Handles {
-    /// The latest translation (None until every watch has listed once).
-    pub translations: watch::Receiver<Option<Arc<Translation>>>,
     /// True while this replica holds the lease.
     pub leader: watch::Receiver<bool>,
 }
@@ -56,14 +53,14 @@ pub fn start(client: Client, cfg: Config, publisher: Publisher) -> Handles {
     crate::kinds::spawn_watches(&client, &tx);
     drop(tx);
 
-    let (translations_tx, translations) = watch::channel(None);
+    let (translations_tx, _) = watch::channel(None);
     let (plans_tx, plans) = watch::channel(Arc::new(Plan::default()));
     let (leader_tx, leader) = watch::channel(false);
     tokio::spawn(lease::run(client.clone(), cfg.lease.clone(), leader_tx));
     let reporter = Reporter { controller: "wharf".into(), instance: Some(cfg.lease.identity.clone()) };
     tokio::spawn(status::write(client, reporter, plans, leader.clone()));
     tokio::spawn(own(rx, cfg, publisher, translations_tx, plans_tx));
-    Handles { translations, leader }
+    Handles { leader }
 }
 
 pub(crate) fn spawn_watch<K>(
@@ -148,7 +145,6 @@ async fn own(
     plans: watch::Sender<Arc<Plan>>,
 ) {
     let mut index = Index::default();
-    let mut last: Option<Snapshot> = None;
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut resync = tokio::time::interval(cfg.resync);
     loop {
@@ -161,12 +157,12 @@ async fn own(
             }
             _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() && index.synced() => {
                 deadline = None;
-                rebuild(&index, &mut cfg, &mut last, &mut publisher, &translations, &plans);
+                rebuild(&index, &mut cfg, &mut publisher, &translations, &plans);
             }
             _ = resync.tick() => {
                 if index.synced() {
                     tracing::debug!(every = ?cfg.resync, "periodic re-translation");
-                    rebuild(&index, &mut cfg, &mut last, &mut publisher, &translations, &plans);
+                    rebuild(&index, &mut cfg, &mut publisher, &translations, &plans);
                 }
             }
         }
@@ -176,7 +172,6 @@ async fn own(
 fn rebuild(
     index: &Index,
     cfg: &mut Config,
-    last: &mut Option<Snapshot>,
     publisher: &mut Publisher,
     translations: &watch::Sender<Option<Arc<Translation>>>,
     plans: &watch::Sender<Arc<Plan>>,
@@ -184,7 +179,7 @@ fn rebuild(
     let started = std::time::Instant::now();
     cfg.translate.now = crate::unix_now();
     let t = translate(&index.world(), &cfg.translate, publisher.served());
-    publisher.publish(&t);
+    let published = publisher.publish(&t);
     let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
@@ -196,11 +191,9 @@ fn rebuild(
         *p = Arc::new(plan);
         true
     });
-    let changed = last.as_ref() != Some(&t.snapshot);
-    *last = Some(t.snapshot.clone());
-    if changed || translations.borrow().is_none() {
+    if published != Published::Unchanged || translations.borrow().is_none() {
         tracing::debug!(elapsed = ?started.elapsed(), ingresses = t.ingresses.len(), "translated");
-        let _ = translations.send(Some(Arc::new(t)));
+        translations.send_replace(Some(Arc::new(t)));
     }
 }
 
