@@ -13,6 +13,10 @@ use k8s_openapi::ByteString;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
+use wharf_gateway_api::gatewayclasses::GatewayClass;
+use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::httproutes::HttpRoute;
+use wharf_gateway_api::referencegrants::ReferenceGrant;
 
 /// What the watches, the index and the file loader need of a kind.
 pub trait Kind:
@@ -42,6 +46,10 @@ impl Kind for Ingress {}
 impl Kind for Service {}
 impl Kind for EndpointSlice {}
 impl Kind for Namespace {}
+impl Kind for GatewayClass {}
+impl Kind for Gateway {}
+impl Kind for HttpRoute {}
+impl Kind for ReferenceGrant {}
 
 impl Kind for Secret {
     /// Only TLS Secrets: other Secrets are never listed (or logged).
@@ -184,8 +192,16 @@ kinds! {
     endpoint_slices: EndpointSlice => EndpointSlice;
     /// Pods behind endpoints (labels and service account decide mesh enrolment).
     pods: Pod => Pod;
-    /// Namespaces (labels decide mesh enrolment).
+    /// Namespaces (labels decide mesh enrolment and which routes a listener allows).
     namespaces: Namespace => Namespace;
+    /// GatewayClasses (cluster-scoped); those of other controllers are ignored.
+    gateway_classes: GatewayClass => GatewayClass;
+    /// Gateways of every class.
+    gateways: Gateway => Gateway;
+    /// HTTPRoutes.
+    http_routes: HttpRoute => HttpRoute;
+    /// ReferenceGrants: which cross-namespace references are permitted.
+    reference_grants: ReferenceGrant => ReferenceGrant;
 }
 
 #[cfg(test)]
@@ -196,6 +212,56 @@ mod tests {
     fn scope_follows_the_kind() {
         assert!(Ingress::namespaced() && Secret::namespaced() && Pod::namespaced());
         assert!(!IngressClass::namespaced() && !Namespace::namespaced());
+    }
+
+    /// The chart's ClusterRole (which the e2e harness also installs) lets the controller
+    /// list and watch every kind it reads.
+    #[test]
+    fn the_chart_role_covers_every_kind() {
+        let text = include_str!("../../charts/wharf/files/clusterrole-rules.yaml");
+        let rules: Vec<serde_yaml::Value> = serde_yaml::from_str(text).unwrap_or_default();
+        let allows = |group: &str, plural: &str, verb: &str| {
+            let has = |r: &serde_yaml::Value, field: &str, want: &str| {
+                r[field].as_sequence().is_some_and(|s| s.iter().any(|v| v.as_str() == Some(want)))
+            };
+            rules.iter().any(|r| has(r, "apiGroups", group) && has(r, "resources", plural) && has(r, "verbs", verb))
+        };
+        macro_rules! check {
+            ($($ty:ty),*) => {$(
+                let (group, plural) = (<$ty as kube::Resource>::group(&()), <$ty as kube::Resource>::plural(&()));
+                for verb in ["list", "watch"] {
+                    assert!(allows(&group, &plural, verb), "{verb} {group}/{plural} missing from the chart's ClusterRole");
+                }
+            )*};
+        }
+        assert!(!rules.is_empty());
+        check!(
+            IngressClass,
+            Ingress,
+            Secret,
+            Service,
+            EndpointSlice,
+            Pod,
+            Namespace,
+            GatewayClass,
+            Gateway,
+            HttpRoute,
+            ReferenceGrant
+        );
+        // Every field of World is checked above.
+        let World {
+            ingress_classes: _,
+            ingresses: _,
+            secrets: _,
+            services: _,
+            endpoint_slices: _,
+            pods: _,
+            namespaces: _,
+            gateway_classes: _,
+            gateways: _,
+            http_routes: _,
+            reference_grants: _,
+        } = World::default();
     }
 
     #[test]

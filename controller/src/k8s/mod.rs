@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kube::runtime::events::Reporter;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
@@ -74,29 +74,65 @@ pub(crate) fn spawn_watch<K>(
 {
     let kind = K::kind(&K::DynamicType::default()).into_owned();
     tokio::spawn(async move {
-        let mut stream = watcher(api, config).backoff(RetryBackoff::default()).boxed();
+        use kube::runtime::utils::Backoff;
+        // Backoff is applied here rather than by `StreamExt::backoff`, so that a kind the
+        // API server does not serve is asked about less often than a failing one.
+        let mut stream = watcher(api, config).boxed();
+        let mut backoff = RetryBackoff::default();
         let mut failing = false;
+        let mut absent = false;
         while let Some(item) = stream.next().await {
             match item {
                 Ok(event) => {
+                    backoff.reset();
                     if failing {
                         tracing::info!(kind = %kind, "watch restored");
                         failing = false;
+                    }
+                    if absent {
+                        tracing::info!(kind = %kind, "the API server serves this kind now; reading it");
+                        absent = false;
                     }
                     if tx.send(wrap(event)).await.is_err() {
                         return;
                     }
                 }
+                Err(e) if not_served(&e) => {
+                    // Its CRD is not installed (or was removed): there are none, which is
+                    // a complete answer, so the other kinds are not held back waiting.
+                    if !absent {
+                        tracing::info!(kind = %kind, "the API server does not serve this kind (its CRD is not installed); there are none until it is");
+                        absent = true;
+                        failing = false;
+                        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+                            if tx.send(wrap(event)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(NOT_SERVED_RECHECK).await;
+                }
                 Err(e) => {
-                    // The watcher retries with backoff; the last good config keeps serving.
+                    // The last good config keeps serving while the watch retries.
                     if !failing {
                         tracing::warn!(kind = %kind, error = %e, "watch failed; serving the last good config while retrying");
                     }
                     failing = true;
+                    tokio::time::sleep(backoff.next().unwrap_or(RetryBackoff::MAX)).await;
                 }
             }
         }
     });
+}
+
+/// How often a kind the API server does not serve is asked for again: installing its
+/// CRD takes effect within this.
+const NOT_SERVED_RECHECK: Duration = Duration::from_secs(10);
+
+/// True when listing failed because the API server does not serve the resource at all
+/// (404 on the list), as for a custom resource whose CRD is not installed.
+fn not_served(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
 /// How a failed watch retries: from 250 ms, doubling, to at most 1 s, each delay cut by a
@@ -223,6 +259,17 @@ mod backoff_tests {
         b.by_ref().take(5).for_each(drop);
         b.reset();
         assert!(ms(b.next().unwrap()) <= 250);
+    }
+
+    #[test]
+    fn only_a_404_on_the_list_means_the_kind_is_not_served() {
+        use super::{api_error, not_served};
+        use kube::runtime::watcher::Error;
+        assert!(not_served(&Error::InitialListFailed(api_error(404))));
+        assert!(!not_served(&Error::InitialListFailed(api_error(403))));
+        assert!(!not_served(&Error::InitialListFailed(api_error(500))));
+        assert!(!not_served(&Error::WatchStartFailed(api_error(404))));
+        assert!(!not_served(&Error::NoResourceVersion));
     }
 }
 
