@@ -2,11 +2,14 @@
 //! tables and upstreams. Done off the hot path; the result is swapped in whole.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use wharf_model::{Action, AppProtocol, Host, Snapshot};
+use wharf_model::{Action, AppProtocol, Host, PassthroughRoute, Snapshot, TlsHost, VirtualHost};
+
+use crate::host_map::HostMap;
 
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::upstream::{EndpointState, Upstream};
@@ -51,23 +54,20 @@ impl CompileError {
 /// Passthrough routes by SNI.
 #[derive(Debug, Default)]
 pub struct SniTable {
-    exact: HashMap<String, Arc<Upstream>>,
-    wildcard: HashMap<String, Arc<Upstream>>,
+    hosts: HostMap<Arc<Upstream>>,
 }
 
 impl SniTable {
     /// The upstream for an SNI (lower-case). Istio AUTO_PASSTHROUGH names match whatever
     /// their subset part says, since subsets are not supported.
     pub fn lookup(&self, sni: &str) -> Option<&Arc<Upstream>> {
-        if let Some(u) = self.exact.get(sni) {
+        if let Some(u) = self.hosts.exact(sni) {
             return Some(u);
         }
-        if let Some(normalized) = normalize_istio_sni(sni) {
-            if let Some(u) = self.exact.get(&normalized) {
-                return Some(u);
-            }
+        if let Some(u) = normalize_istio_sni(sni).and_then(|n| self.hosts.exact(&n)) {
+            return Some(u);
         }
-        Host::wildcard_key(sni).and_then(|k| self.wildcard.get(k))
+        self.hosts.get(sni).map(|(u, _)| u)
     }
 }
 
@@ -81,19 +81,15 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
 }
 
 /// Endpoint state is kept across configs for the same address, protocol and mesh route.
-type EndpointKey = (std::net::SocketAddr, AppProtocol, Option<wharf_model::Hbone>);
+type EndpointKey = (SocketAddr, AppProtocol, Option<wharf_model::Hbone>);
 
 /// Parsed certificates by id, with the PEM they came from (to notice changes).
 type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
 
-/// Everything the listeners need, immutable.
+/// What one set of listeners serves: the edge listeners (Ingress), or one Gateway port.
 #[derive(Debug)]
-pub struct CompiledConfig {
-    /// Monotonic version (1 for the first applied snapshot; 0 before any).
-    pub version: u64,
-    /// The snapshot this was compiled from (for /debug/config).
-    pub snapshot: Arc<Snapshot>,
-    /// HTTPS listener config.
+pub struct Tables {
+    /// HTTPS config.
     pub tls: Arc<ServerConfig>,
     /// The certificates by name that `tls` serves, for checks made per request.
     pub sni: Arc<SniResolver>,
@@ -103,8 +99,42 @@ pub struct CompiledConfig {
     pub passthrough: SniTable,
     /// TCP routes by gateway port.
     pub tcp: HashMap<u16, Arc<Upstream>>,
+}
+
+/// Everything the listeners need, immutable.
+#[derive(Debug)]
+pub struct CompiledConfig {
+    /// Monotonic version (1 for the first applied snapshot; 0 before any).
+    pub version: u64,
+    /// The snapshot this was compiled from (for /debug/config).
+    pub snapshot: Arc<Snapshot>,
+    /// The edge listeners' tables.
+    pub edge: Tables,
+    /// Each Gateway port's tables, by the address its socket is bound to.
+    pub ports: HashMap<SocketAddr, Tables>,
     endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
     certs: CertCache,
+}
+
+impl CompiledConfig {
+    /// The tables a connection is served from: the edge's (`None`), or those of the
+    /// Gateway port bound at `port` (`None` once that port is gone).
+    pub fn tables(&self, port: Option<SocketAddr>) -> Option<&Tables> {
+        match port {
+            None => Some(&self.edge),
+            Some(addr) => self.ports.get(&addr),
+        }
+    }
+}
+
+/// The parts of a snapshot one [`Tables`] is built from.
+struct TableSource<'a> {
+    default_certificate: Option<&'a str>,
+    tls_hosts: &'a [TlsHost],
+    virtual_hosts: &'a [VirtualHost],
+    default_backend: Option<&'a wharf_model::Route>,
+    passthrough: &'a [PassthroughRoute],
+    tcp: Vec<(u16, &'a str)>,
 }
 
 /// Builds [`CompiledConfig`]s, reusing endpoint state (pooled connections) and parsed
@@ -135,22 +165,6 @@ impl Compiler {
         previous: Option<&CompiledConfig>,
     ) -> Result<CompiledConfig, CompileError> {
         let certs = self.certificates(&snapshot, previous)?;
-        let default = match &snapshot.default_certificate {
-            Some(id) => lookup_cert(&certs, id, "(default)")?,
-            None => Arc::clone(&self.fallback_cert),
-        };
-        let mut resolver = SniResolver::new(default, self.metrics.clone());
-        for t in &snapshot.tls_hosts {
-            let cert = lookup_cert(&certs, &t.certificate, &t.host.to_string())?;
-            match &t.host {
-                Host::Exact(h) => resolver.add_exact(h.clone(), cert),
-                Host::Wildcard(suffix) => resolver.add_wildcard(suffix.clone(), cert),
-                Host::Any => {}
-            }
-        }
-        let sni = Arc::new(resolver);
-        let tls = tls::server_config(Arc::clone(&sni), &self.resumption)?;
-
         let mut endpoints = HashMap::new();
         let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::new();
         for (id, cluster) in &snapshot.clusters {
@@ -172,6 +186,62 @@ impl Compiler {
         }
 
         let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::new();
+        let edge = self.tables(
+            TableSource {
+                default_certificate: snapshot.default_certificate.as_deref(),
+                tls_hosts: &snapshot.tls_hosts,
+                virtual_hosts: &snapshot.virtual_hosts,
+                default_backend: snapshot.default_backend.as_ref(),
+                passthrough: &snapshot.passthrough,
+                tcp: snapshot.tcp_routes.iter().map(|r| (r.port, r.cluster.as_str())).collect(),
+            },
+            &certs,
+            &upstreams,
+            &mut route_metrics,
+        )?;
+        let mut ports = HashMap::with_capacity(snapshot.gateway_ports.len());
+        for p in &snapshot.gateway_ports {
+            // A listener without hostname takes every name, also clients without SNI.
+            let catch_all = p.tls_hosts.iter().find(|t| t.host == Host::Any).map(|t| t.certificate.as_str());
+            let tables = self.tables(
+                TableSource {
+                    default_certificate: catch_all,
+                    tls_hosts: &p.tls_hosts,
+                    virtual_hosts: &p.virtual_hosts,
+                    default_backend: None,
+                    passthrough: &p.passthrough,
+                    tcp: p.tcp.iter().map(|c| (p.bind.port(), c.as_str())).collect(),
+                },
+                &certs,
+                &upstreams,
+                &mut route_metrics,
+            )?;
+            ports.insert(p.bind, tables);
+        }
+        Ok(CompiledConfig { version, snapshot, edge, ports, endpoints, certs })
+    }
+
+    fn tables(
+        &self,
+        src: TableSource<'_>,
+        certs: &CertCache,
+        upstreams: &HashMap<&str, Arc<Upstream>>,
+        route_metrics: &mut HashMap<String, RouteMetrics>,
+    ) -> Result<Tables, CompileError> {
+        let default = match src.default_certificate {
+            Some(id) => lookup_cert(certs, id, "(default)")?,
+            None => Arc::clone(&self.fallback_cert),
+        };
+        let mut resolver = SniResolver::new(default, self.metrics.clone());
+        for t in src.tls_hosts {
+            let cert = lookup_cert(certs, &t.certificate, &t.host.to_string())?;
+            if t.host != Host::Any {
+                resolver.add(&t.host, cert);
+            }
+        }
+        let sni = Arc::new(resolver);
+        let tls = tls::server_config(Arc::clone(&sni), &self.resumption)?;
+
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
             let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
@@ -197,37 +267,20 @@ impl Compiler {
             }
         };
         let mut router = Router::default();
-        for vh in &snapshot.virtual_hosts {
+        for vh in src.virtual_hosts {
             let routes: Vec<CompiledRoute> = vh.routes.iter().map(&mut compile_route).collect();
-            match &vh.host {
-                Host::Exact(h) => router.exact.insert(h.clone(), routes),
-                Host::Wildcard(s) => router.wildcard.insert(s.clone(), routes),
-                Host::Any => {
-                    router.any = routes;
-                    None
-                }
-            };
+            router.hosts.insert(&vh.host, routes);
         }
-        router.default = snapshot.default_backend.as_ref().map(&mut compile_route);
+        router.default = src.default_backend.map(&mut compile_route);
 
         let mut passthrough = SniTable::default();
-        for p in &snapshot.passthrough {
-            let Some(up) = upstreams.get(p.cluster.as_str()).cloned() else {
-                continue;
-            };
-            match &p.host {
-                Host::Exact(h) => passthrough.exact.insert(h.clone(), up),
-                Host::Wildcard(s) => passthrough.wildcard.insert(s.clone(), up),
-                Host::Any => None,
-            };
+        for p in src.passthrough {
+            if let Some(up) = upstreams.get(p.cluster.as_str()) {
+                passthrough.hosts.insert(&p.host, Arc::clone(up));
+            }
         }
-        let tcp = snapshot
-            .tcp_routes
-            .iter()
-            .filter_map(|r| Some((r.port, upstreams.get(r.cluster.as_str())?.clone())))
-            .collect();
-
-        Ok(CompiledConfig { version, snapshot, tls, sni, router, passthrough, tcp, endpoints, certs })
+        let tcp = src.tcp.iter().filter_map(|(port, c)| Some((*port, upstreams.get(c)?.clone()))).collect();
+        Ok(Tables { tls, sni, router, passthrough, tcp })
     }
 
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
@@ -261,9 +314,7 @@ fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedK
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wharf_model::{
-        Certificate, Cluster, Endpoint, ObjectRef, PassthroughRoute, PathMatch, Route, TlsHost, VirtualHost,
-    };
+    use wharf_model::{Certificate, Cluster, Endpoint, ObjectRef, PathMatch, Route};
 
     #[test]
     fn istio_sni_subset_is_normalized() {
@@ -295,7 +346,10 @@ mod tests {
     /// The route a GET of `path` on `host` takes.
     fn get<'c>(config: &'c CompiledConfig, host: &str, path: &str) -> Option<&'c CompiledRoute> {
         let headers = http::HeaderMap::new();
-        config.router.route(host, &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
+        config
+            .edge
+            .router
+            .route(host, &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
     }
 
     fn upstream_id(r: &CompiledRoute) -> Option<&str> {
@@ -369,7 +423,7 @@ mod tests {
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
-        let id = |sni: &str| config.passthrough.lookup(sni).map(|u| u.id.as_str());
+        let id = |sni: &str| config.edge.passthrough.lookup(sni).map(|u| u.id.as_str());
         assert_eq!(id("db.example.com"), Some("db"));
         assert_eq!(id("outbound_.5432_.v2_.pg.data.svc.cluster.local"), Some("pg"));
         assert_eq!(id("outbound_.5432_._.pg.data.svc.cluster.local"), Some("pg"));

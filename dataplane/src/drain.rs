@@ -43,7 +43,17 @@ impl Signal {
 
     /// Tells everyone to drain and waits up to `deadline` for them. True when all finished.
     pub async fn drain(self, deadline: Duration) -> bool {
+        self.start_draining();
+        self.finished(deadline).await
+    }
+
+    /// Tells everyone to drain, without waiting.
+    pub fn start_draining(&self) {
         let _ = self.0.send(Phase::Draining);
+    }
+
+    /// Waits up to `deadline` for every watch to be dropped. True when all were.
+    pub async fn finished(self, deadline: Duration) -> bool {
         tokio::time::timeout(deadline, self.0.closed()).await.is_ok()
     }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod drain;
 pub mod echo;
 pub mod hbone;
+pub mod host_map;
 mod listeners;
 pub mod memory;
 pub mod metrics;
@@ -154,6 +155,8 @@ pub struct Shared {
     // Serializes applies (never touched by requests).
     apply_lock: Mutex<()>,
     version: AtomicU64,
+    /// The version last applied, for whoever follows config changes (Gateway ports).
+    applied: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -209,6 +212,7 @@ impl Gateway {
                 compiler,
                 apply_lock: Mutex::new(()),
                 version: AtomicU64::new(0),
+                applied: tokio::sync::watch::Sender::new(0),
             }),
         })
     }
@@ -224,6 +228,7 @@ impl Gateway {
             Ok(compiled) => {
                 s.config.store(Arc::new(compiled));
                 s.version.store(version, Ordering::Relaxed);
+                s.applied.send_replace(version);
                 s.metrics.config_version.set(version as i64);
                 s.metrics.config_applies.inc();
                 Ok(version)

@@ -1,5 +1,6 @@
 //! Binding the listeners and their accept loops.
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+use wharf_model::PortProtocol;
 
 use crate::coalesce::Coalesce;
 use crate::drain::Watch;
@@ -130,25 +132,35 @@ impl Bound {
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Http, s.clone(), move |stream, client, w| {
-                serve_http(s.clone(), stream, ConnInfo { client, scheme: Scheme::Http, port, sni: None }, w)
+                serve_http(
+                    s.clone(),
+                    stream,
+                    ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: None },
+                    w,
+                )
             }));
         }
         if let Some((l, port)) = self.https {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Https, s.clone(), move |stream, client, w| {
-                serve_https(s.clone(), stream, ConnInfo { client, scheme: Scheme::Https, port, sni: None }, w)
+                serve_https(
+                    s.clone(),
+                    stream,
+                    ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: None },
+                    w,
+                )
             }));
         }
         if let Some(l) = self.passthrough {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Passthrough, s.clone(), move |stream, client, _w| {
-                passthrough::serve(s.clone(), stream, client)
+                passthrough::serve(s.clone(), stream, client, None)
             }));
         }
         for (l, route_port) in self.tcp {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Tcp, s.clone(), move |stream, client, _w| {
-                tcp::serve(s.clone(), stream, client, route_port)
+                tcp::serve(s.clone(), stream, client, route_port, None)
             }));
         }
         if let (Some(l), Some(mesh)) = (self.hbone, shared.opts.mesh.clone()) {
@@ -168,6 +180,7 @@ impl Bound {
             set.spawn(admin::serve(l, Arc::clone(&shared), drain.clone()));
         }
         set.spawn(watch_memory(Arc::clone(&shared), drain.clone()));
+        set.spawn(serve_gateway_ports(Arc::clone(&shared), drain.clone()));
         drop(drain);
         while set.join_next().await.is_some() {}
     }
@@ -201,6 +214,124 @@ async fn watch_memory(shared: Arc<Shared>, mut drain: Watch) {
                 tracing::info!(in_use_mib = in_use >> 20, "memory in use is below --memory-watermark again: accepting connections")
             }
             None => {}
+        }
+    }
+}
+
+/// How often a Gateway port that could not be bound is tried again.
+const REBIND_EVERY: Duration = Duration::from_secs(5);
+/// How long connections of a removed Gateway port may take to finish.
+const PORT_DRAIN: Duration = Duration::from_secs(60);
+
+/// A bound Gateway port: its shutdown signal and accept loop.
+struct OpenPort {
+    signal: crate::drain::Signal,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+/// Binds, serves and closes the Gateway ports as configs come and go: a port added opens
+/// its socket, a port removed (or changed protocol) stops accepting and lets its
+/// connections finish, and no other port's sockets or connections are touched. A port
+/// that cannot be bound is logged and tried again every [`REBIND_EVERY`].
+async fn serve_gateway_ports(shared: Arc<Shared>, mut drain: Watch) {
+    let mut applied = shared.applied.subscribe();
+    let mut open: HashMap<(SocketAddr, PortProtocol), OpenPort> = HashMap::new();
+    let mut failed: HashSet<(SocketAddr, PortProtocol)> = HashSet::new();
+    let mut closing = false;
+    let mut on_close = drain.clone();
+    loop {
+        let config = shared.config.load_full();
+        let want: HashMap<(SocketAddr, PortProtocol), &wharf_model::GatewayPort> =
+            config.snapshot.gateway_ports.iter().map(|p| ((p.bind, p.protocol), p)).collect();
+        let gone: Vec<_> = open.keys().filter(|k| !want.contains_key(k)).copied().collect();
+        for key in gone {
+            if let Some(port) = open.remove(&key) {
+                tracing::info!(address = %key.0, protocol = ?key.1, "gateway port removed: no longer accepting; its connections finish");
+                close_port(port, drain.clone()).await;
+            }
+        }
+        failed.retain(|k| want.contains_key(k));
+        for (key, port) in &want {
+            if open.contains_key(key) {
+                continue;
+            }
+            match TcpListener::bind(key.0).await {
+                Ok(listener) => {
+                    failed.remove(key);
+                    tracing::info!(gateway = %port.gateway, address = %key.0, protocol = ?key.1, "gateway port open");
+                    let (signal, watch) = crate::drain::channel();
+                    if closing {
+                        signal.close();
+                    }
+                    let accepting = tokio::spawn(accept_port(Arc::clone(&shared), listener, key.1, watch));
+                    open.insert(*key, OpenPort { signal, accepting });
+                }
+                Err(e) => {
+                    if failed.insert(*key) {
+                        tracing::error!(gateway = %port.gateway, address = %key.0, error = %e, "cannot listen on a gateway port; trying again every {}s", REBIND_EVERY.as_secs());
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            changed = applied.changed() => if changed.is_err() { break },
+            _ = tokio::time::sleep(REBIND_EVERY), if !failed.is_empty() => {}
+            _ = on_close.closing(), if !closing => {
+                closing = true;
+                open.values().for_each(|p| p.signal.close());
+            }
+            _ = drain.signaled() => break,
+        }
+    }
+    drop(on_close);
+    for (_, port) in open.drain() {
+        close_port(port, drain.clone()).await;
+    }
+}
+
+/// Stops a port accepting (its socket is closed when this returns) and lets its
+/// connections finish in the background, holding `outer` until they have.
+async fn close_port(port: OpenPort, outer: Watch) {
+    port.signal.start_draining();
+    let _ = port.accepting.await;
+    tokio::spawn(async move {
+        port.signal.finished(PORT_DRAIN).await;
+        drop(outer);
+    });
+}
+
+/// The accept loop of one Gateway port.
+async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortProtocol, drain: Watch) {
+    let Ok(bound) = listener.local_addr() else { return };
+    let port = bound.port();
+    let key = Some(bound);
+    let s = Arc::clone(&shared);
+    match protocol {
+        PortProtocol::Http => {
+            accept_loop(listener, drain, Listener::Http, shared, move |stream, client, w| {
+                let info = ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: key };
+                serve_http(s.clone(), stream, info, w)
+            })
+            .await
+        }
+        PortProtocol::Https => {
+            accept_loop(listener, drain, Listener::Https, shared, move |stream, client, w| {
+                let info = ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: key };
+                serve_https(s.clone(), stream, info, w)
+            })
+            .await
+        }
+        PortProtocol::Passthrough => {
+            accept_loop(listener, drain, Listener::Passthrough, shared, move |stream, client, _w| {
+                passthrough::serve(s.clone(), stream, client, key)
+            })
+            .await
+        }
+        PortProtocol::Tcp => {
+            accept_loop(listener, drain, Listener::Tcp, shared, move |stream, client, _w| {
+                tcp::serve(s.clone(), stream, client, port, key)
+            })
+            .await
         }
     }
 }
@@ -249,7 +380,10 @@ where
 }
 
 async fn serve_https(shared: Arc<Shared>, stream: TcpStream, mut info: ConnInfo, drain: Watch) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&shared.config.load().tls));
+    let Some(tls) = shared.config.load().tables(info.gateway_port).map(|t| Arc::clone(&t.tls)) else {
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => {
             shared.metrics.handshake(true);

@@ -1,12 +1,12 @@
 //! HTTP routing, compiled: the router (host, then the first route whose match takes the
 //! request) and the actions routes take, with header names and values parsed once.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::host_map::HostMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use wharf_model::{HeaderEdits, Host, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
+use wharf_model::{HeaderEdits, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
 
 use crate::metrics::RouteMetrics;
 use crate::proxy::upstream::Upstream;
@@ -173,24 +173,18 @@ impl CompiledEdits {
 /// Host lookup then route lookup, in precedence order.
 #[derive(Debug, Default)]
 pub struct Router {
-    pub(crate) exact: HashMap<String, Vec<CompiledRoute>>,
-    pub(crate) wildcard: HashMap<String, Vec<CompiledRoute>>,
-    pub(crate) any: Vec<CompiledRoute>,
+    pub(crate) hosts: HostMap<Vec<CompiledRoute>>,
     pub(crate) default: Option<CompiledRoute>,
 }
 
 impl Router {
     /// The route for a request: the most specific host that has a matching route wins
-    /// (exact host, then wildcard, then rules without host), then the default backend.
+    /// (exact host, then wildcards by longest suffix, then rules without host), then the
+    /// default backend.
     pub fn route(&self, host: &str, req: &RequestView<'_>) -> Option<&CompiledRoute> {
-        fn first<'r>(routes: &'r [CompiledRoute], req: &RequestView<'_>) -> Option<&'r CompiledRoute> {
-            routes.iter().find(|r| matches(&r.matches, req))
-        }
-        self.exact
-            .get(host)
-            .and_then(|r| first(r, req))
-            .or_else(|| Host::wildcard_key(host).and_then(|k| self.wildcard.get(k)).and_then(|r| first(r, req)))
-            .or_else(|| first(&self.any, req))
+        self.hosts
+            .candidates(host)
+            .find_map(|(routes, _)| routes.iter().find(|r| matches(&r.matches, req)))
             .or(self.default.as_ref())
     }
 }

@@ -9,9 +9,16 @@ use crate::proxy::upstream::connect_any;
 use crate::relay::relay;
 use crate::Shared;
 
-/// Serves one TCP connection that arrived on gateway port `route_port`.
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net::SocketAddr, route_port: u16) {
-    let upstream = shared.config.load().tcp.get(&route_port).cloned();
+/// Serves one TCP connection that arrived on gateway port `route_port`, of the edge
+/// listeners (`gateway_port` `None`) or a Gateway port.
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    client: std::net::SocketAddr,
+    route_port: u16,
+    gateway_port: Option<std::net::SocketAddr>,
+) {
+    let upstream = shared.config.load().tables(gateway_port).and_then(|t| t.tcp.get(&route_port).cloned());
     let Some(upstream) = upstream else {
         tracing::info!(%client, port = route_port, "tcp: no route for this port; closing");
         return;

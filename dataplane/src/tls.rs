@@ -1,21 +1,19 @@
-//! TLS termination: the certificate is chosen by SNI (exact, then wildcard, then default)
+//! TLS termination: the certificate is chosen by SNI (exact, then wildcards, then default)
 //! from maps built when a snapshot is compiled.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
+use crate::host_map::{HostMap, HostMatch};
 use crate::metrics::{Metrics, SniMatch};
 
 /// Certificates by SNI, immutable once built.
 #[derive(Debug)]
 pub struct SniResolver {
-    exact: HashMap<String, Arc<CertifiedKey>>,
-    /// Keyed by the suffix after the first label, with its leading dot.
-    wildcard: HashMap<String, Arc<CertifiedKey>>,
+    certs: HostMap<Arc<CertifiedKey>>,
     default: Arc<CertifiedKey>,
     metrics: Metrics,
 }
@@ -23,17 +21,13 @@ pub struct SniResolver {
 impl SniResolver {
     /// A resolver serving `default` when nothing else matches.
     pub fn new(default: Arc<CertifiedKey>, metrics: Metrics) -> Self {
-        SniResolver { exact: HashMap::new(), wildcard: HashMap::new(), default, metrics }
+        SniResolver { certs: HostMap::default(), default, metrics }
     }
 
-    /// Serves `cert` for exactly `host` (lower-case).
-    pub fn add_exact(&mut self, host: String, cert: Arc<CertifiedKey>) {
-        self.exact.insert(host, cert);
-    }
-
-    /// Serves `cert` for names one label in front of `suffix` (e.g. `.example.com`).
-    pub fn add_wildcard(&mut self, suffix: String, cert: Arc<CertifiedKey>) {
-        self.wildcard.insert(suffix, cert);
+    /// Serves `cert` for the names `host` covers (`Host::Any`: every name, in place of
+    /// the default).
+    pub fn add(&mut self, host: &wharf_model::Host, cert: Arc<CertifiedKey>) {
+        self.certs.insert(host, cert);
     }
 
     /// The certificate for an SNI value (or none), and how it matched.
@@ -47,11 +41,11 @@ impl SniResolver {
             } else {
                 name
             };
-            if let Some(c) = self.exact.get(name) {
-                return (c, SniMatch::Exact);
-            }
-            if let Some(c) = wharf_model::Host::wildcard_key(name).and_then(|k| self.wildcard.get(k)) {
-                return (c, SniMatch::Wildcard);
+            match self.certs.get(name) {
+                Some((c, HostMatch::Exact)) => return (c, SniMatch::Exact),
+                Some((c, HostMatch::Wildcard)) => return (c, SniMatch::Wildcard),
+                Some((c, HostMatch::Any)) => return (c, SniMatch::Default),
+                None => {}
             }
         }
         (&self.default, SniMatch::Default)

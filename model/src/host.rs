@@ -1,5 +1,5 @@
-//! Host names as Ingress rules and TLS sections spell them: exact, `*.` wildcard
-//! (one label), or any host.
+//! Host names as Ingress rules, TLS sections and Gateway API hostnames spell them: exact,
+//! `*.` wildcard (one label for Ingress, one or more for Gateway API), or any host.
 
 use std::fmt;
 
@@ -13,6 +13,10 @@ pub enum Host {
     /// Any name with exactly one more label in front of this suffix. The stored string is
     /// the suffix with its leading dot, e.g. `.example.com` for `*.example.com`.
     Wildcard(String),
+    /// Any name with one or more labels in front of this suffix: a Gateway API wildcard
+    /// (`*.example.com` covers `a.example.com` and `a.b.example.com`). Stored like
+    /// [`Host::Wildcard`], with the leading dot.
+    Suffix(String),
     /// Every host (a rule without `host`).
     Any,
 }
@@ -51,11 +55,29 @@ impl Host {
         Ok(if wildcard { Host::Wildcard(format!(".{rest}")) } else { Host::Exact(lower) })
     }
 
+    /// Parses a Gateway API hostname (listener or route): as [`Host::parse`], but a
+    /// wildcard covers one or more labels.
+    pub fn parse_gateway(name: &str) -> Result<Host, HostError> {
+        Ok(match Host::parse(name)? {
+            Host::Wildcard(suffix) => Host::Suffix(suffix),
+            other => other,
+        })
+    }
+
+    /// The suffixes a name can be covered by, longest first, each with its leading dot:
+    /// `a.b.example.com` -> `.b.example.com`, `.example.com`, `.com`.
+    pub fn suffixes(name: &str) -> impl Iterator<Item = &str> {
+        name.char_indices().filter(|&(i, c)| c == '.' && i > 0 && i + 1 < name.len()).map(move |(i, _)| &name[i..])
+    }
+
     /// True when a request for `name` (already lower-case, without port) matches.
     pub fn matches(&self, name: &str) -> bool {
         match self {
             Host::Exact(h) => h == name,
             Host::Wildcard(suffix) => wildcard_matches(suffix, name),
+            Host::Suffix(suffix) => {
+                name.len() > suffix.len() && name.ends_with(suffix.as_str()) && !name.starts_with('.')
+            }
             Host::Any => true,
         }
     }
@@ -68,11 +90,11 @@ impl Host {
         (!first.is_empty() && suffix.len() > 1).then_some(suffix)
     }
 
-    /// Specificity rank for ordering: exact (0) before wildcard (1) before any (2).
+    /// Specificity rank for ordering: exact (0) before wildcards (1) before any (2).
     pub fn rank(&self) -> u8 {
         match self {
             Host::Exact(_) => 0,
-            Host::Wildcard(_) => 1,
+            Host::Wildcard(_) | Host::Suffix(_) => 1,
             Host::Any => 2,
         }
     }
@@ -101,7 +123,7 @@ impl fmt::Display for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Host::Exact(h) => f.write_str(h),
-            Host::Wildcard(suffix) => write!(f, "*{suffix}"),
+            Host::Wildcard(suffix) | Host::Suffix(suffix) => write!(f, "*{suffix}"),
             Host::Any => f.write_str("*"),
         }
     }
@@ -136,6 +158,30 @@ mod tests {
         assert!(!h.matches("a.b.example.com"));
         assert!(!h.matches("aexample.com"));
         assert!(Host::Any.matches("anything"));
+    }
+
+    #[test]
+    fn gateway_wildcards_cover_one_or_more_labels() {
+        let h = Host::parse_gateway("*.Example.com").unwrap_or(Host::Any);
+        assert_eq!(h, Host::Suffix(".example.com".into()));
+        assert!(h.matches("a.example.com"));
+        assert!(h.matches("a.b.example.com"));
+        assert!(!h.matches("example.com"));
+        assert!(!h.matches(".example.com"));
+        assert!(!h.matches("aexample.com"));
+        assert_eq!(h.to_string(), "*.example.com");
+        assert_eq!(h.rank(), 1);
+        assert_eq!(Host::parse_gateway("a.b"), Ok(Host::Exact("a.b".into())));
+        assert_eq!(Host::parse_gateway(""), Err(HostError::Empty));
+    }
+
+    #[test]
+    fn suffixes_run_longest_first_and_skip_the_whole_name() {
+        let all: Vec<&str> = Host::suffixes("a.b.example.com").collect();
+        assert_eq!(all, [".b.example.com", ".example.com", ".com"]);
+        assert_eq!(Host::suffixes("localhost").count(), 0);
+        assert_eq!(Host::suffixes(".a").count(), 0);
+        assert_eq!(Host::suffixes("a.").count(), 0);
     }
 
     #[test]

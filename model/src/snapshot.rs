@@ -26,8 +26,50 @@ pub struct Snapshot {
     pub passthrough: Vec<PassthroughRoute>,
     /// Plain TCP listeners and where they forward.
     pub tcp_routes: Vec<TcpRoute>,
+    /// Gateway API: what each Gateway serves on each of its ports, each port a socket of
+    /// its own. The fields above are the edge listeners' (Ingress).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gateway_ports: Vec<GatewayPort>,
     /// Upstream clusters (a Service port and its endpoints) by id.
     pub clusters: BTreeMap<String, Cluster>,
+}
+
+/// What one Gateway serves on one port: the listeners of that port merged (they differ
+/// by hostname), with the routes attached to them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GatewayPort {
+    /// The Gateway.
+    pub gateway: ObjectRef,
+    /// The address and port the socket is bound to; the port is the listener's.
+    pub bind: SocketAddr,
+    /// How connections are served.
+    pub protocol: PortProtocol,
+    /// HTTPS: the certificate for each listener hostname (SNI).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_hosts: Vec<TlsHost>,
+    /// HTTP and HTTPS: routing by host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub virtual_hosts: Vec<VirtualHost>,
+    /// TLS passthrough: routes by SNI.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passthrough: Vec<PassthroughRoute>,
+    /// TCP: the cluster every connection goes to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+}
+
+/// How a Gateway port serves its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortProtocol {
+    /// Plain HTTP/1.1 and h2c.
+    Http,
+    /// TLS terminated with the certificate the SNI selects, then HTTP.
+    Https,
+    /// TLS passed through untouched to the backend the SNI selects.
+    Passthrough,
+    /// Plain TCP to one backend.
+    Tcp,
 }
 
 /// A Kubernetes object a piece of config came from.

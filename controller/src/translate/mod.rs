@@ -193,7 +193,7 @@ impl RouteTable {
 fn tls_covered(host: &Host, tls_hosts: &[wharf_model::TlsHost]) -> bool {
     tls_hosts.iter().any(|t| match host {
         Host::Exact(name) => t.host.matches(name),
-        Host::Wildcard(_) => &t.host == host,
+        Host::Wildcard(_) | Host::Suffix(_) => &t.host == host,
         Host::Any => false,
     })
 }

@@ -27,8 +27,14 @@ enum PeekError {
     Io(std::io::Error),
 }
 
-/// Serves one passthrough connection.
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net::SocketAddr) {
+/// Serves one passthrough connection, from the edge listener (`gateway_port` `None`) or a
+/// Gateway port.
+pub async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    client: std::net::SocketAddr,
+    gateway_port: Option<std::net::SocketAddr>,
+) {
     let timeout = shared.opts.timeouts.handshake;
     let mut buf = Vec::with_capacity(2048);
     let sni = match tokio::time::timeout(timeout, peek(&mut stream, &mut buf)).await {
@@ -44,7 +50,8 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: std::net:
     };
     let upstream = {
         let cfg = shared.config.load();
-        sni.as_deref().and_then(|s| cfg.passthrough.lookup(s)).cloned()
+        let table = cfg.tables(gateway_port).map(|t| &t.passthrough);
+        sni.as_deref().and_then(|s| table?.lookup(s)).cloned()
     };
     let Some(upstream) = upstream else {
         shared.metrics.passthrough_unknown_sni.inc();

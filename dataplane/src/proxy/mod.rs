@@ -49,6 +49,9 @@ pub struct ConnInfo {
     pub port: u16,
     /// The SNI the TLS connection was opened for (HTTPS only).
     pub sni: Option<Arc<str>>,
+    /// The Gateway port the connection arrived on, by its bound address; `None` for the
+    /// edge listeners.
+    pub gateway_port: Option<SocketAddr>,
 }
 
 /// Why a request was answered by the gateway itself before routing.
@@ -175,20 +178,22 @@ pub async fn handle(
     let checked = precheck(&shared, &mut req);
     let host_value = request_host(&req);
     let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
-    let checked = checked.and_then(|()| match &conn.sni {
-        Some(sni) if misdirected(&cfg, sni, &host) => Err(Rejected::Misdirected),
+    let tables = cfg.tables(conn.gateway_port);
+    let checked = checked.and_then(|()| match (&conn.sni, tables) {
+        (Some(sni), Some(t)) if misdirected(t, sni, &host) => Err(Rejected::Misdirected),
         _ => Ok(()),
     });
-    let route = if checked.is_ok() {
-        let view = RequestView {
-            path: req.uri().path(),
-            query: req.uri().query(),
-            method: req.method(),
-            headers: req.headers(),
-        };
-        cfg.router.route(&host, &view)
-    } else {
-        None
+    let route = match tables {
+        Some(t) if checked.is_ok() => {
+            let view = RequestView {
+                path: req.uri().path(),
+                query: req.uri().query(),
+                method: req.method(),
+                headers: req.headers(),
+            };
+            t.router.route(&host, &view)
+        }
+        _ => None,
     };
     let method = req.method().clone();
     // Only the access log needs its own copy of the path.
@@ -317,7 +322,7 @@ fn body_limit(route: &CompiledRoute, default: u64, headers: &http::HeaderMap) ->
 /// True when `host` would get another certificate than `sni`, the name the connection
 /// was opened for: the client must not reuse this connection for it (RFC 9110 §15.5.20).
 /// Hosts that share a certificate can share connections.
-fn misdirected(cfg: &crate::CompiledConfig, sni: &str, host: &str) -> bool {
+fn misdirected(cfg: &crate::config::Tables, sni: &str, host: &str) -> bool {
     if host.is_empty() || sni.eq_ignore_ascii_case(host) {
         return false;
     }
@@ -607,7 +612,8 @@ mod tests {
 
     #[test]
     fn redirects_keep_what_they_do_not_replace_and_pick_the_port_as_gateway_api_says() {
-        let conn = |scheme, port| ConnInfo { client: ([127, 0, 0, 1], 1).into(), scheme, port, sni: None };
+        let conn =
+            |scheme, port| ConnInfo { client: ([127, 0, 0, 1], 1).into(), scheme, port, sni: None, gateway_port: None };
         let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
             scheme: scheme.map(str::to_owned),
             host: host.map(str::to_owned),
