@@ -160,6 +160,18 @@ pub struct TranslateArgs {
     /// `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`.
     #[arg(long, default_value = "cluster.local", env = "WHARF_TRUST_DOMAIN")]
     pub trust_domain: String,
+    /// `spec.controllerName` of the GatewayClasses Wharf serves.
+    #[arg(long, default_value = "wharf.dev/gateway-controller", env = "WHARF_GATEWAY_CONTROLLER_NAME")]
+    pub gateway_controller_name: String,
+    /// IPv4 range (`a.b.c.d/len`) Gateways are bound in, one address each (the process
+    /// must be able to bind them: loopback, or a range routed to the node). Without it,
+    /// Gateways are accepted but not served.
+    #[arg(long, value_parser = parse_address_pool, env = "WHARF_GATEWAY_ADDRESSES")]
+    pub gateway_addresses: Option<wharf_controller::translate::gateway::AddressPool>,
+}
+
+fn parse_address_pool(s: &str) -> Result<wharf_controller::translate::gateway::AddressPool, String> {
+    wharf_controller::translate::gateway::AddressPool::parse(s)
 }
 
 /// Proxy behaviour.

@@ -166,6 +166,10 @@ pub fn translate_options(args: &GatewayArgs) -> wharf_controller::Options {
         cluster_domain: t.cluster_domain.clone(),
         trust_domain: t.trust_domain.clone(),
         now: 0,
+        gateway: wharf_controller::translate::gateway::GatewayOptions {
+            controller_name: t.gateway_controller_name.clone(),
+            addresses: t.gateway_addresses,
+        },
     }
 }
 

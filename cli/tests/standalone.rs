@@ -546,3 +546,51 @@ async fn during_the_shutdown_delay_it_is_not_ready_and_serves_clients_asking_the
     assert!(took >= Duration::from_millis(1900), "stopped accepting {took:?} after SIGTERM, before the 2 s delay");
     w.exits_zero().await;
 }
+
+/// examples/gateway-api, next to the quickstart's Ingresses: the Gateway is served on its
+/// own address and ports with its HTTPRoutes' matches and filters; the edge listeners keep
+/// serving the Ingresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_api_example_serves_its_routes_on_the_gateways_own_ports() {
+    let q = quickstart("gateway-api").await;
+    let (http, https) = (free_port(), free_port());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gateway-api");
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) == Some("yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = text.replace("18080", &http.to_string()).replace("18443", &https.to_string());
+            std::fs::write(q.dir.join(format!("gw-{}", path.file_name().unwrap().to_string_lossy())), text).unwrap();
+        }
+    }
+    let w = Wharf::start(&[&q.dir], &["--gateway-addresses", "127.0.0.0/8"]);
+    w.wait_ready().await;
+    let gw_http = addr(http);
+    assert!(
+        eventually(Duration::from_secs(30), || async { http_get(gw_http, "shop.example.com", "/").await.is_ok() })
+            .await,
+        "the Gateway's HTTP port never opened; log:\n{}",
+        w.log()
+    );
+
+    let api = http_get(gw_http, "shop.example.com", "/api/orders").await.unwrap();
+    let seen = api.json();
+    assert_eq!((api.status, api.echo_name()), (200, "api".into()), "{}", api.body);
+    assert_eq!(seen["path"], "/orders", "the prefix was replaced");
+    assert_eq!(seen["headers"]["x-gateway"], "wharf");
+    assert_eq!(http_get(gw_http, "shop.example.com", "/").await.unwrap().echo_name(), "web");
+
+    let moved = http_get(gw_http, "old.example.com", "/cart?id=1").await.unwrap();
+    assert_eq!(moved.status, 301);
+    assert_eq!(moved.headers["location"], format!("http://shop.example.com:{http}/cart?id=1"));
+    assert_eq!(http_get(gw_http, "blog.example.com", "/").await.unwrap().status, 404, "an Ingress host");
+
+    let tls = q.ca.client_config(&[b"h2"]);
+    let seen = https_get(addr(https), Some("shop.example.com"), tls, "shop.example.com", "/api/x").await.unwrap();
+    assert_eq!((seen.status, seen.echo_name()), (200, "api".into()));
+    assert_eq!(seen.peer_cert, Some(q.leaf("shop-tls").leaf_der()));
+
+    // The edge listeners still serve the Ingresses, and not the HTTPRoutes.
+    assert_eq!(http_get(addr(w.http), "blog.example.com", "/").await.unwrap().echo_name(), "blog");
+    assert_eq!(http_get(addr(w.http), "old.example.com", "/").await.unwrap().status, 404);
+}

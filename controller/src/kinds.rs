@@ -118,6 +118,14 @@ macro_rules! kinds {
             $( #[doc = concat!(stringify!($variant), " event.")] $variant(Event<$ty>), )*
         }
 
+        #[cfg(test)]
+        impl Change {
+            /// `InitDone` of every kind, in the order of the list.
+            pub(crate) fn init_done_all() -> Vec<Change> {
+                vec![ $( Change::$variant(Event::InitDone), )* ]
+            }
+        }
+
         /// One store per kind.
         #[derive(Debug, Default)]
         pub(crate) struct Stores {

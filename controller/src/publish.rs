@@ -82,6 +82,7 @@ mod tests {
             snapshot: Snapshot { default_certificate: default_certificate.map(str::to_owned), ..Default::default() },
             diagnostics: Vec::new(),
             ingresses: vec![ObjectRef::new("Ingress", "web", "a")],
+            ..Default::default()
         }
     }
 

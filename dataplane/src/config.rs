@@ -133,6 +133,8 @@ struct TableSource<'a> {
     tls_hosts: &'a [TlsHost],
     virtual_hosts: &'a [VirtualHost],
     default_backend: Option<&'a wharf_model::Route>,
+    /// See [`Router::route`].
+    isolated: bool,
     passthrough: &'a [PassthroughRoute],
     tcp: Vec<(u16, &'a str)>,
 }
@@ -192,6 +194,7 @@ impl Compiler {
                 tls_hosts: &snapshot.tls_hosts,
                 virtual_hosts: &snapshot.virtual_hosts,
                 default_backend: snapshot.default_backend.as_ref(),
+                isolated: false,
                 passthrough: &snapshot.passthrough,
                 tcp: snapshot.tcp_routes.iter().map(|r| (r.port, r.cluster.as_str())).collect(),
             },
@@ -209,6 +212,7 @@ impl Compiler {
                     tls_hosts: &p.tls_hosts,
                     virtual_hosts: &p.virtual_hosts,
                     default_backend: None,
+                    isolated: true,
                     passthrough: &p.passthrough,
                     tcp: p.tcp.iter().map(|c| (p.bind.port(), c.as_str())).collect(),
                 },
@@ -272,6 +276,7 @@ impl Compiler {
             router.hosts.insert(&vh.host, routes);
         }
         router.default = src.default_backend.map(&mut compile_route);
+        router.isolated = src.isolated;
 
         let mut passthrough = SniTable::default();
         for p in src.passthrough {

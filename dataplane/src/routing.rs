@@ -175,15 +175,20 @@ impl CompiledEdits {
 pub struct Router {
     pub(crate) hosts: HostMap<Vec<CompiledRoute>>,
     pub(crate) default: Option<CompiledRoute>,
+    /// Only the most specific host is tried (Gateway ports: a host is a listener's, and a
+    /// request never falls through to a less specific listener's routes).
+    pub(crate) isolated: bool,
 }
 
 impl Router {
     /// The route for a request: the most specific host that has a matching route wins
-    /// (exact host, then wildcards by longest suffix, then rules without host), then the
-    /// default backend.
+    /// (exact host, then wildcards by longest suffix, then rules without host; only the
+    /// most specific host when isolated), then the default backend.
     pub fn route(&self, host: &str, req: &RequestView<'_>) -> Option<&CompiledRoute> {
+        let tried = if self.isolated { 1 } else { usize::MAX };
         self.hosts
             .candidates(host)
+            .take(tried)
             .find_map(|(routes, _)| routes.iter().find(|r| matches(&r.matches, req)))
             .or(self.default.as_ref())
     }

@@ -62,6 +62,10 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
     let one_tcp = free_port([127, 0, 10, 1]);
     let mut http1 = port("one", one_http, PortProtocol::Http);
     http1.virtual_hosts = all(Host::parse_gateway("*.example.com").unwrap(), "a");
+    http1.virtual_hosts.push(VirtualHost {
+        host: host("only.example.com"),
+        routes: vec![route(PathMatch::prefix("/only").unwrap(), "b", false)],
+    });
     let mut http2 = port("two", two_http, PortProtocol::Http);
     http2.virtual_hosts = all(Host::Any, "b");
     let mut https1 = port("one", one_https, PortProtocol::Https);
@@ -92,6 +96,12 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
         "wildcards cover more labels"
     );
     assert_eq!(http_get(one_http, "example.com", "/").await.map(|s| s.status), Ok(404), "nor the bare domain");
+    assert_eq!(name(http_get(one_http, "only.example.com", "/only").await), Some((200, "b".into())));
+    assert_eq!(
+        http_get(one_http, "only.example.com", "/").await.map(|s| s.status),
+        Ok(404),
+        "a host's requests never fall through to a less specific host's routes"
+    );
     assert_eq!(http_get(one_http, "other.org", "/").await.map(|s| s.status), Ok(404), "another Gateway's hosts");
     assert_eq!(name(http_get(two_http, "x.example.com", "/").await), Some((200, "b".into())));
     assert_eq!(

@@ -127,15 +127,7 @@ mod tests {
 
     /// The initial-list end of each kind the index watches.
     fn init_done() -> Vec<Change> {
-        vec![
-            Change::IngressClass(Event::InitDone),
-            Change::Ingress(Event::InitDone),
-            Change::Secret(Event::InitDone),
-            Change::Service(Event::InitDone),
-            Change::EndpointSlice(Event::InitDone),
-            Change::Pod(Event::InitDone),
-            Change::Namespace(Event::InitDone),
-        ]
+        Change::init_done_all()
     }
 
     fn sync_all(index: &mut Index) {

@@ -320,18 +320,14 @@ mod owner_tests {
 
     /// The initial lists of every kind but Namespaces: our class and one Ingress.
     fn all_but_namespaces() -> Vec<Change> {
-        vec![
+        let mut all = vec![
             Change::IngressClass(Event::Init),
             Change::IngressClass(Event::InitApply(class())),
-            Change::IngressClass(Event::InitDone),
             Change::Ingress(Event::Init),
             Change::Ingress(Event::InitApply(ingress("a"))),
-            Change::Ingress(Event::InitDone),
-            Change::Secret(Event::InitDone),
-            Change::Service(Event::InitDone),
-            Change::EndpointSlice(Event::InitDone),
-            Change::Pod(Event::InitDone),
-        ]
+        ];
+        all.extend(Change::init_done_all().into_iter().filter(|c| !matches!(c, Change::Namespace(_))));
+        all
     }
 
     fn names(t: &watch::Receiver<Option<Arc<Translation>>>) -> Vec<String> {

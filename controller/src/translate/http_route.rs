@@ -77,7 +77,7 @@ pub fn host(name: &str) -> Result<Host, Refused> {
     if name.is_empty() {
         return Ok(Host::Any);
     }
-    Host::parse(name).map_err(|e| unsupported(format!("hostname {name:?}: {e}")))
+    Host::parse_gateway(name).map_err(|e| unsupported(format!("hostname {name:?}: {e}")))
 }
 
 /// The matches of a rule; with none, everything (`PathPrefix /`).
@@ -473,7 +473,7 @@ mod tests {
     fn route_hostnames_become_router_hosts() {
         assert_eq!(host(""), Ok(Host::Any));
         assert_eq!(host("a.example.com"), Ok(Host::Exact("a.example.com".into())));
-        assert!(matches!(host("*.example.com"), Ok(Host::Wildcard(_))));
+        assert_eq!(host("*.example.com"), Ok(Host::Suffix(".example.com".into())));
         assert_eq!(host("bad host").map_err(|e| e.reason), Err("UnsupportedValue"));
     }
 }

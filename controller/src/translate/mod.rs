@@ -2,6 +2,7 @@
 
 mod backend;
 mod class;
+pub mod gateway;
 pub mod grants;
 pub mod http_route;
 mod tls;
@@ -46,8 +47,10 @@ pub struct Options {
     pub cluster_domain: String,
     /// Mesh trust domain, for the SPIFFE identities of ambient endpoints.
     pub trust_domain: String,
-    /// The current time, Unix seconds (for certificate expiry).
+    /// The current time, Unix seconds (for certificate expiry and condition times).
     pub now: i64,
+    /// Gateway API settings.
+    pub gateway: gateway::GatewayOptions,
 }
 
 impl Default for Options {
@@ -61,6 +64,7 @@ impl Default for Options {
             cluster_domain: "cluster.local".into(),
             trust_domain: "cluster.local".into(),
             now: 0,
+            gateway: gateway::GatewayOptions::default(),
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct Translation {
     pub diagnostics: Vec<Diagnostic>,
     /// The Ingresses of our class (their status is ours to write).
     pub ingresses: Vec<ObjectRef>,
+    /// The status Gateway API objects of our controller should show.
+    pub gateway_status: gateway::Statuses,
 }
 
 const PASSTHROUGH_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-passthrough", "nginx.ingress.kubernetes.io/ssl-passthrough"];
@@ -137,10 +143,19 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     if opts.auto_passthrough {
         t.auto_passthrough(world);
     }
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(opts.now).unwrap_or_default(),
+    );
+    let gateway_status = gateway::translate(world, &opts.gateway, &t.backends, &secrets, &mut t.snapshot, &now);
 
     t.diags.sort();
     t.diags.dedup();
-    Translation { snapshot: t.snapshot, diagnostics: t.diags, ingresses: ours.iter().map(|i| ingress_ref(i)).collect() }
+    Translation {
+        snapshot: t.snapshot,
+        diagnostics: t.diags,
+        ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
+        gateway_status,
+    }
 }
 
 /// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
@@ -439,5 +454,7 @@ impl<'a> Translator<'a> {
     }
 }
 
+#[cfg(test)]
+mod gateway_tests;
 #[cfg(test)]
 mod tests;

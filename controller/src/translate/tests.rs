@@ -6,7 +6,7 @@ use k8s_openapi::api::networking::v1::IngressClass;
 
 use super::*;
 
-fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+pub(super) fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
@@ -35,11 +35,11 @@ fn path(p: &str, ty: &str, svc: &str, port: Value) -> Value {
     json!({"path": p, "pathType": ty, "backend": {"service": {"name": svc, "port": port}}})
 }
 
-fn service(name: &str, ports: Value) -> Service {
+pub(super) fn service(name: &str, ports: Value) -> Service {
     obj(json!({"metadata": {"name": name, "namespace": "web"}, "spec": {"ports": ports}}))
 }
 
-fn slice(svc: &str, port_name: &str, port: u16, endpoints: Value) -> EndpointSlice {
+pub(super) fn slice(svc: &str, port_name: &str, port: u16, endpoints: Value) -> EndpointSlice {
     obj(json!({
         "metadata": {"name": format!("{svc}-x"), "namespace": "web", "labels": {"kubernetes.io/service-name": svc}},
         "addressType": "IPv4",
@@ -48,14 +48,14 @@ fn slice(svc: &str, port_name: &str, port: u16, endpoints: Value) -> EndpointSli
     }))
 }
 
-fn tls_secret(name: &str, hosts: &[&str]) -> Secret {
+pub(super) fn tls_secret(name: &str, hosts: &[&str]) -> Secret {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let params = rcgen::CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()).unwrap();
     let cert = params.self_signed(&key).unwrap();
     secret(name, &cert.pem(), &key.serialize_pem())
 }
 
-fn secret(name: &str, crt: &str, key: &str) -> Secret {
+pub(super) fn secret(name: &str, crt: &str, key: &str) -> Secret {
     obj(json!({
         "metadata": {"name": name, "namespace": "web"}, "type": "kubernetes.io/tls",
         "data": {"tls.crt": b64(crt), "tls.key": b64(key)},

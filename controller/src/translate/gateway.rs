@@ -1,0 +1,908 @@
+//! Gateway API: the GatewayClasses of our controller, their Gateways and the HTTPRoutes
+//! attached to them, as Gateway ports in the snapshot, and the status each object should
+//! show. Pure, like the Ingress translation; `k8s::gateway_status` writes the status.
+//!
+//! Each Gateway is served on its own address (see [`AddressPool`]), so that a route
+//! attached to one Gateway is never served through another, even when both listen on the
+//! same port.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use wharf_gateway_api::gatewayclasses::GatewayClassStatus;
+use wharf_gateway_api::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as FromNamespaces,
+    GatewayListenersAllowedRoutesNamespacesSelector as Selector, GatewayListenersTlsMode, GatewayStatus,
+    GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
+};
+use wharf_gateway_api::httproutes::{
+    HttpRoute, HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
+};
+use wharf_model::{GatewayPort, Host, ObjectRef, PortProtocol, Route, Snapshot, TlsHost, VirtualHost, WeightedBackend};
+
+use super::backend::{Backends, ServicePortRef};
+use super::grants::{permitted, RefFrom, RefTo, GATEWAY_GROUP};
+use super::http_route::{self, Refused};
+use super::tls::Secrets;
+use crate::World;
+
+/// The addresses Gateways are bound to: an IPv4 range the process may bind any address
+/// of (a routed range on the node, or loopback). Each Gateway keeps the address it was
+/// given (read back from its status) for as long as it exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressPool {
+    first: u32,
+    size: u32,
+}
+
+impl AddressPool {
+    /// Parses `a.b.c.d/len` (len 8 to 30). The network address itself is not handed out.
+    pub fn parse(cidr: &str) -> Result<AddressPool, String> {
+        let (ip, len) = cidr.split_once('/').ok_or_else(|| format!("{cidr:?} is not a CIDR (a.b.c.d/len)"))?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| format!("{cidr:?}: {ip:?} is not an IPv4 address"))?;
+        let len: u32 =
+            len.parse().ok().filter(|l| (8..=30).contains(l)).ok_or_else(|| {
+                format!("{cidr:?}: the prefix length must be 8 to 30 (a range of at least 4 addresses)")
+            })?;
+        let mask = u32::MAX << (32 - len);
+        Ok(AddressPool { first: (u32::from(ip) & mask) + 1, size: (1u32 << (32 - len)) - 1 })
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(v4) => u32::from(v4).wrapping_sub(self.first) < self.size,
+            IpAddr::V6(_) => false,
+        }
+    }
+
+    fn nth(&self, n: u32) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(self.first + n % self.size))
+    }
+}
+
+/// The status Gateway API objects of our controller should show.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Statuses {
+    /// GatewayClasses by name, with the generation their conditions observed.
+    pub gateway_classes: Vec<(String, GatewayClassStatus)>,
+    /// Gateways.
+    pub gateways: Vec<(ObjectRef, GatewayStatus)>,
+    /// HTTPRoutes: the `status.parents` entries that are ours (other controllers' entries
+    /// are left as they are).
+    pub http_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+}
+
+/// Settings of the Gateway API translation.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// `spec.controllerName` of the GatewayClasses that are ours.
+    pub controller_name: String,
+    /// Where Gateways are bound; `None`: Gateways are accepted but not programmed.
+    pub addresses: Option<AddressPool>,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions { controller_name: "wharf.dev/gateway-controller".into(), addresses: None }
+    }
+}
+
+const HTTP_ROUTE: &str = "HTTPRoute";
+
+fn condition(
+    kind: &str,
+    ok: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    Condition {
+        type_: kind.to_owned(),
+        status: if ok { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: now.clone(),
+    }
+}
+
+/// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
+fn age_key<K: kube::Resource>(o: &K) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
+    let m = o.meta();
+    (
+        m.creation_timestamp.as_ref().map(|t| t.0),
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+fn object_ref<K: kube::Resource<DynamicType = ()>>(o: &K) -> ObjectRef {
+    let m = o.meta();
+    ObjectRef::new(&K::kind(&()), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
+}
+
+/// One listener of a Gateway, as evaluated.
+struct Listener<'a> {
+    spec: &'a GatewayListeners,
+    /// The port's protocol; `None` for a protocol Wharf does not serve.
+    protocol: Option<PortProtocol>,
+    host: Host,
+    conflict: Option<&'static str>,
+    /// Certificates (snapshot ids) of an HTTPS listener, and why any ref is unresolved.
+    certificates: Vec<String>,
+    bad_ref: Option<(&'static str, String)>,
+    kinds: Vec<GatewayStatusListenersSupportedKinds>,
+    bad_kinds: Option<String>,
+    attached: i32,
+}
+
+impl Listener<'_> {
+    /// Routes may attach and traffic is served.
+    fn ready(&self) -> bool {
+        self.protocol.is_some()
+            && self.conflict.is_none()
+            && self.bad_kinds.is_none()
+            && (self.protocol != Some(PortProtocol::Https) || !self.certificates.is_empty())
+    }
+}
+
+struct Gw<'a> {
+    obj: &'a Gateway,
+    oref: ObjectRef,
+    address: Result<IpAddr, (&'static str, String)>,
+    listeners: Vec<Listener<'a>>,
+}
+
+/// Everything HTTPRoutes attach to, per Gateway port: (host, sort key, route) entries by
+/// listener index.
+type Attached = HashMap<(usize, usize), Vec<(Host, RouteKey, Route)>>;
+
+/// Sort key of a route entry within a host: Gateway API precedence.
+type RouteKey = (std::cmp::Reverse<bool>, std::cmp::Reverse<usize>, Vec<u8>, usize, usize, usize);
+
+/// Translates the Gateway API objects of `world` into `snapshot.gateway_ports` (with the
+/// clusters and certificates they use) and the status to write.
+pub(super) fn translate(
+    world: &World,
+    opts: &GatewayOptions,
+    backends: &Backends<'_>,
+    secrets: &Secrets<'_>,
+    snapshot: &mut Snapshot,
+    now: &Time,
+) -> Statuses {
+    let mut out = Statuses::default();
+    let classes: HashSet<&str> = world
+        .gateway_classes
+        .iter()
+        .filter(|c| c.spec.controller_name == opts.controller_name)
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    for c in world.gateway_classes.iter().filter(|c| c.spec.controller_name == opts.controller_name) {
+        let generation = c.metadata.generation;
+        let accepted = match &c.spec.parameters_ref {
+            None => condition("Accepted", true, "Accepted", "Wharf serves Gateways of this class", generation, now),
+            Some(p) => condition(
+                "Accepted",
+                false,
+                "InvalidParameters",
+                format!(
+                    "parametersRef {}/{} {}: Wharf takes no parameters; remove parametersRef",
+                    p.group, p.kind, p.name
+                ),
+                generation,
+                now,
+            ),
+        };
+        let status = GatewayClassStatus { conditions: Some(vec![accepted]), supported_features: None };
+        out.gateway_classes.push((c.metadata.name.clone().unwrap_or_default(), status));
+    }
+
+    let mut gateways: Vec<&Gateway> =
+        world.gateways.iter().filter(|g| classes.contains(g.spec.gateway_class_name.as_str())).collect();
+    gateways.sort_by_key(|g| age_key(*g));
+    let addresses = assign_addresses(&gateways, opts.addresses);
+    let mut gws: Vec<Gw<'_>> = gateways
+        .iter()
+        .zip(addresses)
+        .map(|(g, address)| Gw {
+            obj: g,
+            oref: object_ref(*g),
+            address,
+            listeners: listeners(g, world, secrets, snapshot),
+        })
+        .collect();
+
+    let mut attached: Attached = HashMap::new();
+    let mut routes: Vec<&HttpRoute> = world.http_routes.iter().collect();
+    routes.sort_by_key(|r| age_key(*r));
+    for (age, route) in routes.iter().enumerate() {
+        let parents = attach_route(route, age, &mut gws, world, backends, snapshot, &mut attached, opts, now);
+        if !parents.is_empty() {
+            out.http_routes.push((object_ref(*route), parents));
+        }
+    }
+
+    for (gi, gw) in gws.iter().enumerate() {
+        if let Ok(ip) = gw.address {
+            snapshot.gateway_ports.extend(ports(gi, gw, ip, &mut attached));
+        }
+        out.gateways.push((gw.oref.clone(), gateway_status(gw, now)));
+    }
+    out
+}
+
+/// Addresses for the Gateways, oldest first: the one `spec.addresses` asks for, else the
+/// one its status shows, else one picked by a hash of its name; each taken once.
+fn assign_addresses(gateways: &[&Gateway], pool: Option<AddressPool>) -> Vec<Result<IpAddr, (&'static str, String)>> {
+    let Some(pool) = pool else {
+        return gateways
+            .iter()
+            .map(|_| {
+                Err((
+                    "AddressNotAssigned",
+                    "this Wharf has no address range for Gateways (--gateway-addresses); the Gateway is not served"
+                        .into(),
+                ))
+            })
+            .collect();
+    };
+    let mut taken = HashSet::new();
+    gateways
+        .iter()
+        .map(|g| {
+            let requested: Vec<&str> = g
+                .spec
+                .addresses
+                .iter()
+                .flatten()
+                .filter(|a| a.r#type.as_deref().unwrap_or("IPAddress") == "IPAddress")
+                .filter_map(|a| a.value.as_deref())
+                .collect();
+            if let Some(want) = requested.first() {
+                return match want.parse::<IpAddr>() {
+                    Ok(ip) if pool.contains(ip) && taken.insert(ip) => Ok(ip),
+                    Ok(ip) if pool.contains(ip) => {
+                        Err(("AddressNotUsable", format!("address {ip} is taken by an older Gateway")))
+                    }
+                    _ => Err((
+                        "AddressNotUsable",
+                        format!("address {want:?} is not in this Wharf's Gateway address range"),
+                    )),
+                };
+            }
+            let shown = g.status.as_ref().and_then(|s| s.addresses.as_ref()).and_then(|a| a.first());
+            if let Some(ip) = shown.and_then(|a| a.value.parse::<IpAddr>().ok()).filter(|ip| pool.contains(*ip)) {
+                if taken.insert(ip) {
+                    return Ok(ip);
+                }
+            }
+            let key = format!(
+                "{}/{}",
+                g.metadata.namespace.as_deref().unwrap_or(""),
+                g.metadata.name.as_deref().unwrap_or("")
+            );
+            let start = fnv(&key);
+            (0..pool.size.min(65_536))
+                .map(|i| pool.nth(start.wrapping_add(i)))
+                .find(|ip| taken.insert(*ip))
+                .ok_or(("AddressNotAssigned", "every address of the Gateway address range is taken".into()))
+        })
+        .collect()
+}
+
+/// FNV-1a, for a stable starting point in the address range.
+fn fnv(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot: &mut Snapshot) -> Vec<Listener<'a>> {
+    let ns = g.metadata.namespace.as_deref().unwrap_or("default");
+    let gref = object_ref(g);
+    let mut out: Vec<Listener<'a>> = g
+        .spec
+        .listeners
+        .iter()
+        .map(|l| {
+            let protocol = match l.protocol.as_str() {
+                "HTTP" => Some(PortProtocol::Http),
+                "HTTPS" => Some(PortProtocol::Https),
+                _ => None,
+            };
+            let host = match l.hostname.as_deref() {
+                None | Some("") => Host::Any,
+                Some(h) => Host::parse_gateway(h).unwrap_or(Host::Any),
+            };
+            let supported = [HTTP_ROUTE];
+            let (kinds, bad_kinds) = match l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
+                None => (supported.iter().map(|k| kind(k)).collect(), None),
+                Some(asked) => {
+                    let ok: Vec<_> = asked
+                        .iter()
+                        .filter(|k| {
+                            k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
+                                && supported.contains(&k.kind.as_str())
+                        })
+                        .map(|k| kind(&k.kind))
+                        .collect();
+                    let bad: Vec<String> = asked
+                        .iter()
+                        .filter(|k| {
+                            !ok.iter().any(|o| o.kind == k.kind)
+                                || k.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
+                        })
+                        .map(|k| format!("{}/{}", k.group.as_deref().unwrap_or(GATEWAY_GROUP), k.kind))
+                        .collect();
+                    let bad = (!bad.is_empty()).then(|| {
+                        format!(
+                            "route kinds {} are not supported on a {} listener (supported: HTTPRoute)",
+                            bad.join(", "),
+                            l.protocol
+                        )
+                    });
+                    (ok, bad)
+                }
+            };
+            let mut listener = Listener {
+                spec: l,
+                protocol,
+                host,
+                conflict: None,
+                certificates: Vec::new(),
+                bad_ref: None,
+                kinds: if protocol.is_some() { kinds } else { Vec::new() },
+                bad_kinds,
+                attached: 0,
+            };
+            if protocol == Some(PortProtocol::Https) {
+                certificates(&mut listener, ns, &gref, world, secrets, snapshot);
+            }
+            listener
+        })
+        .collect();
+
+    // Listeners sharing a port must share its protocol and differ in hostname.
+    let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, l) in out.iter().enumerate() {
+        if l.protocol.is_some() {
+            by_port.entry(l.spec.port).or_default().push(i);
+        }
+    }
+    for idx in by_port.values() {
+        let first = out[idx[0]].protocol;
+        if idx.iter().any(|i| out[*i].protocol != first) {
+            idx.iter().for_each(|i| out[*i].conflict = Some("ProtocolConflict"));
+            continue;
+        }
+        for (n, i) in idx.iter().enumerate() {
+            let dup = idx.iter().enumerate().any(|(m, j)| m != n && out[*j].host == out[*i].host);
+            if dup {
+                out[*i].conflict = Some("HostnameConflict");
+            }
+        }
+    }
+    out
+}
+
+fn kind(k: &str) -> GatewayStatusListenersSupportedKinds {
+    GatewayStatusListenersSupportedKinds { group: Some(GATEWAY_GROUP.into()), kind: k.into() }
+}
+
+/// Resolves an HTTPS listener's certificateRefs into snapshot certificates.
+fn certificates(
+    l: &mut Listener<'_>,
+    ns: &str,
+    gref: &ObjectRef,
+    world: &World,
+    secrets: &Secrets<'_>,
+    snapshot: &mut Snapshot,
+) {
+    let tls = l.spec.tls.as_ref();
+    if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
+        l.bad_ref = Some((
+            "InvalidCertificateRef",
+            "an HTTPS listener terminates TLS; use a TLS listener for passthrough".into(),
+        ));
+        return;
+    }
+    let refs = tls.and_then(|t| t.certificate_refs.as_deref()).unwrap_or_default();
+    if refs.is_empty() {
+        l.bad_ref = Some(("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs".into()));
+    }
+    for r in refs {
+        let group = r.group.as_deref().unwrap_or("");
+        let kind = r.kind.as_deref().unwrap_or("Secret");
+        let rns = r.namespace.as_deref().unwrap_or(ns);
+        let fail = |reason, message: String| Some((reason, message));
+        if !group.is_empty() || kind != "Secret" {
+            l.bad_ref = l.bad_ref.take().or_else(|| {
+                fail(
+                    "InvalidCertificateRef",
+                    format!("certificateRef {group}/{kind} {}: only core Secrets are supported", r.name),
+                )
+            });
+            continue;
+        }
+        let from = RefFrom { group: GATEWAY_GROUP, kind: "Gateway", namespace: ns };
+        let to = RefTo { group: "", kind: "Secret", namespace: rns, name: &r.name };
+        if !permitted(&world.reference_grants, from, to) {
+            l.bad_ref = l.bad_ref.take().or_else(|| {
+                fail(
+                    "RefNotPermitted",
+                    format!(
+                        "certificateRef Secret {rns}/{}: no ReferenceGrant in {rns} lets Gateways of {ns} use it",
+                        r.name
+                    ),
+                )
+            });
+            continue;
+        }
+        let mut diags = Vec::new();
+        match secrets.certificate(rns, &r.name, gref, &mut diags, snapshot) {
+            Some(id) if diags.is_empty() => l.certificates.push(id),
+            _ => {
+                let why = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+                l.bad_ref = l.bad_ref.take().or_else(|| {
+                    fail("InvalidCertificateRef", format!("certificateRef Secret {rns}/{}: {why}", r.name))
+                });
+            }
+        }
+    }
+}
+
+fn namespace_allowed(l: &GatewayListeners, gateway_ns: &str, route_ns: &str, world: &World) -> bool {
+    let ns = l.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
+    match ns.and_then(|n| n.from.as_ref()).unwrap_or(&FromNamespaces::Same) {
+        FromNamespaces::Same => gateway_ns == route_ns,
+        FromNamespaces::All => true,
+        FromNamespaces::Selector => {
+            let labels = world
+                .namespaces
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(route_ns))
+                .and_then(|n| n.metadata.labels.clone())
+                .unwrap_or_default();
+            ns.and_then(|n| n.selector.as_ref()).is_some_and(|s| selects(s, &labels))
+        }
+    }
+}
+
+/// A label selector (matchLabels and matchExpressions) against `labels`.
+fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
+    let by_label = s.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let by_expr = s.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    by_label && by_expr
+}
+
+/// The parents a route names that are Gateways of ours: attaches it to their listeners,
+/// builds its routes, and returns the status entry of each.
+#[allow(clippy::too_many_arguments)]
+fn attach_route(
+    route: &HttpRoute,
+    age: usize,
+    gws: &mut [Gw<'_>],
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+    attached: &mut Attached,
+    opts: &GatewayOptions,
+    now: &Time,
+) -> Vec<HttpRouteStatusParents> {
+    let ns = route.metadata.namespace.as_deref().unwrap_or("default");
+    let rref = object_ref(route);
+    let generation = route.metadata.generation;
+    let hostnames = route.spec.hostnames.clone().unwrap_or_default();
+    let mut statuses = Vec::new();
+    let mut built: Option<Rules> = None;
+    for parent in route.spec.parent_refs.iter().flatten() {
+        if parent.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
+            || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
+            continue;
+        }
+        let pns = parent.namespace.as_deref().unwrap_or(ns);
+        let Some(gi) = gws.iter().position(|g| g.oref.namespace == pns && g.oref.name == parent.name) else {
+            continue;
+        };
+        let (rules, refused, unresolved) =
+            built.get_or_insert_with(|| rules(route, ns, &rref, world, backends, snapshot)).clone();
+        let gw_ns = gws[gi].oref.namespace.clone();
+        let mut accepted: Result<(), (&'static str, String)> = Ok(());
+        let named: Vec<usize> = (0..gws[gi].listeners.len())
+            .filter(|&li| {
+                let l = gws[gi].listeners[li].spec;
+                parent.section_name.as_deref().is_none_or(|s| s == l.name) && parent.port.is_none_or(|p| p == l.port)
+            })
+            .collect();
+        if named.is_empty() {
+            accepted = Err(("NoMatchingParent", "the Gateway has no listener with this sectionName and port".into()));
+        }
+        let ready: Vec<usize> = named.iter().copied().filter(|&li| gws[gi].listeners[li].ready()).collect();
+        let allowed: Vec<usize> = ready
+            .iter()
+            .copied()
+            .filter(|&li| {
+                let l = &gws[gi].listeners[li];
+                namespace_allowed(l.spec, &gw_ns, ns, world) && l.kinds.iter().any(|k| k.kind == HTTP_ROUTE)
+            })
+            .collect();
+        if accepted.is_ok() && allowed.is_empty() {
+            accepted = Err((
+                "NotAllowedByListeners",
+                format!(
+                    "no listener of Gateway {gw_ns}/{} that this parentRef names allows HTTPRoutes from namespace {ns}",
+                    parent.name
+                ),
+            ));
+        }
+        let mut any_host = false;
+        for &li in &allowed {
+            let l = &gws[gi].listeners[li];
+            let listener_host = l.spec.hostname.as_deref();
+            let names = http_route::hostnames(listener_host, &hostnames);
+            if names.is_empty() {
+                continue;
+            }
+            any_host = true;
+            gws[gi].listeners[li].attached += 1;
+            let entries = attached.entry((gi, li)).or_default();
+            for name in &names {
+                let Ok(host) = http_route::host(name) else { continue };
+                for (rule, m_idx, m, action) in &rules {
+                    let key: RouteKey = (
+                        std::cmp::Reverse(matches!(host, Host::Exact(_))),
+                        std::cmp::Reverse(name.len()),
+                        precedence_bytes(m),
+                        age,
+                        *rule,
+                        *m_idx,
+                    );
+                    let route = Route {
+                        matches: m.clone(),
+                        action: action.clone(),
+                        source: rref.clone(),
+                        https_redirect: false,
+                        max_body_bytes: None,
+                    };
+                    entries.push((host.clone(), key, route));
+                }
+            }
+        }
+        if accepted.is_ok() && !allowed.is_empty() && !any_host {
+            accepted = Err((
+                "NoMatchingListenerHostname",
+                "no hostname of this route matches a hostname of the listeners it may attach to".into(),
+            ));
+        }
+        let mut conditions = Vec::new();
+        match (&accepted, &refused) {
+            (Err((reason, msg)), _) => {
+                conditions.push(condition("Accepted", false, reason, msg.clone(), generation, now))
+            }
+            (Ok(()), Some(r)) if rules.is_empty() => {
+                conditions.push(condition("Accepted", false, r.reason, r.message.clone(), generation, now))
+            }
+            (Ok(()), Some(r)) => {
+                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now));
+                conditions.push(condition(
+                    "PartiallyInvalid",
+                    true,
+                    r.reason,
+                    format!("a rule was dropped: {}", r.message),
+                    generation,
+                    now,
+                ));
+            }
+            (Ok(()), None) => {
+                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now))
+            }
+        }
+        conditions.push(match &unresolved {
+            Some((reason, msg)) => condition("ResolvedRefs", false, reason, msg.clone(), generation, now),
+            None => condition("ResolvedRefs", true, "ResolvedRefs", "every backendRef resolved", generation, now),
+        });
+        statuses.push(HttpRouteStatusParents {
+            conditions,
+            controller_name: opts.controller_name.clone(),
+            parent_ref: parent_ref(parent),
+        });
+    }
+    statuses
+}
+
+/// An ordering of [`wharf_model::RouteMatch::precedence_key`] as bytes, so keys of
+/// several parts compare as one.
+fn precedence_bytes(m: &wharf_model::RouteMatch) -> Vec<u8> {
+    let exact = matches!(m.path, wharf_model::PathMatch::Exact(_));
+    let inv = |n: usize| u32::MAX - u32::try_from(n).unwrap_or(u32::MAX);
+    let mut k = vec![u8::from(!exact)];
+    k.extend(inv(m.path.path().len()).to_be_bytes());
+    k.push(u8::from(m.method.is_none()));
+    k.extend(inv(m.headers.len()).to_be_bytes());
+    k.extend(inv(m.query.len()).to_be_bytes());
+    k
+}
+
+fn parent_ref(p: &HttpRouteParentRefs) -> HttpRouteStatusParentsParentRef {
+    HttpRouteStatusParentsParentRef {
+        group: p.group.clone(),
+        kind: p.kind.clone(),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}
+
+type Rules = (
+    Vec<(usize, usize, wharf_model::RouteMatch, wharf_model::Action)>,
+    Option<Refused>,
+    Option<(&'static str, String)>,
+);
+
+/// A route's rules as (rule index, match index, match, action); the first refused rule's
+/// reason; the first unresolved backendRef's reason.
+fn rules(
+    route: &HttpRoute,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Rules {
+    let mut out = Vec::new();
+    let mut refused = None;
+    let mut unresolved = None;
+    for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
+        let matches = match http_route::route_matches(rule.matches.as_deref().unwrap_or_default()) {
+            Ok(m) => m,
+            Err(r) => {
+                refused.get_or_insert(r);
+                continue;
+            }
+        };
+        let mut weighted = Vec::new();
+        for b in rule.backend_refs.iter().flatten() {
+            let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
+            match backend(
+                b.group.as_deref(),
+                b.kind.as_deref(),
+                &b.name,
+                b.namespace.as_deref(),
+                b.port,
+                ns,
+                rref,
+                world,
+                backends,
+                snapshot,
+            ) {
+                Ok(cluster) => weighted.push(WeightedBackend { cluster, weight }),
+                Err(why) => {
+                    unresolved.get_or_insert(why);
+                    // Requests this backend's share would take are refused.
+                    weighted.push(WeightedBackend { cluster: String::new(), weight });
+                }
+            }
+        }
+        for (mi, m) in matches.into_iter().enumerate() {
+            match http_route::action(rule.filters.as_deref().unwrap_or_default(), weighted.clone(), &m.path) {
+                Ok(action) => out.push((ri, mi, m, action)),
+                Err(r) => {
+                    refused.get_or_insert(r);
+                    break;
+                }
+            }
+        }
+    }
+    (out, refused, unresolved)
+}
+
+/// Resolves one backendRef into a cluster id.
+#[allow(clippy::too_many_arguments)]
+fn backend(
+    group: Option<&str>,
+    kind: Option<&str>,
+    name: &str,
+    namespace: Option<&str>,
+    port: Option<i32>,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Result<String, (&'static str, String)> {
+    let (group, kind) = (group.unwrap_or(""), kind.unwrap_or("Service"));
+    if !group.is_empty() || kind != "Service" {
+        return Err(("InvalidKind", format!("backendRef {group}/{kind} {name}: only Services are supported")));
+    }
+    let bns = namespace.unwrap_or(ns);
+    let from = RefFrom { group: GATEWAY_GROUP, kind: HTTP_ROUTE, namespace: ns };
+    if !permitted(&world.reference_grants, from, RefTo { group: "", kind: "Service", namespace: bns, name }) {
+        return Err((
+            "RefNotPermitted",
+            format!("backendRef Service {bns}/{name}: no ReferenceGrant in {bns} lets HTTPRoutes of {ns} use it"),
+        ));
+    }
+    let Some(port) = port else {
+        return Err(("BackendNotFound", format!("backendRef Service {bns}/{name} needs a port")));
+    };
+    let mut diags = Vec::new();
+    backends.cluster(bns, name, &ServicePortRef::Number(port), rref, &mut diags, &mut snapshot.clusters).ok_or_else(
+        || {
+            (
+                "BackendNotFound",
+                diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found")),
+            )
+        },
+    )
+}
+
+/// The ports of one Gateway: its ready listeners grouped by port, with their routes.
+fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<GatewayPort> {
+    let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (li, l) in gw.listeners.iter().enumerate() {
+        if let (true, Ok(port)) = (l.ready(), u16::try_from(l.spec.port)) {
+            by_port.entry(port).or_default().push(li);
+        }
+    }
+    by_port
+        .into_iter()
+        .filter_map(|(port, idx)| {
+            let protocol = gw.listeners[idx[0]].protocol?;
+            let mut tls_hosts = Vec::new();
+            let mut hosts: BTreeMap<Host, Vec<(RouteKey, Route)>> = BTreeMap::new();
+            for &li in &idx {
+                let l = &gw.listeners[li];
+                if let Some(cert) = l.certificates.first() {
+                    tls_hosts.push(TlsHost { host: l.host.clone(), certificate: cert.clone() });
+                }
+                // Every listener hostname has a host of its own, even without routes: a
+                // request for it never falls through to a less specific listener's routes.
+                hosts.entry(l.host.clone()).or_default();
+                let entries = attached.remove(&(gi, li)).unwrap_or_default();
+                let route_hosts: HashSet<Host> = entries.iter().map(|(h, _, _)| h.clone()).collect();
+                for h in route_hosts {
+                    if more_specific_listener(&h, li, &idx, gw) {
+                        continue;
+                    }
+                    // The host takes every route of this listener whose hostname covers it.
+                    let routes = hosts.entry(h.clone()).or_default();
+                    for (rh, key, r) in &entries {
+                        if covers(rh, &h) {
+                            routes.push((key.clone(), r.clone()));
+                        }
+                    }
+                }
+            }
+            let virtual_hosts = hosts
+                .into_iter()
+                .map(|(host, mut routes)| {
+                    routes.sort_by(|a, b| a.0.cmp(&b.0));
+                    routes.dedup_by(|a, b| a.0 == b.0);
+                    VirtualHost { host, routes: routes.into_iter().map(|(_, r)| r).collect() }
+                })
+                .collect();
+            Some(GatewayPort {
+                gateway: gw.oref.clone(),
+                bind: SocketAddr::new(ip, port),
+                protocol,
+                tls_hosts,
+                virtual_hosts,
+                passthrough: Vec::new(),
+                tcp: None,
+            })
+        })
+        .collect()
+}
+
+/// True when every name `inner` matches, `outer` matches too.
+fn covers(outer: &Host, inner: &Host) -> bool {
+    match (outer, inner) {
+        (Host::Any, _) => true,
+        (_, Host::Any) => false,
+        (o, Host::Exact(n)) => o.matches(n),
+        (Host::Suffix(o), Host::Suffix(i)) => i.ends_with(o.as_str()),
+        (o, i) => o == i,
+    }
+}
+
+/// True when another listener on the port has a hostname more specific than listener
+/// `li`'s that covers `h`: requests for `h` belong to that listener.
+fn more_specific_listener(h: &Host, li: usize, idx: &[usize], gw: &Gw<'_>) -> bool {
+    let mine = &gw.listeners[li].host;
+    idx.iter().filter(|&&o| o != li).any(|&o| {
+        let other = &gw.listeners[o].host;
+        covers(other, h) && covers(mine, other) && other != mine
+    })
+}
+
+fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
+    let generation = gw.obj.metadata.generation;
+    let cond =
+        |kind: &str, ok: bool, reason: &str, message: String| condition(kind, ok, reason, message, generation, now);
+    let listeners: Vec<GatewayStatusListeners> = gw
+        .listeners
+        .iter()
+        .map(|l| {
+            let mut c = Vec::new();
+            match l.protocol {
+                None => c.push(cond(
+                    "Accepted",
+                    false,
+                    "UnsupportedProtocol",
+                    format!("protocol {} is not supported yet (HTTP and HTTPS are)", l.spec.protocol),
+                )),
+                Some(_) => c.push(cond("Accepted", true, "Accepted", "listener accepted".into())),
+            }
+            c.push(match l.conflict {
+                Some(reason) => cond(
+                    "Conflicted",
+                    true,
+                    reason,
+                    format!("another listener on port {} conflicts with this one ({reason})", l.spec.port),
+                ),
+                None => cond("Conflicted", false, "NoConflicts", "no conflicts".into()),
+            });
+            c.push(match (&l.bad_kinds, &l.bad_ref) {
+                (Some(msg), _) => cond("ResolvedRefs", false, "InvalidRouteKinds", msg.clone()),
+                (None, Some((reason, msg))) => cond("ResolvedRefs", false, reason, msg.clone()),
+                (None, None) => cond("ResolvedRefs", true, "ResolvedRefs", "every reference resolved".into()),
+            });
+            c.push(match (l.ready(), &gw.address) {
+                (true, Ok(_)) => cond("Programmed", true, "Programmed", "listener is served".into()),
+                (true, Err((_, msg))) => cond("Programmed", false, "Pending", msg.clone()),
+                (false, _) => {
+                    cond("Programmed", false, "Invalid", "listener is not served; see its other conditions".into())
+                }
+            });
+            GatewayStatusListeners {
+                attached_routes: l.attached,
+                conditions: c,
+                name: l.spec.name.clone(),
+                supported_kinds: Some(l.kinds.clone()),
+            }
+        })
+        .collect();
+    let valid = gw.listeners.iter().filter(|l| l.ready()).count();
+    let accepted = if valid == gw.listeners.len() {
+        cond("Accepted", true, "Accepted", "Gateway accepted".into())
+    } else if valid > 0 {
+        cond(
+            "Accepted",
+            true,
+            "ListenersNotValid",
+            format!(
+                "{} of {} listeners are not valid; see their conditions",
+                gw.listeners.len() - valid,
+                gw.listeners.len()
+            ),
+        )
+    } else {
+        cond("Accepted", false, "ListenersNotValid", "no listener is valid; see their conditions".into())
+    };
+    let programmed = match &gw.address {
+        Ok(ip) if valid > 0 => cond("Programmed", true, "Programmed", format!("served on {ip}")),
+        Ok(_) => cond("Programmed", false, "Invalid", "no listener is valid".into()),
+        Err((reason, msg)) => cond("Programmed", false, reason, msg.clone()),
+    };
+    GatewayStatus {
+        addresses: gw
+            .address
+            .as_ref()
+            .ok()
+            .map(|ip| vec![GatewayStatusAddresses { r#type: Some("IPAddress".into()), value: ip.to_string() }]),
+        attached_listener_sets: None,
+        conditions: Some(vec![accepted, programmed]),
+        listeners: Some(listeners),
+    }
+}

@@ -1,0 +1,452 @@
+use serde_json::{json, Value};
+
+use k8s_openapi::api::core::v1::Namespace;
+use wharf_gateway_api::gatewayclasses::GatewayClass;
+use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::httproutes::HttpRoute;
+use wharf_gateway_api::referencegrants::ReferenceGrant;
+use wharf_model::{GatewayPort, PortProtocol};
+
+use super::gateway::{AddressPool, GatewayOptions};
+use super::tests::{obj, service, slice, tls_secret};
+use super::*;
+
+const CONTROLLER: &str = "wharf.dev/gateway-controller";
+
+fn opts() -> Options {
+    Options {
+        now: 1_800_000_000,
+        gateway: GatewayOptions {
+            controller_name: CONTROLLER.into(),
+            addresses: AddressPool::parse("127.1.0.0/16").ok(),
+        },
+        ..Options::default()
+    }
+}
+
+fn gateway_class(name: &str, controller: &str) -> GatewayClass {
+    obj(json!({"metadata": {"name": name, "generation": 1}, "spec": {"controllerName": controller}}))
+}
+
+fn gateway(ns: &str, name: &str, age: u32, listeners: Value) -> Gateway {
+    obj(json!({
+        "metadata": {"name": name, "namespace": ns, "generation": 2,
+                      "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+        "spec": {"gatewayClassName": "wharf", "listeners": listeners},
+    }))
+}
+
+fn http_route(ns: &str, name: &str, age: u32, spec: Value) -> HttpRoute {
+    obj(json!({
+        "metadata": {"name": name, "namespace": ns, "generation": 3,
+                      "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+        "spec": spec,
+    }))
+}
+
+fn to_app(parent: Value, hostnames: Value, path: &str) -> Value {
+    json!({
+        "parentRefs": [parent], "hostnames": hostnames,
+        "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                   "backendRefs": [{"name": "app", "port": 80}]}],
+    })
+}
+
+fn http(name: &str, port: u16, hostname: Option<&str>) -> Value {
+    match hostname {
+        Some(h) => json!({"name": name, "port": port, "protocol": "HTTP", "hostname": h}),
+        None => json!({"name": name, "port": port, "protocol": "HTTP"}),
+    }
+}
+
+fn world(gateways: Vec<Gateway>, routes: Vec<HttpRoute>) -> World {
+    World {
+        gateway_classes: vec![gateway_class("wharf", CONTROLLER), gateway_class("other", "example.com/other")],
+        gateways,
+        http_routes: routes,
+        services: vec![service("app", json!([{"name": "http", "port": 80}]))],
+        endpoint_slices: vec![slice("app", "http", 8080, json!([{"addresses": ["10.0.0.1"]}]))],
+        namespaces: vec![
+            obj::<Namespace>(json!({"metadata": {"name": "web", "labels": {"team": "web"}}})),
+            obj::<Namespace>(json!({"metadata": {"name": "shop", "labels": {"team": "shop"}}})),
+        ],
+        ..Default::default()
+    }
+}
+
+/// `(type, status, reason)` of each condition.
+fn conds(c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]) -> Vec<(String, String, String)> {
+    c.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect()
+}
+
+fn has(c: &[(String, String, String)], kind: &str, status: &str, reason: &str) -> bool {
+    c.contains(&(kind.into(), status.into(), reason.into()))
+}
+
+fn gateway_conds(t: &Translation, name: &str) -> Vec<(String, String, String)> {
+    let (_, s) = t.gateway_status.gateways.iter().find(|(o, _)| o.name == name).unwrap();
+    conds(s.conditions.as_deref().unwrap_or_default())
+}
+
+fn listener_conds(t: &Translation, gw: &str, listener: &str) -> (Vec<(String, String, String)>, i32) {
+    let (_, s) = t.gateway_status.gateways.iter().find(|(o, _)| o.name == gw).unwrap();
+    let l = s.listeners.iter().flatten().find(|l| l.name == listener).unwrap();
+    (conds(&l.conditions), l.attached_routes)
+}
+
+fn route_conds(t: &Translation, name: &str) -> Vec<Vec<(String, String, String)>> {
+    t.gateway_status
+        .http_routes
+        .iter()
+        .filter(|(o, _)| o.name == name)
+        .flat_map(|(_, parents)| parents.iter().map(|p| conds(&p.conditions)))
+        .collect()
+}
+
+fn ports(t: &Translation) -> &[GatewayPort] {
+    &t.snapshot.gateway_ports
+}
+
+/// (host, [(route name, path)]) of a port's virtual hosts.
+fn hosts(p: &GatewayPort) -> Vec<(String, Vec<(String, String)>)> {
+    p.virtual_hosts
+        .iter()
+        .map(|vh| {
+            (
+                vh.host.to_string(),
+                vh.routes.iter().map(|r| (r.source.name.clone(), r.matches.path.path().to_owned())).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_route_attached_to_our_gateway_is_served_on_the_gateways_own_address() {
+    let mut other = gateway("web", "theirs", 1, json!([http("http", 80, None)]));
+    other.spec.gateway_class_name = "other".into();
+    let w = world(
+        vec![gateway("web", "gw", 0, json!([http("http", 80, None)])), other],
+        vec![http_route("web", "r", 0, to_app(json!({"name": "gw"}), json!(["a.example.com"]), "/api"))],
+    );
+    let t = translate(&w, &opts(), None);
+
+    let classes: Vec<_> = t
+        .gateway_status
+        .gateway_classes
+        .iter()
+        .map(|(n, s)| (n.as_str(), conds(s.conditions.as_deref().unwrap_or_default())))
+        .collect();
+    assert_eq!(classes, [("wharf", vec![("Accepted".into(), "True".into(), "Accepted".into())])], "only our class");
+    assert_eq!(t.gateway_status.gateways.len(), 1, "only Gateways of our class");
+    let g = gateway_conds(&t, "gw");
+    assert!(has(&g, "Accepted", "True", "Accepted") && has(&g, "Programmed", "True", "Programmed"), "{g:?}");
+    let (l, attached) = listener_conds(&t, "gw", "http");
+    assert_eq!(attached, 1);
+    for want in [
+        ("Accepted", "True", "Accepted"),
+        ("Conflicted", "False", "NoConflicts"),
+        ("ResolvedRefs", "True", "ResolvedRefs"),
+        ("Programmed", "True", "Programmed"),
+    ] {
+        assert!(has(&l, want.0, want.1, want.2), "{want:?} in {l:?}");
+    }
+    assert_eq!(
+        route_conds(&t, "r"),
+        [vec![
+            ("Accepted".into(), "True".into(), "Accepted".into()),
+            ("ResolvedRefs".into(), "True".into(), "ResolvedRefs".into())
+        ]]
+    );
+    let (_, status) = &t.gateway_status.gateways[0];
+    let addr = status.addresses.as_ref().map(|a| a[0].value.clone()).unwrap_or_default();
+    let ip: std::net::IpAddr = addr.parse().unwrap();
+    assert!(addr.starts_with("127.1."), "{addr}");
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    assert!(conditions.iter().all(|c| c.observed_generation == Some(2)));
+
+    assert_eq!(ports(&t).len(), 1);
+    let p = &ports(&t)[0];
+    assert_eq!((p.bind, p.protocol), ((ip, 80).into(), PortProtocol::Http));
+    assert_eq!(p.gateway, ObjectRef::new("Gateway", "web", "gw"));
+    assert_eq!(hosts(p), [("a.example.com".into(), vec![("r".into(), "/api".into())]), ("*".into(), vec![])]);
+    assert!(t.snapshot.clusters.contains_key("web/app:80"));
+}
+
+#[test]
+fn routes_from_namespaces_a_listener_does_not_allow_do_not_attach() {
+    let listeners = json!([
+        {"name": "same", "port": 80, "protocol": "HTTP", "hostname": "same.example.com"},
+        {"name": "selected", "port": 80, "protocol": "HTTP", "hostname": "sel.example.com",
+         "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"team": "shop"}}}}},
+        {"name": "all", "port": 80, "protocol": "HTTP", "hostname": "all.example.com",
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+    ]);
+    let route = |name: &str, section: &str| {
+        http_route(
+            "shop",
+            name,
+            0,
+            to_app(json!({"name": "gw", "namespace": "web", "sectionName": section}), json!([]), "/"),
+        )
+    };
+    let w = world(
+        vec![gateway("web", "gw", 0, listeners)],
+        vec![route("to-same", "same"), route("to-sel", "selected"), route("to-all", "all")],
+    );
+    let t = translate(&w, &opts(), None);
+    assert!(has(&route_conds(&t, "to-same")[0], "Accepted", "False", "NotAllowedByListeners"));
+    assert!(has(&route_conds(&t, "to-sel")[0], "Accepted", "True", "Accepted"));
+    assert!(has(&route_conds(&t, "to-all")[0], "Accepted", "True", "Accepted"));
+    let attached: Vec<i32> = ["same", "selected", "all"].iter().map(|l| listener_conds(&t, "gw", l).1).collect();
+    assert_eq!(attached, [0, 1, 1]);
+    let served: Vec<String> = hosts(&ports(&t)[0]).into_iter().filter(|(_, r)| !r.is_empty()).map(|(h, _)| h).collect();
+    assert_eq!(served, ["all.example.com", "sel.example.com"]);
+
+    let mut w = w;
+    w.namespaces[1] = obj(json!({"metadata": {"name": "shop", "labels": {"team": "other"}}}));
+    let t = translate(&w, &opts(), None);
+    assert!(
+        has(&route_conds(&t, "to-sel")[0], "Accepted", "False", "NotAllowedByListeners"),
+        "the label selects no more"
+    );
+}
+
+#[test]
+fn parents_and_hostnames_that_do_not_match_are_reported() {
+    let w = world(
+        vec![gateway("web", "gw", 0, json!([http("http", 80, Some("*.example.com"))]))],
+        vec![
+            http_route("web", "elsewhere", 0, to_app(json!({"name": "gw"}), json!(["a.example.org"]), "/")),
+            http_route("web", "no-section", 1, to_app(json!({"name": "gw", "sectionName": "nope"}), json!([]), "/")),
+            http_route("web", "wrong-port", 2, to_app(json!({"name": "gw", "port": 81}), json!([]), "/")),
+            http_route("web", "not-ours", 3, to_app(json!({"name": "missing"}), json!([]), "/")),
+        ],
+    );
+    let t = translate(&w, &opts(), None);
+    assert!(has(&route_conds(&t, "elsewhere")[0], "Accepted", "False", "NoMatchingListenerHostname"));
+    assert!(has(&route_conds(&t, "no-section")[0], "Accepted", "False", "NoMatchingParent"));
+    assert!(has(&route_conds(&t, "wrong-port")[0], "Accepted", "False", "NoMatchingParent"));
+    assert!(route_conds(&t, "not-ours").is_empty(), "a parent that is not our Gateway gets no status from us");
+    assert_eq!(listener_conds(&t, "gw", "http").1, 0);
+}
+
+#[test]
+fn listeners_sharing_a_port_must_agree_on_protocol_and_differ_in_hostname() {
+    let w = world(
+        vec![gateway(
+            "web",
+            "gw",
+            0,
+            json!([
+                http("plain", 8080, None),
+                {"name": "secure", "port": 8080, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}},
+                http("one", 80, Some("a.example.com")),
+                http("two", 80, Some("a.example.com")),
+                http("three", 80, Some("b.example.com")),
+                {"name": "udp", "port": 53, "protocol": "UDP"},
+            ]),
+        )],
+        vec![],
+    );
+    let mut w = w;
+    w.secrets = vec![tls_secret("cert", &["a.example.com"])];
+    let t = translate(&w, &opts(), None);
+    for l in ["plain", "secure"] {
+        let (c, _) = listener_conds(&t, "gw", l);
+        assert!(
+            has(&c, "Conflicted", "True", "ProtocolConflict") && has(&c, "Programmed", "False", "Invalid"),
+            "{l}: {c:?}"
+        );
+    }
+    for l in ["one", "two"] {
+        assert!(has(&listener_conds(&t, "gw", l).0, "Conflicted", "True", "HostnameConflict"), "{l}");
+    }
+    assert!(has(&listener_conds(&t, "gw", "three").0, "Programmed", "True", "Programmed"));
+    assert!(has(&listener_conds(&t, "gw", "udp").0, "Accepted", "False", "UnsupportedProtocol"));
+    let g = gateway_conds(&t, "gw");
+    assert!(has(&g, "Accepted", "True", "ListenersNotValid"), "{g:?}");
+    let served: Vec<(u16, Vec<String>)> =
+        ports(&t).iter().map(|p| (p.bind.port(), hosts(p).into_iter().map(|(h, _)| h).collect())).collect();
+    assert_eq!(served, [(80, vec!["b.example.com".to_owned()])], "no conflicted listener is served");
+}
+
+#[test]
+fn certificate_refs_resolve_to_secrets_of_the_namespace_or_granted_ones() {
+    let https = |name: &str, host: &str, secret: Value| json!({"name": name, "port": 443, "protocol": "HTTPS", "hostname": host, "tls": {"certificateRefs": [secret]}});
+    let mut w = world(
+        vec![gateway(
+            "shop",
+            "gw",
+            0,
+            json!([
+                https("missing", "m.example.com", json!({"name": "nope"})),
+                https("other-ns", "o.example.com", json!({"name": "cert", "namespace": "web"})),
+                https("kind", "k.example.com", json!({"name": "cert", "kind": "ConfigMap"})),
+            ]),
+        )],
+        vec![],
+    );
+    w.secrets = vec![tls_secret("cert", &["o.example.com"])];
+    let t = translate(&w, &opts(), None);
+    assert!(has(&listener_conds(&t, "gw", "missing").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
+    assert!(has(&listener_conds(&t, "gw", "other-ns").0, "ResolvedRefs", "False", "RefNotPermitted"));
+    assert!(has(&listener_conds(&t, "gw", "kind").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
+    assert!(has(&gateway_conds(&t, "gw"), "Accepted", "False", "ListenersNotValid"));
+    assert!(ports(&t).is_empty());
+
+    w.reference_grants = vec![obj::<ReferenceGrant>(json!({
+        "metadata": {"name": "g", "namespace": "web"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "shop"}],
+                 "to": [{"group": "", "kind": "Secret"}]},
+    }))];
+    let t = translate(&w, &opts(), None);
+    assert!(has(&listener_conds(&t, "gw", "other-ns").0, "ResolvedRefs", "True", "ResolvedRefs"));
+    let p = &ports(&t)[0];
+    assert_eq!(p.protocol, PortProtocol::Https);
+    assert_eq!(
+        p.tls_hosts.iter().map(|t| (t.host.to_string(), t.certificate.clone())).collect::<Vec<_>>(),
+        [("o.example.com".to_owned(), "web/cert".to_owned())]
+    );
+    assert!(t.snapshot.certificates.contains_key("web/cert"));
+}
+
+#[test]
+fn backend_refs_that_do_not_resolve_are_reported_and_not_served() {
+    let route = |name: &str, backend: Value| {
+        http_route(
+            "shop",
+            name,
+            0,
+            json!({"parentRefs": [{"name": "gw", "namespace": "web"}], "rules": [{"backendRefs": [backend]}]}),
+        )
+    };
+    let listeners =
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]);
+    let mut w = world(
+        vec![gateway("web", "gw", 0, listeners)],
+        vec![
+            route("cross", json!({"name": "app", "namespace": "web", "port": 80})),
+            route("missing", json!({"name": "nope", "port": 80})),
+            route("kind", json!({"name": "app", "kind": "ConfigMap", "group": "", "port": 80})),
+        ],
+    );
+    let t = translate(&w, &opts(), None);
+    assert!(has(&route_conds(&t, "cross")[0], "ResolvedRefs", "False", "RefNotPermitted"));
+    assert!(has(&route_conds(&t, "missing")[0], "ResolvedRefs", "False", "BackendNotFound"));
+    assert!(has(&route_conds(&t, "kind")[0], "ResolvedRefs", "False", "InvalidKind"));
+    assert!(
+        has(&route_conds(&t, "cross")[0], "Accepted", "True", "Accepted"),
+        "the route attaches; its backend answers errors"
+    );
+    assert!(!t.snapshot.clusters.contains_key("web/app:80"));
+
+    w.reference_grants = vec![obj::<ReferenceGrant>(json!({
+        "metadata": {"name": "g", "namespace": "web"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "shop"}],
+                 "to": [{"group": "", "kind": "Service", "name": "app"}]},
+    }))];
+    let t = translate(&w, &opts(), None);
+    assert!(has(&route_conds(&t, "cross")[0], "ResolvedRefs", "True", "ResolvedRefs"));
+    assert!(t.snapshot.clusters.contains_key("web/app:80"));
+}
+
+#[test]
+fn each_gateway_keeps_its_address_and_a_requested_one_wins() {
+    let gw = |name: &str, age: u32| gateway("web", name, age, json!([http("http", 80, None)]));
+    let w = world(vec![gw("a", 0), gw("b", 1)], vec![]);
+    let t = translate(&w, &opts(), None);
+    let addr = |t: &Translation, name: &str| {
+        let (_, s) = t.gateway_status.gateways.iter().find(|(o, _)| o.name == name).unwrap();
+        s.addresses.as_ref().map(|a| a[0].value.clone())
+    };
+    let (a, b) = (addr(&t, "a").unwrap(), addr(&t, "b").unwrap());
+    assert_ne!(a, b);
+    let binds: Vec<String> = ports(&t).iter().map(|p| p.bind.ip().to_string()).collect();
+    assert!(binds.contains(&a) && binds.contains(&b));
+
+    // The address its status shows stays, and one in spec.addresses is taken.
+    let mut shown = gw("a", 0);
+    shown.status = Some(obj(json!({"addresses": [{"type": "IPAddress", "value": "127.1.2.3"}]})));
+    let mut asked = gw("b", 1);
+    asked.spec.addresses = Some(vec![obj(json!({"type": "IPAddress", "value": "127.1.9.9"}))]);
+    let mut outside = gw("c", 2);
+    outside.spec.addresses = Some(vec![obj(json!({"value": "10.0.0.1"}))]);
+    let t = translate(&world(vec![shown, asked, outside], vec![]), &opts(), None);
+    assert_eq!(addr(&t, "a").as_deref(), Some("127.1.2.3"));
+    assert_eq!(addr(&t, "b").as_deref(), Some("127.1.9.9"));
+    assert_eq!(addr(&t, "c"), None);
+    assert!(has(&gateway_conds(&t, "c"), "Programmed", "False", "AddressNotUsable"));
+
+    let no_pool = Options { gateway: GatewayOptions { addresses: None, ..opts().gateway }, ..opts() };
+    let t = translate(&world(vec![gw("a", 0)], vec![]), &no_pool, None);
+    assert!(has(&gateway_conds(&t, "a"), "Programmed", "False", "AddressNotAssigned"));
+    assert!(ports(&t).is_empty());
+}
+
+#[test]
+fn a_request_belongs_to_the_most_specific_listener_and_routes_keep_gateway_precedence() {
+    let listeners = json!([http("wild", 80, Some("*.example.com")), http("foo", 80, Some("foo.example.com"))]);
+    let w = world(
+        vec![gateway("web", "gw", 0, listeners)],
+        vec![
+            // On the wildcard listener, naming foo.example.com: foo's listener takes those.
+            http_route("web", "old", 0, to_app(json!({"name": "gw", "sectionName": "wild"}), json!([]), "/")),
+            http_route(
+                "web",
+                "named",
+                1,
+                to_app(
+                    json!({"name": "gw", "sectionName": "wild"}),
+                    json!(["foo.example.com", "bar.example.com"]),
+                    "/bar",
+                ),
+            ),
+            http_route("web", "new", 2, to_app(json!({"name": "gw", "sectionName": "wild"}), json!([]), "/")),
+            http_route(
+                "web",
+                "exact",
+                3,
+                json!({
+                    "parentRefs": [{"name": "gw", "sectionName": "wild"}],
+                    "rules": [{"matches": [{"path": {"type": "Exact", "value": "/"}}], "backendRefs": [{"name": "app", "port": 80}]}],
+                }),
+            ),
+            http_route("web", "on-foo", 4, to_app(json!({"name": "gw", "sectionName": "foo"}), json!([]), "/foo")),
+        ],
+    );
+    let t = translate(&w, &opts(), None);
+    assert_eq!(
+        hosts(&ports(&t)[0]),
+        [
+            (
+                "bar.example.com".to_owned(),
+                vec![
+                    ("named".into(), "/bar".into()),
+                    ("exact".into(), "/".into()),
+                    ("old".into(), "/".into()),
+                    ("new".into(), "/".into())
+                ]
+            ),
+            ("foo.example.com".to_owned(), vec![("on-foo".into(), "/foo".into())]),
+            (
+                "*.example.com".to_owned(),
+                vec![("exact".into(), "/".into()), ("old".into(), "/".into()), ("new".into(), "/".into())]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn gateway_classes_with_parameters_are_not_accepted_and_address_ranges_parse() {
+    let mut w = world(vec![], vec![]);
+    w.gateway_classes[0] = obj(json!({"metadata": {"name": "wharf"}, "spec": {"controllerName": CONTROLLER,
+        "parametersRef": {"group": "example.com", "kind": "Params", "name": "p"}}}));
+    let t = translate(&w, &opts(), None);
+    let (_, s) = &t.gateway_status.gateway_classes[0];
+    assert!(has(&conds(s.conditions.as_deref().unwrap_or_default()), "Accepted", "False", "InvalidParameters"));
+
+    assert!(AddressPool::parse("127.1.0.0/16").is_ok());
+    for bad in ["127.1.0.0", "127.1.0.0/31", "127.1.0.0/7", "::1/120", "x/16"] {
+        assert!(AddressPool::parse(bad).is_err(), "{bad}");
+    }
+}
