@@ -13,8 +13,7 @@ trap '"$here/harness/down.sh"' EXIT
 # shellcheck disable=SC1091
 source "${E2E_DIR:-$root/target/e2e}/env"
 export WHARF_BIN="$root/target/debug/wharf"
-# The chart's renderings and the pinned Gateway API CRDs must be accepted by a real API server.
+# The chart's renderings must be accepted by a real API server (up.sh installed the
+# pinned Gateway API CRDs).
 "$root/charts/check.sh" --server
-kubectl apply --server-side -f "$root/crds/gateway-api/" >/dev/null
-echo "Gateway API CRDs installed"
 cargo test -p wharf-e2e --locked --no-fail-fast "$@" -- --test-threads 3

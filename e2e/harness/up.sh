@@ -87,6 +87,8 @@ kubectl() { "$tools/kubectl" "$@"; }
 # its least-privilege RBAC; the suite runs the controller with that ServiceAccount's token,
 # so a rule missing from the chart fails the suite. (No kube-controller-manager runs here,
 # so the chart's Deployment starts no pods.)
+# The Gateway API CRDs Wharf serves (crds/, pinned); tests that need them absent remove them.
+kubectl apply --server-side -f "$root/crds/gateway-api/" >/dev/null
 "$tools/helm" install wharf "$root/charts/wharf" -n wharf-system --create-namespace >&2
 token=$(kubectl create token wharf -n wharf-system --duration=24h)
 kubeconfig "$dir/controller.kubeconfig" "    token: $token"

@@ -222,6 +222,24 @@ impl Scope {
         Ok(())
     }
 
+    /// A GatewayClass named like this scope's IngressClass, for `controller_name`.
+    pub async fn gateway_class(&self, controller_name: &str) -> Result<()> {
+        use wharf_gateway_api::gatewayclasses::GatewayClass;
+        let gc: GatewayClass = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": self.class}, "spec": {"controllerName": controller_name},
+        }))?;
+        let api: Api<GatewayClass> = Api::all(self.client.clone());
+        api.patch(&self.class, &PatchParams::apply("wharf-e2e").force(), &Patch::Apply(&gc)).await?;
+        Ok(())
+    }
+
+    /// `kubectl get KIND NAME -o json` in this namespace (`-n` is ignored for
+    /// cluster-scoped kinds).
+    pub fn get_json(&self, kind: &str, name: &str) -> Result<serde_json::Value> {
+        Ok(serde_json::from_str(&self.kubectl(&["get", kind, name, "-o", "json"])?)?)
+    }
+
     /// `kubectl ARGS -n <ns>` output.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         let out = Command::new("kubectl").args(args).args(["-n", &self.ns]).output().context("cannot run kubectl")?;
@@ -305,6 +323,23 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `(type, status, reason)` of each condition in a `conditions` array.
+pub fn conditions(v: &serde_json::Value) -> Vec<(String, String, String)> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let f = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (f("type"), f("status"), f("reason"))
+        })
+        .collect()
+}
+
+/// True when `conditions` holds a condition of this type, status and reason.
+pub fn has_condition(conditions: &[(String, String, String)], kind: &str, status: &str, reason: &str) -> bool {
+    conditions.iter().any(|(k, s, r)| k == kind && s == status && r == reason)
 }
 
 /// A running `wharf controller`.

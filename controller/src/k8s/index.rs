@@ -6,6 +6,9 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::watcher::Event;
 use kube::ResourceExt;
+use wharf_gateway_api::gatewayclasses::GatewayClass;
+use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::httproutes::HttpRoute;
 
 pub use crate::kinds::Change;
 use crate::kinds::Stores;
@@ -109,6 +112,21 @@ impl Index {
     /// A Service by key.
     pub fn service(&self, key: &Key) -> Option<&Service> {
         self.stores.services.objects.get(key)
+    }
+
+    /// A GatewayClass by name.
+    pub fn gateway_class(&self, name: &str) -> Option<&GatewayClass> {
+        self.stores.gateway_classes.objects.get(&(String::new(), name.to_owned()))
+    }
+
+    /// A Gateway by key.
+    pub fn gateway(&self, key: &Key) -> Option<&Gateway> {
+        self.stores.gateways.objects.get(key)
+    }
+
+    /// All HTTPRoutes.
+    pub fn http_routes(&self) -> impl Iterator<Item = (&Key, &HttpRoute)> {
+        self.stores.http_routes.objects.iter()
     }
 }
 

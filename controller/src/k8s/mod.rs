@@ -2,6 +2,7 @@
 //! the [`index::Index`], translates on change and publishes the result; a lease-gated task
 //! writes Ingress status and Events.
 
+pub mod gateway_status;
 pub mod index;
 pub mod lease;
 pub mod status;
@@ -219,7 +220,8 @@ fn rebuild(
     let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
-    let plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
+    let mut plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
+    plan.gateway = gateway_status::plan(index, &t.gateway_status, &cfg.translate.gateway.controller_name);
     plans.send_if_modified(|p| {
         if **p == plan {
             return false;

@@ -13,6 +13,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
+use super::gateway_status::{StatusBody, StatusKind};
 use super::index::{Index, Key};
 use crate::Diagnostic;
 
@@ -47,6 +48,8 @@ pub struct Plan {
     pub events: BTreeSet<EventSpec>,
     /// Object references (with uid) of the Ingresses named in `events`.
     pub refs: BTreeMap<Key, ObjectReference>,
+    /// Gateway API status writes.
+    pub gateway: super::gateway_status::StatusWrites,
 }
 
 /// The addresses to publish.
@@ -173,6 +176,7 @@ pub fn plan(
 struct Published {
     written: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
     emitted: BTreeSet<EventSpec>,
+    gateway: super::gateway_status::StatusWrites,
 }
 
 impl Published {
@@ -181,6 +185,12 @@ impl Published {
     fn statuses<'p>(&mut self, plan: &'p Plan) -> Vec<(&'p Key, &'p Vec<IngressLoadBalancerIngress>)> {
         self.written.retain(|k, _| plan.status.contains_key(k));
         plan.status.iter().filter(|(k, addrs)| self.written.get(*k) != Some(*addrs)).collect()
+    }
+
+    /// The Gateway API status writes `plan` still needs (as [`Published::statuses`]).
+    fn gateway<'p>(&mut self, plan: &'p Plan) -> Vec<(&'p (StatusKind, Key), &'p StatusBody)> {
+        self.gateway.retain(|k, _| plan.gateway.contains_key(k));
+        plan.gateway.iter().filter(|(k, b)| self.gateway.get(*k) != Some(*b)).collect()
     }
 
     /// The Events `plan` still needs, with the object each is about. An Event whose
@@ -246,6 +256,24 @@ pub async fn write(
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(ingress = %format!("{}/{}", key.0, key.1), error = %e, "cannot write Ingress status; will retry");
+                    retry = true;
+                }
+            }
+        }
+        for (target, body) in published.gateway(&plan) {
+            if !*leader.borrow() {
+                break;
+            }
+            let (kind, key) = target;
+            let name = if key.0.is_empty() { key.1.clone() } else { format!("{}/{}", key.0, key.1) };
+            match super::gateway_status::write(&client, *kind, key, body).await {
+                Ok(true) => {
+                    tracing::info!(kind = kind.as_str(), name = %name, "status written");
+                    published.gateway.insert(target.clone(), body.clone());
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(kind = kind.as_str(), name = %name, error = %e, "cannot write status; will retry");
                     retry = true;
                 }
             }

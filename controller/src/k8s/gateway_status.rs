@@ -1,0 +1,283 @@
+//! Gateway API status: what to write, computed from the translation and the objects as
+//! the index holds them (pure), and how one write is made (server-side apply under
+//! [`FIELD_MANAGER`]). `status::write` makes the writes while this replica leads.
+//!
+//! A condition keeps its `lastTransitionTime` while its status stays, so an unchanged
+//! object is never written again. An HTTPRoute's `status.parents` is shared with other
+//! controllers: their entries are kept as they are, and the write is conditional on the
+//! route's resourceVersion so that an entry written meanwhile is never lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
+use wharf_gateway_api::gatewayclasses::GatewayClass;
+use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
+
+use super::index::{Index, Key};
+use crate::translate::gateway::Statuses;
+
+/// The field manager of Gateway API status writes.
+pub const FIELD_MANAGER: &str = "wharf.dev/gateway-controller";
+
+/// How long one status write may take before it is given up (and retried).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The kinds whose status Wharf writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StatusKind {
+    /// GatewayClass (cluster-scoped).
+    GatewayClass,
+    /// Gateway.
+    Gateway,
+    /// HTTPRoute.
+    HttpRoute,
+}
+
+impl StatusKind {
+    /// The kind as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusKind::GatewayClass => "GatewayClass",
+            StatusKind::Gateway => "Gateway",
+            StatusKind::HttpRoute => "HTTPRoute",
+        }
+    }
+}
+
+/// One status to write: the whole `status` object, and for shared statuses the
+/// resourceVersion it was computed from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusBody {
+    /// The `status` to apply.
+    pub status: serde_json::Value,
+    /// Write only if the object is still at this version.
+    pub resource_version: Option<String>,
+}
+
+/// The writes to make, by kind and `(namespace, name)` (namespace empty when
+/// cluster-scoped).
+pub type StatusWrites = BTreeMap<(StatusKind, Key), StatusBody>;
+
+/// Gives each desired condition the transition time of the current condition of the same
+/// type when its status is unchanged.
+fn settle(desired: &mut [Condition], current: &[Condition]) {
+    for d in desired {
+        if let Some(c) = current.iter().find(|c| c.type_ == d.type_ && c.status == d.status) {
+            d.last_transition_time = c.last_transition_time.clone();
+        }
+    }
+}
+
+fn body<T: serde::Serialize>(status: &T, resource_version: Option<String>) -> Option<StatusBody> {
+    Some(StatusBody { status: serde_json::to_value(status).ok()?, resource_version })
+}
+
+/// The status writes that make the objects in `index` show `statuses`.
+pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrites {
+    let mut out = StatusWrites::new();
+    for (name, desired) in &statuses.gateway_classes {
+        let key = (String::new(), name.clone());
+        let Some(obj) = index.gateway_class(name) else { continue };
+        let mut want = desired.clone();
+        let current = obj.status.clone().unwrap_or_default();
+        if let Some(c) = want.conditions.as_mut() {
+            settle(c, current.conditions.as_deref().unwrap_or_default());
+        }
+        if want != current {
+            out.extend(body(&want, None).map(|b| ((StatusKind::GatewayClass, key), b)));
+        }
+    }
+    for (oref, desired) in &statuses.gateways {
+        let key = (oref.namespace.clone(), oref.name.clone());
+        let Some(obj) = index.gateway(&key) else { continue };
+        let mut want = desired.clone();
+        let current = obj.status.clone().unwrap_or_default();
+        if let Some(c) = want.conditions.as_mut() {
+            settle(c, current.conditions.as_deref().unwrap_or_default());
+        }
+        for l in want.listeners.iter_mut().flatten() {
+            let had = current.listeners.iter().flatten().find(|c| c.name == l.name);
+            settle(&mut l.conditions, had.map(|h| h.conditions.as_slice()).unwrap_or_default());
+        }
+        if want != current {
+            out.extend(body(&want, None).map(|b| ((StatusKind::Gateway, key), b)));
+        }
+    }
+    let desired: BTreeMap<Key, &Vec<HttpRouteStatusParents>> =
+        statuses.http_routes.iter().map(|(o, parents)| ((o.namespace.clone(), o.name.clone()), parents)).collect();
+    for (key, route) in index.http_routes() {
+        let current = route.status.as_ref().map(|s| s.parents.clone()).unwrap_or_default();
+        let ours = desired.get(key);
+        if ours.is_none() && !current.iter().any(|p| p.controller_name == controller) {
+            continue;
+        }
+        let mut parents: Vec<HttpRouteStatusParents> =
+            current.iter().filter(|p| p.controller_name != controller).cloned().collect();
+        for p in ours.into_iter().flat_map(|v| v.iter()) {
+            let mut p = p.clone();
+            let had = current.iter().find(|c| c.controller_name == controller && c.parent_ref == p.parent_ref);
+            settle(&mut p.conditions, had.map(|h| h.conditions.as_slice()).unwrap_or_default());
+            parents.push(p);
+        }
+        if parents != current {
+            let status = wharf_gateway_api::httproutes::HttpRouteStatus { parents };
+            out.extend(
+                body(&status, route.metadata.resource_version.clone())
+                    .map(|b| ((StatusKind::HttpRoute, key.clone()), b)),
+            );
+        }
+    }
+    out
+}
+
+/// Applies one status. `Ok(false)`: the object is gone (nothing to retry).
+pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBody) -> Result<bool, kube::Error> {
+    let mut metadata = serde_json::json!({ "name": key.1 });
+    if !key.0.is_empty() {
+        metadata["namespace"] = key.0.clone().into();
+    }
+    if let Some(rv) = &body.resource_version {
+        metadata["resourceVersion"] = rv.clone().into();
+    }
+    let patch = serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": kind.as_str(),
+        "metadata": metadata,
+        "status": body.status,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let patch = Patch::Apply(&patch);
+    let call = async {
+        match kind {
+            StatusKind::GatewayClass => {
+                Api::<GatewayClass>::all(client.clone()).patch_status(&key.1, &params, &patch).await.map(drop)
+            }
+            StatusKind::Gateway => {
+                Api::<Gateway>::namespaced(client.clone(), &key.0).patch_status(&key.1, &params, &patch).await.map(drop)
+            }
+            StatusKind::HttpRoute => Api::<HttpRoute>::namespaced(client.clone(), &key.0)
+                .patch_status(&key.1, &params, &patch)
+                .await
+                .map(drop),
+        }
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, call).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => Ok(false),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(kube::Error::Service(format!("no answer within {WRITE_TIMEOUT:?}").into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::Change;
+    use crate::translate::gateway::GatewayOptions;
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn index(gateway_status: serde_json::Value, route_status: serde_json::Value) -> Index {
+        let mut index = Index::default();
+        index.apply(Change::GatewayClass(Event::Apply(obj(json!({
+            "metadata": {"name": "wharf", "generation": 1}, "spec": {"controllerName": FIELD_MANAGER},
+        })))));
+        index.apply(Change::Gateway(Event::Apply(obj(json!({
+            "metadata": {"name": "gw", "namespace": "web", "generation": 1},
+            "spec": {"gatewayClassName": "wharf", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+            "status": gateway_status,
+        })))));
+        index.apply(Change::HttpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "r", "namespace": "web", "generation": 1, "resourceVersion": "42"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{}]},
+            "status": route_status,
+        })))));
+        index
+    }
+
+    fn statuses(index: &Index, now: i64) -> Statuses {
+        let opts = crate::Options {
+            now,
+            gateway: GatewayOptions {
+                controller_name: FIELD_MANAGER.into(),
+                addresses: crate::translate::gateway::AddressPool::parse("127.1.0.0/16").ok(),
+            },
+            ..crate::Options::default()
+        };
+        crate::translate(&index.world(), &opts, None).gateway_status
+    }
+
+    fn kinds(w: &StatusWrites) -> Vec<(StatusKind, &str)> {
+        w.keys().map(|(k, key)| (*k, key.1.as_str())).collect()
+    }
+
+    #[test]
+    fn written_once_then_only_when_something_but_the_time_changes() {
+        let mut index = index(json!(null), json!(null));
+        let first = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        assert_eq!(
+            kinds(&first),
+            [(StatusKind::GatewayClass, "wharf"), (StatusKind::Gateway, "gw"), (StatusKind::HttpRoute, "r")]
+        );
+        assert_eq!(first[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].resource_version.as_deref(), Some("42"));
+
+        // The API server now shows what was written; later translations differ only in time.
+        let route = &first[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status;
+        let gateway = &first[&(StatusKind::Gateway, ("web".into(), "gw".into()))].status;
+        let class = &first[&(StatusKind::GatewayClass, (String::new(), "wharf".into()))].status;
+        index = self::index(gateway.clone(), route.clone());
+        index.apply(Change::GatewayClass(Event::Apply(obj(json!({
+            "metadata": {"name": "wharf", "generation": 1}, "spec": {"controllerName": FIELD_MANAGER}, "status": class,
+        })))));
+        assert!(plan(&index, &statuses(&index, NOW + 60), FIELD_MANAGER).is_empty());
+
+        // A listener's route count changes: the Gateway is written, its times kept.
+        index.apply(Change::HttpRoute(Event::Delete(obj(
+            json!({"metadata": {"name": "r", "namespace": "web"}, "spec": {}}),
+        ))));
+        let next = plan(&index, &statuses(&index, NOW + 120), FIELD_MANAGER);
+        assert_eq!(kinds(&next), [(StatusKind::Gateway, "gw")]);
+        let st = &next[&(StatusKind::Gateway, ("web".into(), "gw".into()))].status;
+        assert_eq!(st["listeners"][0]["attachedRoutes"], 0);
+        assert_eq!(st["conditions"][0]["lastTransitionTime"], gateway["conditions"][0]["lastTransitionTime"]);
+    }
+
+    #[test]
+    fn other_controllers_route_entries_stay_and_ours_go_when_the_route_leaves() {
+        let theirs = json!({"controllerName": "example.com/other", "parentRef": {"name": "elsewhere"},
+                            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        let stale = json!({"controllerName": FIELD_MANAGER, "parentRef": {"name": "gone"},
+                           "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                                           "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        let index = index(json!(null), json!({"parents": [theirs, stale]}));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let parents = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"];
+        let names: Vec<&str> =
+            parents.as_array().unwrap().iter().filter_map(|p| p["parentRef"]["name"].as_str()).collect();
+        assert_eq!(names, ["elsewhere", "gw"], "theirs kept first, our stale entry replaced by the current one");
+        assert_eq!(parents[0], theirs);
+
+        // The route leaves our Gateway: only our entry goes.
+        let mut index = index;
+        index.apply(Change::HttpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "r", "namespace": "web", "resourceVersion": "43"},
+            "spec": {"parentRefs": [{"name": "elsewhere"}]},
+            "status": {"parents": [theirs.clone(), stale]},
+        })))));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let body = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))];
+        assert_eq!(body.status["parents"], json!([theirs]));
+        assert_eq!(body.resource_version.as_deref(), Some("43"));
+    }
+}
