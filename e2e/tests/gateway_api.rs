@@ -1,7 +1,8 @@
 //! Gateway API on a real API server: `wharf controller` reconciles a GatewayClass, its
 //! Gateways and HTTPRoutes; what `kubectl get -o json` shows and where traffic goes follow
 //! each change (a bad certificateRef fixed, a namespace a listener does not allow, a port
-//! two listeners fight over, a ReferenceGrant added and removed).
+//! two listeners fight over, a ReferenceGrant added and removed). Listener ports are
+//! unprivileged so the suite also runs as a normal user (e2e/kind.sh).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -92,12 +93,12 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": "gw", "namespace": s.ns},
         "spec": {"gatewayClassName": s.class, "listeners": [
-            {"name": "http", "port": 80, "protocol": "HTTP"},
-            {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "shop.e2e.test",
+            {"name": "http", "port": 18080, "protocol": "HTTP"},
+            {"name": "https", "port": 18443, "protocol": "HTTPS", "hostname": "shop.e2e.test",
              "tls": {"certificateRefs": [{"name": "shop-tls"}]}},
-            {"name": "everyone", "port": 8080, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
-            {"name": "plain", "port": 9090, "protocol": "HTTP"},
-            {"name": "secure", "port": 9090, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "shop-tls"}]}},
+            {"name": "everyone", "port": 18081, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+            {"name": "plain", "port": 19090, "protocol": "HTTP"},
+            {"name": "secure", "port": 19090, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "shop-tls"}]}},
         ]},
     }))
     .await
@@ -115,12 +116,12 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     assert!(ip.starts_with("127.101."), "{ip}");
     let at = |port: u16| -> SocketAddr { format!("{ip}:{port}").parse().unwrap() };
     let live = eventually(Duration::from_secs(10), || async {
-        http_get(at(80), "shop.e2e.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "shop"
+        http_get(at(18080), "shop.e2e.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "shop"
     })
     .await;
-    assert!(live, "the route is not served at {ip}:80; log:\n{}", c.proc.log());
+    assert!(live, "the route is not served at {ip}:18080; log:\n{}", c.proc.log());
     assert_eq!(listener(&gw, "http")["attachedRoutes"], 1);
-    assert_eq!(status_of(at(80), "other.e2e.test", "/").await, 404);
+    assert_eq!(status_of(at(18080), "other.e2e.test", "/").await, 404);
     let r =
         until(&s, &c, "httproute", "shop", "Accepted", |v| parent_has(v, "gw", "Accepted", "True", "Accepted")).await;
     assert!(parent_has(&r, "gw", "ResolvedRefs", "True", "ResolvedRefs"), "{r:#}");
@@ -128,7 +129,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     // A bad certificateRef: the listener says so and serves nothing; the fix is picked up.
     assert!(listener_has(&gw, "https", "ResolvedRefs", "False", "InvalidCertificateRef"), "{gw:#}");
     assert!(listener_has(&gw, "https", "Programmed", "False", "Invalid"));
-    assert!(tokio::net::TcpStream::connect(at(443)).await.is_err(), "no socket for a listener without certificate");
+    assert!(tokio::net::TcpStream::connect(at(18443)).await.is_err(), "no socket for a listener without certificate");
     s.tls_secret("shop-tls", &leaf.chain_pem, &leaf.key_pem).await.unwrap();
     until(&s, &c, "gateway", "gw", "the https listener resolved", |v| {
         listener_has(v, "https", "ResolvedRefs", "True", "ResolvedRefs")
@@ -139,7 +140,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     let served = eventually(Duration::from_secs(10), || {
         let tls = tls.clone();
         async move {
-            https_get(at(443), Some("shop.e2e.test"), tls, "shop.e2e.test", "/").await.is_ok_and(|s| s.status == 200)
+            https_get(at(18443), Some("shop.e2e.test"), tls, "shop.e2e.test", "/").await.is_ok_and(|s| s.status == 200)
         }
     })
     .await;
@@ -151,7 +152,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
         assert!(listener_has(&gw, l, "Conflicted", "True", "ProtocolConflict"), "{l}: {gw:#}");
     }
     assert!(has_condition(&conditions(&gw["status"]["conditions"]), "Accepted", "True", "ListenersNotValid"));
-    assert!(tokio::net::TcpStream::connect(at(9090)).await.is_err());
+    assert!(tokio::net::TcpStream::connect(at(19090)).await.is_err());
 
     // A route from a namespace the listener does not allow: not attached, not served.
     other.service("shop", backend).await.unwrap();
@@ -169,7 +170,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
         parent_has(v, "gw", "Accepted", "False", "NotAllowedByListeners")
     })
     .await;
-    assert_eq!(status_of(at(80), "visitor.e2e.test", "/").await, 404);
+    assert_eq!(status_of(at(18080), "visitor.e2e.test", "/").await, 404);
 
     // On a listener open to all namespaces, a backend in another namespace needs a grant.
     other
@@ -187,7 +188,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
             && parent_has(v, "gw", "ResolvedRefs", "False", "RefNotPermitted")
     })
     .await;
-    assert!(status_of(at(8080), "borrow.e2e.test", "/").await >= 500, "a backend not granted is never reached");
+    assert!(status_of(at(18081), "borrow.e2e.test", "/").await >= 500, "a backend not granted is never reached");
     s.apply::<ReferenceGrant>(json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ReferenceGrant",
         "metadata": {"name": "let-them", "namespace": s.ns},
@@ -201,7 +202,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     })
     .await;
     let granted = eventually(Duration::from_secs(10), || async {
-        http_get(at(8080), "borrow.e2e.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "shop"
+        http_get(at(18081), "borrow.e2e.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "shop"
     })
     .await;
     assert!(granted, "not served after the grant; log:\n{}", c.proc.log());
@@ -211,7 +212,7 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     })
     .await;
     let revoked =
-        eventually(Duration::from_secs(10), || async { status_of(at(8080), "borrow.e2e.test", "/").await >= 500 })
+        eventually(Duration::from_secs(10), || async { status_of(at(18081), "borrow.e2e.test", "/").await >= 500 })
             .await;
     assert!(revoked, "still served after the grant was removed");
     let gw = s.get_json("gateway", "gw").unwrap();
