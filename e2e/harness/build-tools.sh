@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the upstream test tools the e2e harness runs, from the Go module proxy, once per
-# machine: kube-apiserver and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3)
-# helm (helm.sh/helm/v3) and istiod (pilot-discovery from istio.io/istio, with the Istio
-# CRDs of the same version). Prints the directory holding the binaries.
+# machine: kube-apiserver, kube-controller-manager and kubectl (k8s.io/kubernetes), etcd
+# (go.etcd.io/etcd/server/v3), helm (helm.sh/helm/v3), istiod (pilot-discovery from
+# istio.io/istio, with the Istio CRDs of the same version), and the Gateway API conformance
+# suite with its echo server (sigs.k8s.io/gateway-api/conformance, at the version
+# crds/GATEWAY_API_VERSION pins). Prints the directory holding the binaries.
 #
 # Cache: $WHARF_TOOLS_DIR (default ~/.cache/wharf-tools)/k8s-$K8S_VERSION. Delete it to rebuild.
 set -euo pipefail
@@ -12,6 +14,7 @@ HELM_VERSION="${HELM_VERSION:-3.19.5}"
 # istio.io/istio publishes no semver tags as a Go module: a pseudo-version (master, 2026-08-27).
 ISTIO_VERSION="${ISTIO_VERSION:-v0.0.0-20260827124520-eed52ebb66ad}"
 tools="${WHARF_TOOLS_DIR:-$HOME/.cache/wharf-tools}/k8s-$K8S_VERSION"
+here_dir="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$tools"
 log() { echo "build-tools: $*" >&2; }
 export GOFLAGS="${GOFLAGS:--mod=mod}" GOTOOLCHAIN=local CGO_ENABLED=0
@@ -36,10 +39,15 @@ build_kube() {
       # Kubernetes' own go.mod points its staging modules at ./staging; use the published ones.
       grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$dir/go.mod" | awk -v v="v$staging" '{print "replace " $1 " => " $1 " " v}'
     } > go.mod
-    printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
+    printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
     go mod tidy >&2
   fi
-  for cmd in kube-apiserver kubectl; do
+  if ! grep -q kube-controller-manager tools.go; then
+    # A cache from before kube-controller-manager was built: add it to the module.
+    printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' > tools.go
+    go mod tidy >&2
+  fi
+  for cmd in kube-apiserver kube-controller-manager kubectl; do
     if [ ! -x "$tools/$cmd" ]; then
       log "building $cmd (takes a while on a small machine)"
       go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#*.}" -o "$tools/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
@@ -74,7 +82,30 @@ build_istiod() {
   fi
 }
 
+# The Gateway API conformance suite, as a test binary of a small module calling its runner
+# (the suite's own module replaces gateway-api with a relative path, so it cannot be built
+# or installed directly), and echo-basic, the backend its manifests run.
+build_conformance() {
+  local version
+  version=$(cat "$here_dir/../../crds/GATEWAY_API_VERSION")
+  [ -x "$tools/gateway-conformance-$version.test" ] && [ -x "$tools/echo-basic-$version" ] && return
+  local work="$tools/src-gateway-conformance-$version"
+  mkdir -p "$work"
+  cd "$work"
+  if [ ! -f go.mod ]; then
+    printf 'module wharf.dev/e2e-gateway-conformance\n\ngo 1.24\n' > go.mod
+    printf 'package conformance\n\nimport (\n\t"testing"\n\n\t"sigs.k8s.io/gateway-api/conformance"\n)\n\nfunc TestConformance(t *testing.T) {\n\tconformance.RunConformance(t)\n}\n' > conformance_test.go
+    printf 'package conformance\n' > doc.go
+    go get "sigs.k8s.io/gateway-api@$version" "sigs.k8s.io/gateway-api/conformance@$version" >&2
+    go mod tidy >&2
+  fi
+  log "building the Gateway API conformance suite $version"
+  go test -c -trimpath -o "$tools/gateway-conformance-$version.test" . >&2
+  go build -trimpath -ldflags "-s -w" -o "$tools/echo-basic-$version" sigs.k8s.io/gateway-api/conformance/echo-basic >&2
+}
+
 build_kube
+build_conformance
 build_istiod
 build_module_tool etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" go.etcd.io/etcd/server/v3
 build_module_tool helm "helm.sh/helm/v3@v$HELM_VERSION" helm.sh/helm/v3/cmd/helm

@@ -664,6 +664,10 @@ fn rules(
     let mut refused = None;
     let mut unresolved = None;
     for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
+        if let Some(why) = unsupported_rule_fields(rule) {
+            refused.get_or_insert(Refused { reason: "UnsupportedValue", message: why });
+            continue;
+        }
         let matches = match http_route::route_matches(rule.matches.as_deref().unwrap_or_default()) {
             Ok(m) => m,
             Err(r) => {
@@ -705,6 +709,18 @@ fn rules(
         }
     }
     (out, refused, unresolved)
+}
+
+/// Why a rule uses a field Wharf does not implement yet, if it does: such a rule is not
+/// served rather than served without it.
+fn unsupported_rule_fields(rule: &wharf_gateway_api::httproutes::HttpRouteRules) -> Option<String> {
+    if rule.timeouts.is_some() {
+        return Some("rule timeouts are not supported yet".into());
+    }
+    if rule.backend_refs.iter().flatten().any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty())) {
+        return Some("filters on a backendRef are not supported yet; put them on the rule".into());
+    }
+    None
 }
 
 /// Resolves one backendRef into a cluster id.
