@@ -462,14 +462,18 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
             {"matches": [{"path": {"value": "/fine"}}], "backendRefs": [{"name": "app", "port": 80}]},
         ],
     });
-    let w = world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    let w =
+        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
     let t = translate(&w, &opts(), None);
     let c = &route_conds(&t, "r")[0];
     assert!(has(c, "Accepted", "True", "Accepted") && has(c, "PartiallyInvalid", "True", "UnsupportedValue"), "{c:?}");
     assert_eq!(hosts(&ports(&t)[0]), [("*".to_owned(), vec![("r".to_owned(), "/fine".to_owned())])]);
 
     let only_bad = json!({"parentRefs": [{"name": "gw"}], "rules": [{"timeouts": {"request": "5s"}}]});
-    let w = world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, only_bad)]);
+    let w = world(
+        vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))],
+        vec![http_route("web", "r", 0, only_bad)],
+    );
     let t = translate(&w, &opts(), None);
     assert!(has(&route_conds(&t, "r")[0], "Accepted", "False", "UnsupportedValue"));
 }
