@@ -33,8 +33,12 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # The pod runner stops its pods on SIGTERM; this is for one that could not.
+  for ns in $(ip netns list | awk '/^wp[0-9]+/ {print $1}'); do
+    ip netns pids "$ns" | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
   ip link del wharfpods0 2>/dev/null || true
-  for ns in $(ip netns list | awk '/^wp[0-9]+/ {print $1}'); do ip netns del "$ns" 2>/dev/null || true; done
   "$here/harness/down.sh"
 }
 trap cleanup EXIT

@@ -11,7 +11,7 @@ use wharf_model::{Action, AppProtocol, Host, PassthroughRoute, Snapshot, TlsHost
 
 use crate::host_map::HostMap;
 
-use crate::metrics::{Metrics, RouteMetrics};
+use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
 use crate::proxy::upstream::{EndpointState, Upstream};
 pub use crate::routing::{CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router};
 use crate::tls::{self, Resumption, SniResolver};
@@ -252,7 +252,17 @@ impl Compiler {
             let action = match &r.action {
                 Action::Forward(f) => CompiledAction::Forward(
                     CompiledForward::new(
-                        f.backends.iter().map(|b| (upstreams.get(b.cluster.as_str()).cloned(), b.weight)).collect(),
+                        f.backends
+                            .iter()
+                            .map(|b| {
+                                let target = match upstreams.get(b.cluster.as_str()) {
+                                    _ if b.invalid => Err(UpstreamError::InvalidBackend),
+                                    Some(u) => Ok(Arc::clone(u)),
+                                    None => Err(UpstreamError::NoEndpoints),
+                                };
+                                (target, b.weight)
+                            })
+                            .collect(),
                         CompiledEdits::new(&f.request_headers),
                         CompiledEdits::new(&f.response_headers),
                     )
@@ -359,7 +369,7 @@ mod tests {
 
     fn upstream_id(r: &CompiledRoute) -> Option<&str> {
         match &r.action {
-            CompiledAction::Forward(f) => f.pick().map(|u| u.id.as_str()),
+            CompiledAction::Forward(f) => f.pick().ok().map(|u| u.id.as_str()),
             _ => None,
         }
     }

@@ -25,10 +25,13 @@ pub enum UpstreamError {
     MeshDenied,
     /// The mesh refused the tunnel: no such workload or port, or its upstream refused.
     MeshRefused,
+    /// The route's backend reference is invalid (Gateway API: not permitted, not found,
+    /// or of a kind Wharf does not serve).
+    InvalidBackend,
 }
 
 impl UpstreamError {
-    const ALL: [UpstreamError; 8] = [
+    const ALL: [UpstreamError; 9] = [
         UpstreamError::NoEndpoints,
         UpstreamError::ConnectFailed,
         UpstreamError::ConnectTimeout,
@@ -37,6 +40,7 @@ impl UpstreamError {
         UpstreamError::MeshTls,
         UpstreamError::MeshDenied,
         UpstreamError::MeshRefused,
+        UpstreamError::InvalidBackend,
     ];
 
     /// Stable label and log value.
@@ -50,6 +54,7 @@ impl UpstreamError {
             UpstreamError::MeshTls => "mesh_tunnel_failed",
             UpstreamError::MeshDenied => "mesh_denied",
             UpstreamError::MeshRefused => "mesh_refused",
+            UpstreamError::InvalidBackend => "invalid_backend",
         }
     }
 
@@ -64,6 +69,7 @@ impl UpstreamError {
             UpstreamError::MeshDenied => http::StatusCode::FORBIDDEN,
             UpstreamError::MeshRefused => http::StatusCode::SERVICE_UNAVAILABLE,
             UpstreamError::RequestTimeout => http::StatusCode::GATEWAY_TIMEOUT,
+            UpstreamError::InvalidBackend => http::StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -116,7 +122,7 @@ pub struct Metrics {
     handshakes: [IntCounter; 2],
     sni_match: [IntCounter; 3],
     active: IntGaugeVec,
-    upstream_errors: [IntCounter; 8],
+    upstream_errors: [IntCounter; 9],
     /// Live snapshot version.
     pub config_version: IntGauge,
     /// Snapshots applied.

@@ -8,7 +8,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use wharf_model::{HeaderEdits, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
 
-use crate::metrics::RouteMetrics;
+use crate::metrics::{RouteMetrics, UpstreamError};
 use crate::proxy::upstream::Upstream;
 
 /// The parts of a request routing looks at.
@@ -71,8 +71,8 @@ pub enum CompiledAction {
 /// Weighted upstreams and header changes.
 #[derive(Debug)]
 pub struct CompiledForward {
-    /// Upstreams (`None` when the cluster does not exist: 503) and their weights.
-    backends: Vec<(Option<Arc<Upstream>>, u32)>,
+    /// Upstreams and their weights; a backend without one answers with the error.
+    backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
     total: u64,
     /// Changes to the request's headers.
     pub request_headers: CompiledEdits,
@@ -87,7 +87,7 @@ pub struct CompiledForward {
 impl CompiledForward {
     /// A forward to `backends` by weight.
     pub fn new(
-        backends: Vec<(Option<Arc<Upstream>>, u32)>,
+        backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
         request_headers: CompiledEdits,
         response_headers: CompiledEdits,
     ) -> CompiledForward {
@@ -105,28 +105,32 @@ impl CompiledForward {
         self
     }
 
-    /// The upstream for one request, chosen by weight; `None` answers 503 (no backend
-    /// takes requests, or the chosen one's cluster does not exist).
-    pub fn pick(&self) -> Option<&Arc<Upstream>> {
+    /// The upstream for one request, chosen by weight; an error when no backend takes
+    /// requests or the chosen one has none (503), or is invalid (500).
+    pub fn pick(&self) -> Result<&Arc<Upstream>, UpstreamError> {
         if let [(up, w)] = self.backends.as_slice() {
-            return up.as_ref().filter(|_| *w > 0);
+            return match up {
+                Ok(_) if *w == 0 => Err(UpstreamError::NoEndpoints),
+                Ok(u) => Ok(u),
+                Err(e) => Err(*e),
+            };
         }
         if self.total == 0 {
-            return None;
+            return Err(UpstreamError::NoEndpoints);
         }
         self.pick_at(fastrand::u64(..self.total))
     }
 
     /// The backend whose share of `0..total` holds `point`.
-    fn pick_at(&self, mut point: u64) -> Option<&Arc<Upstream>> {
+    fn pick_at(&self, mut point: u64) -> Result<&Arc<Upstream>, UpstreamError> {
         for (up, w) in &self.backends {
             let w = u64::from(*w);
             if point < w {
-                return up.as_ref();
+                return up.as_ref().map_err(|e| *e);
             }
             point -= w;
         }
-        None
+        Err(UpstreamError::NoEndpoints)
     }
 }
 
@@ -236,27 +240,47 @@ mod tests {
 
     #[test]
     fn weights_split_the_range_in_order() {
-        let u = |id: &str| Some(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
+        let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
         let f = CompiledForward::new(
-            vec![(u("a"), 1), (u("zero"), 0), (u("b"), 3), (None, 1)],
+            vec![
+                (u("a"), 1),
+                (u("zero"), 0),
+                (u("b"), 3),
+                (Err(UpstreamError::NoEndpoints), 1),
+                (Err(UpstreamError::InvalidBackend), 1),
+            ],
             CompiledEdits::default(),
             CompiledEdits::default(),
         );
         let id = |p: u64| f.pick_at(p).map(|u| u.id.as_str());
         assert_eq!(
-            [id(0), id(1), id(2), id(3), id(4), id(5)],
-            [Some("a"), Some("b"), Some("b"), Some("b"), None, None]
+            [id(0), id(1), id(2), id(3), id(4), id(5), id(6)],
+            [
+                Ok("a"),
+                Ok("b"),
+                Ok("b"),
+                Ok("b"),
+                Err(UpstreamError::NoEndpoints),
+                Err(UpstreamError::InvalidBackend),
+                Err(UpstreamError::NoEndpoints)
+            ]
         );
         for _ in 0..100 {
-            assert_ne!(f.pick().map(|u| u.id.as_str()), Some("zero"));
+            assert_ne!(f.pick().map(|u| u.id.as_str()), Ok("zero"));
         }
 
         let single = |w| CompiledForward::new(vec![(u("only"), w)], CompiledEdits::default(), CompiledEdits::default());
-        assert_eq!(single(1).pick().map(|u| u.id.as_str()), Some("only"));
-        assert!(single(0).pick().is_none(), "a backend of weight 0 takes nothing");
+        assert_eq!(single(1).pick().map(|u| u.id.as_str()), Ok("only"));
+        assert_eq!(single(0).pick().err(), Some(UpstreamError::NoEndpoints), "a backend of weight 0 takes nothing");
+        let invalid = CompiledForward::new(
+            vec![(Err(UpstreamError::InvalidBackend), 1)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        assert_eq!(invalid.pick().err(), Some(UpstreamError::InvalidBackend));
         let none =
             CompiledForward::new(vec![(u("a"), 0), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
-        assert!(none.pick().is_none());
+        assert_eq!(none.pick().err(), Some(UpstreamError::NoEndpoints));
     }
 
     #[test]

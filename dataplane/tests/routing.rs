@@ -301,9 +301,9 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
             RouteMatch::path(m_path("/split")),
             Action::Forward(Forward {
                 backends: vec![
-                    WeightedBackend { cluster: "heavy".into(), weight: 3 },
-                    WeightedBackend { cluster: "light".into(), weight: 1 },
-                    WeightedBackend { cluster: "plain".into(), weight: 0 },
+                    WeightedBackend::new("heavy", 3),
+                    WeightedBackend::new("light", 1),
+                    WeightedBackend::new("plain", 0),
                 ],
                 request_headers: HeaderEdits {
                     set: pairs(&[("x-set", "by-route")]),
@@ -321,7 +321,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                     host: Some("internal.test".into()),
                     path: Some(PathRewrite::Prefix("/v2".into())),
                 }),
-                backends: vec![WeightedBackend { cluster: "plain".into(), weight: 1 }],
+                backends: vec![WeightedBackend::new("plain", 1)],
                 request_headers: HeaderEdits::default(),
                 response_headers: HeaderEdits::default(),
             }),
@@ -337,6 +337,15 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
             }),
         ),
         with(RouteMatch::path(m_path("/gone")), Action::Respond(Respond { status: 410, body: "moved away\n".into() })),
+        with(
+            RouteMatch::path(m_path("/half-invalid")),
+            Action::Forward(Forward {
+                backends: vec![WeightedBackend::new("plain", 1), WeightedBackend::invalid(1)],
+                request_headers: HeaderEdits::default(),
+                response_headers: HeaderEdits::default(),
+                rewrite: None,
+            }),
+        ),
     ];
     routes.sort_by_key(|r| r.matches.precedence_key());
     r.gw.apply(snapshot(vec![(host("a.test"), routes)], clusters)).unwrap();
@@ -377,6 +386,14 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
     assert_eq!(rewritten["headers"]["x-forwarded-host"], "a.test", "the client's host");
     let gone = get("GET", "/gone", &[]).await.unwrap();
     assert_eq!((gone.status, gone.body.as_str()), (410, "moved away\n"));
+
+    // An invalid backend's share answers 500; the other share is served.
+    let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    for _ in 0..100 {
+        *statuses.entry(get("GET", "/half-invalid", &[]).await.unwrap().status).or_default() += 1;
+    }
+    assert_eq!(statuses.keys().copied().collect::<Vec<_>>(), [200, 500], "{statuses:?}");
+    assert!((25..=75).contains(&statuses[&500]), "{statuses:?}");
 }
 
 fn m_path(p: &str) -> PathMatch {

@@ -82,7 +82,7 @@ impl Action {
     /// Forward to one cluster, unchanged.
     pub fn forward(cluster: &str) -> Action {
         Action::Forward(Forward {
-            backends: vec![WeightedBackend { cluster: cluster.to_owned(), weight: 1 }],
+            backends: vec![WeightedBackend::new(cluster, 1)],
             request_headers: HeaderEdits::default(),
             response_headers: HeaderEdits::default(),
             rewrite: None,
@@ -125,6 +125,23 @@ pub struct WeightedBackend {
     pub cluster: String,
     /// Relative weight; 0 takes no requests.
     pub weight: u32,
+    /// The reference did not resolve (Gateway API: a backendRef that is not permitted,
+    /// not found or of an unsupported kind): the requests this backend's share would
+    /// take are answered 500.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub invalid: bool,
+}
+
+impl WeightedBackend {
+    /// A backend to `cluster` with `weight`.
+    pub fn new(cluster: &str, weight: u32) -> WeightedBackend {
+        WeightedBackend { cluster: cluster.to_owned(), weight, invalid: false }
+    }
+
+    /// A share of `weight` for a reference that did not resolve.
+    pub fn invalid(weight: u32) -> WeightedBackend {
+        WeightedBackend { cluster: String::new(), weight, invalid: true }
+    }
 }
 
 /// Header changes, applied in the order: remove, set, add.

@@ -690,11 +690,10 @@ fn rules(
                 backends,
                 snapshot,
             ) {
-                Ok(cluster) => weighted.push(WeightedBackend { cluster, weight }),
+                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
                 Err(why) => {
                     unresolved.get_or_insert(why);
-                    // Requests this backend's share would take are refused.
-                    weighted.push(WeightedBackend { cluster: String::new(), weight });
+                    weighted.push(WeightedBackend::invalid(weight));
                 }
             }
         }

@@ -376,7 +376,7 @@ mod tests {
     }
 
     fn backends() -> Vec<WeightedBackend> {
-        vec![WeightedBackend { cluster: "ns/svc:80".into(), weight: 1 }]
+        vec![WeightedBackend::new("ns/svc:80", 1)]
     }
 
     fn prefix(p: &str) -> PathMatch {

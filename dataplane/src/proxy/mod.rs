@@ -434,7 +434,7 @@ async fn forward(
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
-    let upstream = route.pick().ok_or(UpstreamError::NoEndpoints)?;
+    let upstream = route.pick()?;
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }

@@ -113,6 +113,7 @@ struct Runner {
 async fn main() -> Result<()> {
     let args = args()?;
     let client = Client::try_default().await.context("cannot build a client from KUBECONFIG")?;
+    leftovers(&args);
     bridge(args.gateway)?;
     node(&client, &args).await?;
     std::fs::create_dir_all(&args.state)?;
@@ -120,7 +121,13 @@ async fn main() -> Result<()> {
     eprintln!("wharf-e2e-pods: node {} ready, pods on {BRIDGE}", runner.args.node);
     let pods: Api<Pod> = Api::all(client);
     let mut stream = watcher(pods, watcher::Config::default()).boxed();
-    while let Some(event) = stream.next().await {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let event = tokio::select! {
+            e = stream.next() => match e { Some(e) => e, None => break },
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
         let pods = match event {
             Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => vec![p],
             Ok(_) => continue,
@@ -140,7 +147,34 @@ async fn main() -> Result<()> {
             });
         }
     }
+    // Stopping: the pods' processes and network namespaces go too.
+    for (_, r) in runner.pods.lock().await.drain() {
+        r.stop();
+    }
+    let _ = ip(&["link", "del", BRIDGE]);
     Ok(())
+}
+
+/// Removes what an earlier run that did not stop cleanly left: processes of the programs
+/// this runner runs, pod network namespaces and their links.
+fn leftovers(args: &Args) {
+    for program in args.images.values() {
+        // Anchored: this runner's own command line names the programs too.
+        let _ = Command::new("pkill").arg("-f").arg(format!("^{}", program.display())).output();
+    }
+    let netns = Command::new("ip").args(["netns", "list"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    for name in netns.unwrap_or_default().lines().filter_map(|l| l.split_whitespace().next()) {
+        if name.strip_prefix("wp").is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = ip(&["netns", "del", name]);
+        }
+    }
+    let links = Command::new("ip").args(["-o", "link"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    for line in links.unwrap_or_default().lines() {
+        let Some(name) = line.split(':').nth(1).map(|n| n.trim().split('@').next().unwrap_or("")) else { continue };
+        if name.strip_prefix("wpv").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = ip(&["link", "del", name]);
+        }
+    }
 }
 
 /// The bridge pods attach to, with `gateway` as this host's address on it.
@@ -271,6 +305,7 @@ impl Runner {
         let netns = format!("wp{slot}");
         let veth = format!("wpv{slot}");
         let _ = ip(&["netns", "del", &netns]);
+        let _ = ip(&["link", "del", &veth]);
         ip(&["netns", "add", &netns])?;
         ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns])?;
         ip(&["link", "set", &veth, "master", BRIDGE, "up"])?;
