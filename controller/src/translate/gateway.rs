@@ -139,6 +139,12 @@ struct Listener<'a> {
 }
 
 impl Listener<'_> {
+    /// Routes may attach (and count in `attachedRoutes`), even while the listener cannot
+    /// be served for want of a certificate.
+    fn attachable(&self) -> bool {
+        self.protocol.is_some() && self.conflict.is_none()
+    }
+
     /// Routes may attach and traffic is served.
     fn ready(&self) -> bool {
         self.protocol.is_some()
@@ -527,7 +533,7 @@ fn attach_route(
         if named.is_empty() {
             accepted = Err(("NoMatchingParent", "the Gateway has no listener with this sectionName and port".into()));
         }
-        let ready: Vec<usize> = named.iter().copied().filter(|&li| gws[gi].listeners[li].ready()).collect();
+        let ready: Vec<usize> = named.iter().copied().filter(|&li| gws[gi].listeners[li].attachable()).collect();
         let allowed: Vec<usize> = ready
             .iter()
             .copied()
@@ -696,6 +702,10 @@ fn rules(
                     weighted.push(WeightedBackend::invalid(weight));
                 }
             }
+        }
+        if weighted.is_empty() {
+            // No backend: requests the rule takes (and no filter answers) get 500.
+            weighted.push(WeightedBackend::invalid(1));
         }
         for (mi, m) in matches.into_iter().enumerate() {
             match http_route::action(rule.filters.as_deref().unwrap_or_default(), weighted.clone(), &m.path) {

@@ -287,8 +287,16 @@ fn certificate_refs_resolve_to_secrets_of_the_namespace_or_granted_ones() {
         vec![],
     );
     w.secrets = vec![tls_secret("cert", &["o.example.com"])];
+    w.http_routes =
+        vec![http_route("shop", "r", 0, to_app(json!({"name": "gw", "sectionName": "missing"}), json!([]), "/"))];
     let t = translate(&w, &opts(), None);
     assert!(has(&listener_conds(&t, "gw", "missing").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
+    assert_eq!(
+        listener_conds(&t, "gw", "missing").1,
+        1,
+        "a route attaches to a listener that waits for its certificate"
+    );
+    assert!(has(&route_conds(&t, "r")[0], "Accepted", "True", "Accepted"));
     assert!(has(&listener_conds(&t, "gw", "other-ns").0, "ResolvedRefs", "False", "RefNotPermitted"));
     assert!(has(&listener_conds(&t, "gw", "kind").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
     assert!(has(&gateway_conds(&t, "gw"), "Accepted", "False", "ListenersNotValid"));
@@ -476,4 +484,20 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
     );
     let t = translate(&w, &opts(), None);
     assert!(has(&route_conds(&t, "r")[0], "Accepted", "False", "UnsupportedValue"));
+}
+
+#[test]
+fn a_rule_without_backends_answers_500() {
+    let spec = json!({"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"value": "/none"}}]}, {"backendRefs": []}]});
+    let w =
+        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    let t = translate(&w, &opts(), None);
+    let routes = &ports(&t)[0].virtual_hosts[0].routes;
+    assert_eq!(routes.len(), 2);
+    for r in routes {
+        match &r.action {
+            wharf_model::Action::Forward(f) => assert_eq!(f.backends, [wharf_model::WeightedBackend::invalid(1)]),
+            other => panic!("{other:?}"),
+        }
+    }
 }

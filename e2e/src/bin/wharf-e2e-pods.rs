@@ -162,13 +162,15 @@ fn leftovers(args: &Args) {
         // Anchored: this runner's own command line names the programs too.
         let _ = Command::new("pkill").arg("-f").arg(format!("^{}", program.display())).output();
     }
-    let netns = Command::new("ip").args(["netns", "list"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let netns =
+        Command::new("ip").args(["netns", "list"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     for name in netns.unwrap_or_default().lines().filter_map(|l| l.split_whitespace().next()) {
         if name.strip_prefix("wp").is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
             let _ = ip(&["netns", "del", name]);
         }
     }
-    let links = Command::new("ip").args(["-o", "link"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let links =
+        Command::new("ip").args(["-o", "link"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
     for line in links.unwrap_or_default().lines() {
         let Some(name) = line.split(':').nth(1).map(|n| n.trim().split('@').next().unwrap_or("")) else { continue };
         if name.strip_prefix("wpv").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
