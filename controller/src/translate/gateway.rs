@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use wharf_gateway_api::gatewayclasses::GatewayClassStatus;
+use wharf_gateway_api::gatewayclasses::{GatewayClassStatus, GatewayClassStatusSupportedFeatures};
 use wharf_gateway_api::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as FromNamespaces,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector, GatewayListenersTlsMode, GatewayStatus,
@@ -89,6 +89,33 @@ impl Default for GatewayOptions {
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
+
+/// The Gateway API features Wharf implements, as `GatewayClass.status.supportedFeatures`
+/// shows them (sorted): exactly those whose conformance tests pass (e2e/conformance.sh,
+/// which reads this list back from the GatewayClass).
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayAddressEmpty",
+    "GatewayHTTPListenerIsolation",
+    "GatewayPort8080",
+    "HTTPRoute",
+    "HTTPRoute303RedirectStatusCode",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+];
 
 fn condition(
     kind: &str,
@@ -201,7 +228,9 @@ pub(super) fn translate(
                 now,
             ),
         };
-        let status = GatewayClassStatus { conditions: Some(vec![accepted]), supported_features: None };
+        let features =
+            SUPPORTED_FEATURES.iter().map(|f| GatewayClassStatusSupportedFeatures { name: (*f).to_owned() }).collect();
+        let status = GatewayClassStatus { conditions: Some(vec![accepted]), supported_features: Some(features) };
         out.gateway_classes.push((c.metadata.name.clone().unwrap_or_default(), status));
     }
 

@@ -138,6 +138,16 @@ fn a_route_attached_to_our_gateway_is_served_on_the_gateways_own_address() {
         .collect();
     assert_eq!(classes, [("wharf", vec![("Accepted".into(), "True".into(), "Accepted".into())])], "only our class");
     assert_eq!(t.gateway_status.gateways.len(), 1, "only Gateways of our class");
+    let features: Vec<String> =
+        t.gateway_status.gateway_classes[0].1.supported_features.iter().flatten().map(|f| f.name.clone()).collect();
+    let mut sorted = features.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(features, sorted, "sorted, once each");
+    assert!(
+        features.len() <= 64
+            && ["Gateway", "HTTPRoute", "ReferenceGrant"].iter().all(|f| features.contains(&f.to_string()))
+    );
     let g = gateway_conds(&t, "gw");
     assert!(has(&g, "Accepted", "True", "Accepted") && has(&g, "Programmed", "True", "Programmed"), "{g:?}");
     let (l, attached) = listener_conds(&t, "gw", "http");
