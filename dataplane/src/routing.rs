@@ -302,4 +302,28 @@ mod tests {
         assert_eq!(all("x-keep"), ["k"]);
         assert_eq!(h.len(), 4, "the invalid entries were left out: {h:?}");
     }
+
+    #[test]
+    fn an_isolated_router_tries_only_the_most_specific_host() {
+        let route = |source: &str, path: &str| CompiledRoute {
+            matches: RouteMatch::path(wharf_model::PathMatch::prefix(path).unwrap()),
+            action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
+            source: source.into(),
+            https_redirect: false,
+            max_body_bytes: None,
+            metrics: crate::Metrics::new().route(source),
+        };
+        let mut router = Router::default();
+        router.hosts.insert(&wharf_model::Host::Exact("only.example.com".into()), vec![route("exact", "/only")]);
+        router.hosts.insert(&wharf_model::Host::Suffix(".example.com".into()), vec![route("wildcard", "/")]);
+        let (get, headers) = (Method::GET, HeaderMap::new());
+        let source = |r: &Router, host: &str, path: &str| {
+            r.route(host, &view(path, None, &get, &headers)).map(|c| c.source.clone())
+        };
+        assert_eq!(source(&router, "only.example.com", "/"), Some("wildcard".into()), "falls through");
+        router.isolated = true;
+        assert_eq!(source(&router, "only.example.com", "/only"), Some("exact".into()));
+        assert_eq!(source(&router, "only.example.com", "/"), None, "isolated: no fall-through");
+        assert_eq!(source(&router, "x.example.com", "/"), Some("wildcard".into()));
+    }
 }

@@ -222,6 +222,12 @@ mod tests {
     }
 
     #[test]
+    fn kinds_are_spelled_as_the_api_spells_them() {
+        let all = [StatusKind::GatewayClass, StatusKind::Gateway, StatusKind::HttpRoute].map(StatusKind::as_str);
+        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute"]);
+    }
+
+    #[test]
     fn written_once_then_only_when_something_but_the_time_changes() {
         let mut index = index(json!(null), json!(null));
         let first = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
