@@ -15,6 +15,7 @@ use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::referencegrants::ReferenceGrant;
 
@@ -49,6 +50,7 @@ impl Kind for Namespace {}
 impl Kind for GatewayClass {}
 impl Kind for Gateway {}
 impl Kind for HttpRoute {}
+impl Kind for GrpcRoute {}
 impl Kind for ReferenceGrant {}
 
 impl Kind for Secret {
@@ -208,6 +210,8 @@ kinds! {
     gateways: Gateway => Gateway;
     /// HTTPRoutes.
     http_routes: HttpRoute => HttpRoute;
+    /// GRPCRoutes.
+    grpc_routes: GrpcRoute => GrpcRoute;
     /// ReferenceGrants: which cross-namespace references are permitted.
     reference_grants: ReferenceGrant => ReferenceGrant;
 }
@@ -254,6 +258,7 @@ mod tests {
             GatewayClass,
             Gateway,
             HttpRoute,
+            GrpcRoute,
             ReferenceGrant
         );
         // Every field of World is checked above.
@@ -268,6 +273,7 @@ mod tests {
             gateway_classes: _,
             gateways: _,
             http_routes: _,
+            grpc_routes: _,
             reference_grants: _,
         } = World::default();
     }

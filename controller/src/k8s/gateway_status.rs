@@ -15,6 +15,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
 
 use super::index::{Index, Key};
@@ -35,6 +36,8 @@ pub enum StatusKind {
     Gateway,
     /// HTTPRoute.
     HttpRoute,
+    /// GRPCRoute.
+    GrpcRoute,
 }
 
 impl StatusKind {
@@ -44,6 +47,7 @@ impl StatusKind {
             StatusKind::GatewayClass => "GatewayClass",
             StatusKind::Gateway => "Gateway",
             StatusKind::HttpRoute => "HTTPRoute",
+            StatusKind::GrpcRoute => "GRPCRoute",
         }
     }
 }
@@ -107,10 +111,37 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
             out.extend(body(&want, None).map(|b| ((StatusKind::Gateway, key), b)));
         }
     }
+    let http = index.http_routes().map(|(k, r)| {
+        let parents = r.status.as_ref().map(|s| s.parents.clone()).unwrap_or_default();
+        (k, parents, r.metadata.resource_version.clone())
+    });
+    routes(StatusKind::HttpRoute, http, &statuses.http_routes, controller, &mut out);
+    let grpc = index.grpc_routes().map(|(k, r)| {
+        // The same form as an HTTPRoute's entries, under other type names.
+        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        (k, parents, r.metadata.resource_version.clone())
+    });
+    routes(StatusKind::GrpcRoute, grpc, &statuses.grpc_routes, controller, &mut out);
+    out
+}
+
+fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
+    serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// The writes that make routes of one kind show our `status.parents` entries: `current`
+/// is each route's key, entries and resourceVersion. Routes that have entries of ours
+/// but should have none lose them.
+fn routes<'k>(
+    kind: StatusKind,
+    current: impl Iterator<Item = (&'k Key, Vec<HttpRouteStatusParents>, Option<String>)>,
+    desired: &[(wharf_model::ObjectRef, Vec<HttpRouteStatusParents>)],
+    controller: &str,
+    out: &mut StatusWrites,
+) {
     let desired: BTreeMap<Key, &Vec<HttpRouteStatusParents>> =
-        statuses.http_routes.iter().map(|(o, parents)| ((o.namespace.clone(), o.name.clone()), parents)).collect();
-    for (key, route) in index.http_routes() {
-        let current = route.status.as_ref().map(|s| s.parents.clone()).unwrap_or_default();
+        desired.iter().map(|(o, parents)| ((o.namespace.clone(), o.name.clone()), parents)).collect();
+    for (key, current, resource_version) in current {
         let ours = desired.get(key);
         if ours.is_none() && !current.iter().any(|p| p.controller_name == controller) {
             continue;
@@ -125,13 +156,9 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
         }
         if parents != current {
             let status = wharf_gateway_api::httproutes::HttpRouteStatus { parents };
-            out.extend(
-                body(&status, route.metadata.resource_version.clone())
-                    .map(|b| ((StatusKind::HttpRoute, key.clone()), b)),
-            );
+            out.extend(body(&status, resource_version).map(|b| ((kind, key.clone()), b)));
         }
     }
-    out
 }
 
 /// Applies one status. `Ok(false)`: the object is gone (nothing to retry).
@@ -160,6 +187,10 @@ pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBo
                 Api::<Gateway>::namespaced(client.clone(), &key.0).patch_status(&key.1, &params, &patch).await.map(drop)
             }
             StatusKind::HttpRoute => Api::<HttpRoute>::namespaced(client.clone(), &key.0)
+                .patch_status(&key.1, &params, &patch)
+                .await
+                .map(drop),
+            StatusKind::GrpcRoute => Api::<GrpcRoute>::namespaced(client.clone(), &key.0)
                 .patch_status(&key.1, &params, &patch)
                 .await
                 .map(drop),
@@ -223,8 +254,9 @@ mod tests {
 
     #[test]
     fn kinds_are_spelled_as_the_api_spells_them() {
-        let all = [StatusKind::GatewayClass, StatusKind::Gateway, StatusKind::HttpRoute].map(StatusKind::as_str);
-        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute"]);
+        let all = [StatusKind::GatewayClass, StatusKind::Gateway, StatusKind::HttpRoute, StatusKind::GrpcRoute]
+            .map(StatusKind::as_str);
+        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute"]);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use kube::runtime::watcher::Event;
 use kube::ResourceExt;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
 
 pub use crate::kinds::Change;
@@ -127,6 +128,11 @@ impl Index {
     /// All HTTPRoutes.
     pub fn http_routes(&self) -> impl Iterator<Item = (&Key, &HttpRoute)> {
         self.stores.http_routes.objects.iter()
+    }
+
+    /// All GRPCRoutes.
+    pub fn grpc_routes(&self) -> impl Iterator<Item = (&Key, &GrpcRoute)> {
+        self.stores.grpc_routes.objects.iter()
     }
 }
 

@@ -132,6 +132,22 @@ impl<'a> Backends<'a> {
         diags: &mut Vec<Diagnostic>,
         clusters: &mut BTreeMap<String, Cluster>,
     ) -> Option<String> {
+        self.cluster_for(ns, name, port, false, src, diags, clusters)
+    }
+
+    /// [`Backends::cluster`], spoken to over HTTP/2 (h2c) whatever the port's
+    /// `appProtocol` says when `h2` (gRPC). Such a cluster has an id of its own.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn cluster_for(
+        &self,
+        ns: &str,
+        name: &str,
+        port: &ServicePortRef,
+        h2: bool,
+        src: &ObjectRef,
+        diags: &mut Vec<Diagnostic>,
+        clusters: &mut BTreeMap<String, Cluster>,
+    ) -> Option<String> {
         let Some(svc) = self.services.get(&(ns, name)) else {
             diags.push(Diagnostic {
                 object: src.clone(),
@@ -165,10 +181,14 @@ impl<'a> Backends<'a> {
             });
             return None;
         }
-        let id = cluster_id(ns, name, &ServicePortRef::Number(sp.port));
+        let mut id = cluster_id(ns, name, &ServicePortRef::Number(sp.port));
+        let h2c = h2 || sp.app_protocol.as_deref() == Some(H2C);
+        if h2 {
+            id.push_str("/h2c");
+        }
         if !clusters.contains_key(&id) {
             let cluster = Cluster {
-                protocol: if sp.app_protocol.as_deref() == Some(H2C) { AppProtocol::H2c } else { AppProtocol::Http1 },
+                protocol: if h2c { AppProtocol::H2c } else { AppProtocol::Http1 },
                 endpoints: match self.waypoint(svc, ns) {
                     Some(waypoint) => self.through_waypoint(svc, ns, name, sp, waypoint),
                     None => self.endpoints(ns, name, sp),

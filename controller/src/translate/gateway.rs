@@ -16,10 +16,14 @@ use wharf_gateway_api::gateways::{
     GatewayListenersAllowedRoutesNamespacesSelector as Selector, GatewayListenersTlsMode, GatewayStatus,
     GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
 };
+use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
 };
-use wharf_model::{GatewayPort, Host, ObjectRef, PortProtocol, Route, Snapshot, TlsHost, VirtualHost, WeightedBackend};
+use wharf_model::{
+    GatewayPort, HeaderMatch, Host, ObjectRef, PathMatch, PortProtocol, Route, RouteMatch, Snapshot, TlsHost,
+    VirtualHost, WeightedBackend,
+};
 
 use super::backend::{Backends, ServicePortRef};
 use super::grants::{permitted, RefFrom, RefTo, GATEWAY_GROUP};
@@ -71,6 +75,8 @@ pub struct Statuses {
     /// HTTPRoutes: the `status.parents` entries that are ours (other controllers' entries
     /// are left as they are).
     pub http_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+    /// GRPCRoutes, as for HTTPRoutes (the entries have the same form).
+    pub grpc_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
 }
 
 /// Settings of the Gateway API translation.
@@ -89,6 +95,7 @@ impl Default for GatewayOptions {
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
+const GRPC_ROUTE: &str = "GRPCRoute";
 
 /// The Gateway API features Wharf implements, as `GatewayClass.status.supportedFeatures`
 /// shows them (sorted): exactly those whose conformance tests pass (e2e/conformance.sh,
@@ -98,6 +105,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
+    "GRPCRoute",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
@@ -250,12 +258,19 @@ pub(super) fn translate(
         .collect();
 
     let mut attached: Attached = HashMap::new();
-    let mut routes: Vec<&HttpRoute> = world.http_routes.iter().collect();
-    routes.sort_by_key(|r| age_key(*r));
-    for (age, route) in routes.iter().enumerate() {
-        let parents = attach_route(route, age, &mut gws, world, backends, snapshot, &mut attached, opts, now);
+    let mut http: Vec<&HttpRoute> = world.http_routes.iter().collect();
+    http.sort_by_key(|r| age_key(*r));
+    let mut grpc: Vec<&GrpcRoute> = world.grpc_routes.iter().collect();
+    grpc.sort_by_key(|r| age_key(*r));
+    let views = http
+        .iter()
+        .map(|r| RouteView::http(r, world, backends))
+        .chain(grpc.iter().map(|r| RouteView::grpc(r, world, backends)));
+    for (age, view) in views.enumerate() {
+        let parents = attach_route(&view, age, &mut gws, world, snapshot, &mut attached, opts, now);
         if !parents.is_empty() {
-            out.http_routes.push((object_ref(*route), parents));
+            let list = if view.kind == GRPC_ROUTE { &mut out.grpc_routes } else { &mut out.http_routes };
+            list.push((view.oref.clone(), parents));
         }
     }
 
@@ -349,7 +364,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                 None | Some("") => Host::Any,
                 Some(h) => Host::parse_gateway(h).unwrap_or(Host::Any),
             };
-            let supported = [HTTP_ROUTE];
+            let supported = [HTTP_ROUTE, GRPC_ROUTE];
             let (kinds, bad_kinds) = match l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
                 None => (supported.iter().map(|k| kind(k)).collect(), None),
                 Some(asked) => {
@@ -371,7 +386,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                         .collect();
                     let bad = (!bad.is_empty()).then(|| {
                         format!(
-                            "route kinds {} are not supported on a {} listener (supported: HTTPRoute)",
+                            "route kinds {} are not supported on a {} listener (supported: HTTPRoute, GRPCRoute)",
                             bad.join(", "),
                             l.protocol
                         )
@@ -523,23 +538,22 @@ fn selects(s: &Selector, labels: &BTreeMap<String, String>) -> bool {
 /// builds its routes, and returns the status entry of each.
 #[allow(clippy::too_many_arguments)]
 fn attach_route(
-    route: &HttpRoute,
+    route: &RouteView<'_>,
     age: usize,
     gws: &mut [Gw<'_>],
     world: &World,
-    backends: &Backends<'_>,
     snapshot: &mut Snapshot,
     attached: &mut Attached,
     opts: &GatewayOptions,
     now: &Time,
 ) -> Vec<HttpRouteStatusParents> {
-    let ns = route.metadata.namespace.as_deref().unwrap_or("default");
-    let rref = object_ref(route);
-    let generation = route.metadata.generation;
-    let hostnames = route.spec.hostnames.clone().unwrap_or_default();
+    let ns = route.meta.namespace.as_deref().unwrap_or("default");
+    let rref = &route.oref;
+    let generation = route.meta.generation;
+    let hostnames = &route.hostnames;
     let mut statuses = Vec::new();
     let mut built: Option<Rules> = None;
-    for parent in route.spec.parent_refs.iter().flatten() {
+    for parent in &route.parent_refs {
         if parent.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
             || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
         {
@@ -549,8 +563,7 @@ fn attach_route(
         let Some(gi) = gws.iter().position(|g| g.oref.namespace == pns && g.oref.name == parent.name) else {
             continue;
         };
-        let (rules, refused, unresolved) =
-            built.get_or_insert_with(|| rules(route, ns, &rref, world, backends, snapshot)).clone();
+        let (rules, refused, unresolved) = built.get_or_insert_with(|| (route.rules)(snapshot)).clone();
         let gw_ns = gws[gi].oref.namespace.clone();
         let mut accepted: Result<(), (&'static str, String)> = Ok(());
         let named: Vec<usize> = (0..gws[gi].listeners.len())
@@ -568,15 +581,15 @@ fn attach_route(
             .copied()
             .filter(|&li| {
                 let l = &gws[gi].listeners[li];
-                namespace_allowed(l.spec, &gw_ns, ns, world) && l.kinds.iter().any(|k| k.kind == HTTP_ROUTE)
+                namespace_allowed(l.spec, &gw_ns, ns, world) && l.kinds.iter().any(|k| k.kind == route.kind)
             })
             .collect();
         if accepted.is_ok() && allowed.is_empty() {
             accepted = Err((
                 "NotAllowedByListeners",
                 format!(
-                    "no listener of Gateway {gw_ns}/{} that this parentRef names allows HTTPRoutes from namespace {ns}",
-                    parent.name
+                    "no listener of Gateway {gw_ns}/{} that this parentRef names allows {}s from namespace {ns}",
+                    parent.name, route.kind
                 ),
             ));
         }
@@ -584,7 +597,7 @@ fn attach_route(
         for &li in &allowed {
             let l = &gws[gi].listeners[li];
             let listener_host = l.spec.hostname.as_deref();
-            let names = http_route::hostnames(listener_host, &hostnames);
+            let names = http_route::hostnames(listener_host, hostnames);
             if names.is_empty() {
                 continue;
             }
@@ -655,6 +668,166 @@ fn attach_route(
     statuses
 }
 
+/// A route of an HTTP kind (HTTPRoute, GRPCRoute) as attaching it needs it: the parts
+/// both kinds share, and its rules built on first use.
+struct RouteView<'a> {
+    kind: &'static str,
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    oref: ObjectRef,
+    parent_refs: Vec<HttpRouteParentRefs>,
+    hostnames: Vec<String>,
+    rules: Box<dyn Fn(&mut Snapshot) -> Rules + 'a>,
+}
+
+impl<'a> RouteView<'a> {
+    fn http(route: &'a HttpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let oref = object_ref(route);
+        let rref = oref.clone();
+        RouteView {
+            kind: HTTP_ROUTE,
+            meta: &route.metadata,
+            oref,
+            parent_refs: route.spec.parent_refs.clone().unwrap_or_default(),
+            hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+            rules: Box::new(move |snapshot| rules(route, &ns, &rref, world, backends, snapshot)),
+        }
+    }
+
+    fn grpc(route: &'a GrpcRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let oref = object_ref(route);
+        let rref = oref.clone();
+        RouteView {
+            kind: GRPC_ROUTE,
+            meta: &route.metadata,
+            oref,
+            // The same fields under another name: converted through their JSON form.
+            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
+            hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+            rules: Box::new(move |snapshot| grpc_rules(route, &ns, &rref, world, backends, snapshot)),
+        }
+    }
+}
+
+/// A value of one generated type as another whose JSON form is the same (the GRPCRoute
+/// and HTTPRoute types repeat each other's parts under different names).
+fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
+    serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// A GRPCRoute's rules as [`Rules`]: a method match is a path (`/service/method` exact,
+/// `/service/` prefix); backends are spoken to over HTTP/2.
+fn grpc_rules(
+    route: &GrpcRoute,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Rules {
+    let mut out = Vec::new();
+    let mut refused = None;
+    let mut unresolved = None;
+    for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
+        if rule.backend_refs.iter().flatten().any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty())) {
+            refused.get_or_insert(Refused {
+                reason: "UnsupportedValue",
+                message: "filters on a backendRef are not supported yet; put them on the rule".into(),
+            });
+            continue;
+        }
+        let matches = match grpc_matches(rule.matches.as_deref().unwrap_or_default()) {
+            Ok(m) => m,
+            Err(r) => {
+                refused.get_or_insert(r);
+                continue;
+            }
+        };
+        let mut weighted = Vec::new();
+        for b in rule.backend_refs.iter().flatten() {
+            let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
+            let r = BackendRef {
+                group: b.group.as_deref(),
+                kind: b.kind.as_deref(),
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+            };
+            match backend(r, GRPC_ROUTE, ns, rref, world, backends, snapshot) {
+                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
+                Err(why) => {
+                    unresolved.get_or_insert(why);
+                    weighted.push(WeightedBackend::invalid(weight));
+                }
+            }
+        }
+        if weighted.is_empty() {
+            weighted.push(WeightedBackend::invalid(1));
+        }
+        let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
+            rule.filters.as_ref().and_then(same_shape).unwrap_or_default();
+        for (mi, m) in matches.into_iter().enumerate() {
+            match http_route::action(&filters, weighted.clone(), &m.path) {
+                Ok(action) => out.push((ri, mi, m, action)),
+                Err(r) => {
+                    refused.get_or_insert(r);
+                    break;
+                }
+            }
+        }
+    }
+    (out, refused, unresolved)
+}
+
+/// GRPCRoute matches as route matches (none: every request).
+fn grpc_matches(matches: &[wharf_gateway_api::grpcroutes::GrpcRouteRulesMatches]) -> Result<Vec<RouteMatch>, Refused> {
+    use wharf_gateway_api::grpcroutes::{
+        GrpcRouteRulesMatchesHeadersType as HeaderType, GrpcRouteRulesMatchesMethodType as MethodType,
+    };
+    let unsupported = |message: String| Refused { reason: "UnsupportedValue", message };
+    if matches.is_empty() {
+        return Ok(vec![RouteMatch::path(PathMatch::Prefix("/".into()))]);
+    }
+    matches
+        .iter()
+        .map(|m| {
+            let path = match &m.method {
+                None => PathMatch::prefix("/"),
+                Some(method) => {
+                    if method.r#type == Some(MethodType::RegularExpression) {
+                        return Err(unsupported("RegularExpression method matches are not supported".into()));
+                    }
+                    let service = method.service.as_deref().filter(|s| !s.is_empty());
+                    match (service, method.method.as_deref().filter(|s| !s.is_empty())) {
+                        (Some(service), Some(name)) => PathMatch::exact(&format!("/{service}/{name}")),
+                        (Some(service), None) => PathMatch::prefix(&format!("/{service}/")),
+                        (None, Some(_)) => {
+                            return Err(unsupported("a method match without a service is not supported yet".into()))
+                        }
+                        (None, None) => PathMatch::prefix("/"),
+                    }
+                }
+            }
+            .map_err(|e| unsupported(format!("method match: {e}")))?;
+            let mut headers: Vec<HeaderMatch> = Vec::new();
+            for h in m.headers.iter().flatten() {
+                if h.r#type == Some(HeaderType::RegularExpression) {
+                    return Err(unsupported(format!(
+                        "header match {:?}: RegularExpression values are not supported",
+                        h.name
+                    )));
+                }
+                let name = h.name.to_ascii_lowercase();
+                if !headers.iter().any(|x| x.name == name) {
+                    headers.push(HeaderMatch { name, value: h.value.clone() });
+                }
+            }
+            Ok(RouteMatch { path, method: None, headers, query: Vec::new() })
+        })
+        .collect()
+}
+
 /// An ordering of [`wharf_model::RouteMatch::precedence_key`] as bytes, so keys of
 /// several parts compare as one.
 fn precedence_bytes(m: &wharf_model::RouteMatch) -> Vec<u8> {
@@ -713,18 +886,14 @@ fn rules(
         let mut weighted = Vec::new();
         for b in rule.backend_refs.iter().flatten() {
             let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
-            match backend(
-                b.group.as_deref(),
-                b.kind.as_deref(),
-                &b.name,
-                b.namespace.as_deref(),
-                b.port,
-                ns,
-                rref,
-                world,
-                backends,
-                snapshot,
-            ) {
+            let r = BackendRef {
+                group: b.group.as_deref(),
+                kind: b.kind.as_deref(),
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+            };
+            match backend(r, HTTP_ROUTE, ns, rref, world, backends, snapshot) {
                 Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
                 Err(why) => {
                     unresolved.get_or_insert(why);
@@ -761,44 +930,48 @@ fn unsupported_rule_fields(rule: &wharf_gateway_api::httproutes::HttpRouteRules)
     None
 }
 
-/// Resolves one backendRef into a cluster id.
-#[allow(clippy::too_many_arguments)]
-fn backend(
-    group: Option<&str>,
-    kind: Option<&str>,
-    name: &str,
-    namespace: Option<&str>,
+/// A backendRef's fields, whatever the route kind.
+struct BackendRef<'r> {
+    group: Option<&'r str>,
+    kind: Option<&'r str>,
+    name: &'r str,
+    namespace: Option<&'r str>,
     port: Option<i32>,
+}
+
+/// Resolves one backendRef of a route of `route_kind` into a cluster id. GRPCRoute
+/// backends are always spoken to over HTTP/2.
+fn backend(
+    b: BackendRef<'_>,
+    route_kind: &str,
     ns: &str,
     rref: &ObjectRef,
     world: &World,
     backends: &Backends<'_>,
     snapshot: &mut Snapshot,
 ) -> Result<String, (&'static str, String)> {
-    let (group, kind) = (group.unwrap_or(""), kind.unwrap_or("Service"));
+    let (group, kind, name) = (b.group.unwrap_or(""), b.kind.unwrap_or("Service"), b.name);
     if !group.is_empty() || kind != "Service" {
         return Err(("InvalidKind", format!("backendRef {group}/{kind} {name}: only Services are supported")));
     }
-    let bns = namespace.unwrap_or(ns);
-    let from = RefFrom { group: GATEWAY_GROUP, kind: HTTP_ROUTE, namespace: ns };
+    let bns = b.namespace.unwrap_or(ns);
+    let from = RefFrom { group: GATEWAY_GROUP, kind: route_kind, namespace: ns };
     if !permitted(&world.reference_grants, from, RefTo { group: "", kind: "Service", namespace: bns, name }) {
         return Err((
             "RefNotPermitted",
-            format!("backendRef Service {bns}/{name}: no ReferenceGrant in {bns} lets HTTPRoutes of {ns} use it"),
+            format!("backendRef Service {bns}/{name}: no ReferenceGrant in {bns} lets {route_kind}s of {ns} use it"),
         ));
     }
-    let Some(port) = port else {
+    let Some(port) = b.port else {
         return Err(("BackendNotFound", format!("backendRef Service {bns}/{name} needs a port")));
     };
     let mut diags = Vec::new();
-    backends.cluster(bns, name, &ServicePortRef::Number(port), rref, &mut diags, &mut snapshot.clusters).ok_or_else(
-        || {
-            (
-                "BackendNotFound",
-                diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found")),
-            )
-        },
-    )
+    let port = ServicePortRef::Number(port);
+    let h2 = route_kind == GRPC_ROUTE;
+    backends.cluster_for(bns, name, &port, h2, rref, &mut diags, &mut snapshot.clusters).ok_or_else(|| {
+        let why = diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found"));
+        ("BackendNotFound", why)
+    })
 }
 
 /// The ports of one Gateway: its ready listeners grouped by port, with their routes.

@@ -511,3 +511,64 @@ fn a_rule_without_backends_answers_500() {
         }
     }
 }
+
+#[test]
+fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
+    use wharf_gateway_api::grpcroutes::GrpcRoute;
+    let grpc: GrpcRoute = obj(json!({
+        "metadata": {"name": "g", "namespace": "web", "generation": 1, "creationTimestamp": "2026-01-01T00:05:00Z"},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"], "rules": [
+            {"matches": [{"method": {"service": "echo.Echo", "method": "Ping"}, "headers": [{"name": "X-Env", "value": "canary"}]}],
+             "filters": [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-via", "value": "wharf"}]}}],
+             "backendRefs": [{"name": "app", "port": 80}]},
+            {"matches": [{"method": {"service": "echo.Echo"}}], "backendRefs": [{"name": "app", "port": 80}]},
+            {"matches": [{"method": {"method": "Ping"}}], "backendRefs": [{"name": "app", "port": 80}]},
+        ]},
+    }));
+    let mut w = world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![]);
+    w.grpc_routes = vec![grpc];
+    let t = translate(&w, &opts(), None);
+    let (_, parents) = t.gateway_status.grpc_routes.iter().find(|(o, _)| o.name == "g").unwrap();
+    let c = conds(&parents[0].conditions);
+    assert!(
+        has(&c, "Accepted", "True", "Accepted") && has(&c, "PartiallyInvalid", "True", "UnsupportedValue"),
+        "{c:?}"
+    );
+    assert!(t.gateway_status.http_routes.is_empty());
+    let (_, status) = &t.gateway_status.gateways[0];
+    let kinds: Vec<String> = status
+        .listeners
+        .iter()
+        .flatten()
+        .flat_map(|l| l.supported_kinds.iter().flatten().map(|k| k.kind.clone()))
+        .collect();
+    assert_eq!(kinds, ["HTTPRoute", "GRPCRoute"]);
+
+    let vh = ports(&t)[0].virtual_hosts.iter().find(|v| v.host.to_string() == "grpc.example.com").unwrap();
+    let paths: Vec<(String, Vec<String>)> = vh
+        .routes
+        .iter()
+        .map(|r| {
+            (
+                format!("{:?}", r.matches.path),
+                r.matches.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            (
+                format!("{:?}", wharf_model::PathMatch::exact("/echo.Echo/Ping").unwrap()),
+                vec!["x-env=canary".to_owned()]
+            ),
+            (format!("{:?}", wharf_model::PathMatch::prefix("/echo.Echo/").unwrap()), vec![]),
+        ]
+    );
+    let cluster = match &vh.routes[0].action {
+        wharf_model::Action::Forward(f) => f.backends[0].cluster.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cluster, "web/app:80/h2c");
+    assert_eq!(t.snapshot.clusters[&cluster].protocol, wharf_model::AppProtocol::H2c);
+}
