@@ -18,6 +18,7 @@ use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::referencegrants::ReferenceGrant;
+use wharf_gateway_api::tlsroutes::TlsRoute;
 
 /// What the watches, the index and the file loader need of a kind.
 pub trait Kind:
@@ -51,6 +52,7 @@ impl Kind for GatewayClass {}
 impl Kind for Gateway {}
 impl Kind for HttpRoute {}
 impl Kind for GrpcRoute {}
+impl Kind for TlsRoute {}
 impl Kind for ReferenceGrant {}
 
 impl Kind for Secret {
@@ -212,6 +214,8 @@ kinds! {
     http_routes: HttpRoute => HttpRoute;
     /// GRPCRoutes.
     grpc_routes: GrpcRoute => GrpcRoute;
+    /// TLSRoutes.
+    tls_routes: TlsRoute => TlsRoute;
     /// ReferenceGrants: which cross-namespace references are permitted.
     reference_grants: ReferenceGrant => ReferenceGrant;
 }
@@ -259,6 +263,7 @@ mod tests {
             Gateway,
             HttpRoute,
             GrpcRoute,
+            TlsRoute,
             ReferenceGrant
         );
         // Every field of World is checked above.
@@ -274,6 +279,7 @@ mod tests {
             gateways: _,
             http_routes: _,
             grpc_routes: _,
+            tls_routes: _,
             reference_grants: _,
         } = World::default();
     }

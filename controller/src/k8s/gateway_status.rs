@@ -17,6 +17,7 @@ use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
+use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use super::index::{Index, Key};
 use crate::translate::gateway::Statuses;
@@ -38,6 +39,8 @@ pub enum StatusKind {
     HttpRoute,
     /// GRPCRoute.
     GrpcRoute,
+    /// TLSRoute.
+    TlsRoute,
 }
 
 impl StatusKind {
@@ -48,6 +51,7 @@ impl StatusKind {
             StatusKind::Gateway => "Gateway",
             StatusKind::HttpRoute => "HTTPRoute",
             StatusKind::GrpcRoute => "GRPCRoute",
+            StatusKind::TlsRoute => "TLSRoute",
         }
     }
 }
@@ -122,6 +126,11 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::GrpcRoute, grpc, &statuses.grpc_routes, controller, &mut out);
+    let tls = index.tls_routes().map(|(k, r)| {
+        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        (k, parents, r.metadata.resource_version.clone())
+    });
+    routes(StatusKind::TlsRoute, tls, &statuses.tls_routes, controller, &mut out);
     out
 }
 
@@ -194,6 +203,10 @@ pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBo
                 .patch_status(&key.1, &params, &patch)
                 .await
                 .map(drop),
+            StatusKind::TlsRoute => Api::<TlsRoute>::namespaced(client.clone(), &key.0)
+                .patch_status(&key.1, &params, &patch)
+                .await
+                .map(drop),
         }
     };
     match tokio::time::timeout(WRITE_TIMEOUT, call).await {
@@ -254,9 +267,15 @@ mod tests {
 
     #[test]
     fn kinds_are_spelled_as_the_api_spells_them() {
-        let all = [StatusKind::GatewayClass, StatusKind::Gateway, StatusKind::HttpRoute, StatusKind::GrpcRoute]
-            .map(StatusKind::as_str);
-        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute"]);
+        let all = [
+            StatusKind::GatewayClass,
+            StatusKind::Gateway,
+            StatusKind::HttpRoute,
+            StatusKind::GrpcRoute,
+            StatusKind::TlsRoute,
+        ]
+        .map(StatusKind::as_str);
+        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute"]);
     }
 
     #[test]

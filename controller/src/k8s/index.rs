@@ -10,6 +10,7 @@ use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
+use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
 use crate::kinds::Stores;
@@ -133,6 +134,11 @@ impl Index {
     /// All GRPCRoutes.
     pub fn grpc_routes(&self) -> impl Iterator<Item = (&Key, &GrpcRoute)> {
         self.stores.grpc_routes.objects.iter()
+    }
+
+    /// All TLSRoutes.
+    pub fn tls_routes(&self) -> impl Iterator<Item = (&Key, &TlsRoute)> {
+        self.stores.tls_routes.objects.iter()
     }
 }
 

@@ -20,6 +20,7 @@ use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
 };
+use wharf_gateway_api::tlsroutes::TlsRoute;
 use wharf_model::{
     GatewayPort, HeaderMatch, Host, ObjectRef, PathMatch, PortProtocol, Route, RouteMatch, Snapshot, TlsHost,
     VirtualHost, WeightedBackend,
@@ -77,6 +78,8 @@ pub struct Statuses {
     pub http_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
     /// GRPCRoutes, as for HTTPRoutes (the entries have the same form).
     pub grpc_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+    /// TLSRoutes, as for HTTPRoutes.
+    pub tls_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
 }
 
 /// Settings of the Gateway API translation.
@@ -96,16 +99,17 @@ impl Default for GatewayOptions {
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
+const TLS_ROUTE: &str = "TLSRoute";
 
 /// The Gateway API features Wharf implements, as `GatewayClass.status.supportedFeatures`
 /// shows them (sorted): exactly those whose conformance tests pass (e2e/conformance.sh,
 /// which reads this list back from the GatewayClass).
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "GRPCRoute",
     "Gateway",
     "GatewayAddressEmpty",
     "GatewayHTTPListenerIsolation",
     "GatewayPort8080",
-    "GRPCRoute",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
@@ -123,6 +127,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TLSRoute",
 ];
 
 fn condition(
@@ -161,8 +166,10 @@ fn object_ref<K: kube::Resource<DynamicType = ()>>(o: &K) -> ObjectRef {
 /// One listener of a Gateway, as evaluated.
 struct Listener<'a> {
     spec: &'a GatewayListeners,
-    /// The port's protocol; `None` for a protocol Wharf does not serve.
+    /// The port's protocol; `None` for a protocol (or TLS mode) Wharf does not serve.
     protocol: Option<PortProtocol>,
+    /// Why the listener is not accepted (`UnsupportedProtocol`, `UnsupportedValue`).
+    unsupported: Option<(&'static str, String)>,
     host: Host,
     conflict: Option<&'static str>,
     /// Certificates (snapshot ids) of an HTTPS listener, and why any ref is unresolved.
@@ -180,11 +187,10 @@ impl Listener<'_> {
         self.protocol.is_some() && self.conflict.is_none()
     }
 
-    /// Routes may attach and traffic is served.
+    /// Routes may attach and traffic is served (for the route kinds that are valid).
     fn ready(&self) -> bool {
-        self.protocol.is_some()
-            && self.conflict.is_none()
-            && self.bad_kinds.is_none()
+        self.attachable()
+            && !self.kinds.is_empty()
             && (self.protocol != Some(PortProtocol::Https) || !self.certificates.is_empty())
     }
 }
@@ -262,14 +268,21 @@ pub(super) fn translate(
     http.sort_by_key(|r| age_key(*r));
     let mut grpc: Vec<&GrpcRoute> = world.grpc_routes.iter().collect();
     grpc.sort_by_key(|r| age_key(*r));
+    let mut tls: Vec<&TlsRoute> = world.tls_routes.iter().collect();
+    tls.sort_by_key(|r| age_key(*r));
     let views = http
         .iter()
         .map(|r| RouteView::http(r, world, backends))
-        .chain(grpc.iter().map(|r| RouteView::grpc(r, world, backends)));
+        .chain(grpc.iter().map(|r| RouteView::grpc(r, world, backends)))
+        .chain(tls.iter().map(|r| RouteView::tls(r, world, backends)));
     for (age, view) in views.enumerate() {
         let parents = attach_route(&view, age, &mut gws, world, snapshot, &mut attached, opts, now);
         if !parents.is_empty() {
-            let list = if view.kind == GRPC_ROUTE { &mut out.grpc_routes } else { &mut out.http_routes };
+            let list = match view.kind {
+                GRPC_ROUTE => &mut out.grpc_routes,
+                TLS_ROUTE => &mut out.tls_routes,
+                _ => &mut out.http_routes,
+            };
             list.push((view.oref.clone(), parents));
         }
     }
@@ -355,16 +368,32 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
         .listeners
         .iter()
         .map(|l| {
-            let protocol = match l.protocol.as_str() {
-                "HTTP" => Some(PortProtocol::Http),
-                "HTTPS" => Some(PortProtocol::Https),
-                _ => None,
+            let tls_mode = l.tls.as_ref().and_then(|t| t.mode.clone()).unwrap_or(GatewayListenersTlsMode::Terminate);
+            let (protocol, unsupported) = match (l.protocol.as_str(), tls_mode) {
+                ("HTTP", _) => (Some(PortProtocol::Http), None),
+                ("HTTPS", _) => (Some(PortProtocol::Https), None),
+                ("TLS", GatewayListenersTlsMode::Passthrough) => (Some(PortProtocol::Passthrough), None),
+                ("TLS", GatewayListenersTlsMode::Terminate) => (
+                    None,
+                    Some((
+                        "UnsupportedValue",
+                        "TLS listeners that terminate TLS are not supported yet; use tls.mode Passthrough, or an HTTPS listener".to_owned(),
+                    )),
+                ),
+                (other, _) => (
+                    None,
+                    Some(("UnsupportedProtocol", format!("protocol {other} is not supported yet (HTTP, HTTPS and TLS passthrough are)"))),
+                ),
             };
             let host = match l.hostname.as_deref() {
                 None | Some("") => Host::Any,
                 Some(h) => Host::parse_gateway(h).unwrap_or(Host::Any),
             };
-            let supported = [HTTP_ROUTE, GRPC_ROUTE];
+            let supported: &[&str] = match protocol {
+                Some(PortProtocol::Passthrough) => &[TLS_ROUTE],
+                Some(_) => &[HTTP_ROUTE, GRPC_ROUTE],
+                None => &[],
+            };
             let (kinds, bad_kinds) = match l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
                 None => (supported.iter().map(|k| kind(k)).collect(), None),
                 Some(asked) => {
@@ -386,9 +415,10 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                         .collect();
                     let bad = (!bad.is_empty()).then(|| {
                         format!(
-                            "route kinds {} are not supported on a {} listener (supported: HTTPRoute, GRPCRoute)",
+                            "route kinds {} are not supported on a {} listener (supported: {})",
                             bad.join(", "),
-                            l.protocol
+                            l.protocol,
+                            supported.join(", ")
                         )
                     });
                     (ok, bad)
@@ -397,6 +427,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
             let mut listener = Listener {
                 spec: l,
                 protocol,
+                unsupported,
                 host,
                 conflict: None,
                 certificates: Vec::new(),
@@ -413,15 +444,19 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
         .collect();
 
     // Listeners sharing a port must share its protocol and differ in hostname.
+    // A TLS listener's mode counts as part of its protocol: Wharf does not serve
+    // terminated and passed-through TLS on one port.
+    let mode = |l: &Listener<'_>| {
+        let tls = l.spec.tls.as_ref().and_then(|t| t.mode.clone());
+        (l.spec.protocol.clone(), if l.spec.protocol == "TLS" { tls } else { None })
+    };
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in out.iter().enumerate() {
-        if l.protocol.is_some() {
-            by_port.entry(l.spec.port).or_default().push(i);
-        }
+        by_port.entry(l.spec.port).or_default().push(i);
     }
     for idx in by_port.values() {
-        let first = out[idx[0]].protocol;
-        if idx.iter().any(|i| out[*i].protocol != first) {
+        let first = mode(&out[idx[0]]);
+        if idx.iter().any(|i| mode(&out[*i]) != first) {
             idx.iter().for_each(|i| out[*i].conflict = Some("ProtocolConflict"));
             continue;
         }
@@ -708,6 +743,77 @@ impl<'a> RouteView<'a> {
             rules: Box::new(move |snapshot| grpc_rules(route, &ns, &rref, world, backends, snapshot)),
         }
     }
+}
+
+impl<'a> RouteView<'a> {
+    fn tls(route: &'a TlsRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let oref = object_ref(route);
+        let rref = oref.clone();
+        RouteView {
+            kind: TLS_ROUTE,
+            meta: &route.metadata,
+            oref,
+            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
+            hostnames: route.spec.hostnames.clone(),
+            rules: Box::new(move |snapshot| tls_rules(route, &ns, &rref, world, backends, snapshot)),
+        }
+    }
+}
+
+/// A TLSRoute's rules: each a forward of every connection (its SNI matched by the
+/// hostnames) to one backend. Passthrough relays to one backend, so a rule with several
+/// backendRefs, or a route with several rules, is refused.
+fn tls_rules(
+    route: &TlsRoute,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Rules {
+    let mut out = Vec::new();
+    let mut refused = None;
+    let mut unresolved = None;
+    for (ri, rule) in route.spec.rules.iter().enumerate() {
+        if ri > 0 || rule.backend_refs.len() > 1 {
+            refused.get_or_insert(Refused {
+                reason: "UnsupportedValue",
+                message:
+                    "a TLSRoute is served with one rule of one backendRef; weighted TLS backends are not supported yet"
+                        .into(),
+            });
+            continue;
+        }
+        let mut weighted = Vec::new();
+        for b in &rule.backend_refs {
+            let r = BackendRef {
+                group: b.group.as_deref(),
+                kind: b.kind.as_deref(),
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+            };
+            match backend(r, TLS_ROUTE, ns, rref, world, backends, snapshot) {
+                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, 1)),
+                Err(why) => {
+                    unresolved.get_or_insert(why);
+                    weighted.push(WeightedBackend::invalid(1));
+                }
+            }
+        }
+        if weighted.is_empty() {
+            weighted.push(WeightedBackend::invalid(1));
+        }
+        let action = wharf_model::Action::Forward(wharf_model::Forward {
+            backends: weighted,
+            request_headers: Default::default(),
+            response_headers: Default::default(),
+            rewrite: None,
+        });
+        out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
+    }
+    (out, refused, unresolved)
 }
 
 /// A value of one generated type as another whose JSON form is the same (the GRPCRoute
@@ -1011,7 +1117,7 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                     }
                 }
             }
-            let virtual_hosts = hosts
+            let virtual_hosts: Vec<VirtualHost> = hosts
                 .into_iter()
                 .map(|(host, mut routes)| {
                     routes.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1019,6 +1125,28 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                     VirtualHost { host, routes: routes.into_iter().map(|(_, r)| r).collect() }
                 })
                 .collect();
+            if protocol == PortProtocol::Passthrough {
+                // Each SNI goes to the backend of the first (oldest) route that names it;
+                // an SNI whose backend did not resolve is closed.
+                let passthrough = virtual_hosts
+                    .into_iter()
+                    .filter_map(|vh| {
+                        let first = vh.routes.into_iter().next()?;
+                        let wharf_model::Action::Forward(f) = first.action else { return None };
+                        let b = f.backends.into_iter().next().filter(|b| !b.invalid)?;
+                        Some(wharf_model::PassthroughRoute { host: vh.host, cluster: b.cluster, source: first.source })
+                    })
+                    .collect();
+                return Some(GatewayPort {
+                    gateway: gw.oref.clone(),
+                    bind: SocketAddr::new(ip, port),
+                    protocol,
+                    tls_hosts: Vec::new(),
+                    virtual_hosts: Vec::new(),
+                    passthrough,
+                    tcp: None,
+                });
+            }
             Some(GatewayPort {
                 gateway: gw.oref.clone(),
                 bind: SocketAddr::new(ip, port),
@@ -1062,15 +1190,16 @@ fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
         .iter()
         .map(|l| {
             let mut c = Vec::new();
-            match l.protocol {
-                None => c.push(cond(
+            c.push(match (l.conflict, &l.unsupported) {
+                (Some("ProtocolConflict"), _) => cond(
                     "Accepted",
                     false,
-                    "UnsupportedProtocol",
-                    format!("protocol {} is not supported yet (HTTP and HTTPS are)", l.spec.protocol),
-                )),
-                Some(_) => c.push(cond("Accepted", true, "Accepted", "listener accepted".into())),
-            }
+                    "ProtocolConflict",
+                    format!("listeners on port {} use different protocols (or TLS modes)", l.spec.port),
+                ),
+                (_, Some((reason, msg))) => cond("Accepted", false, reason, msg.clone()),
+                _ => cond("Accepted", true, "Accepted", "listener accepted".into()),
+            });
             c.push(match l.conflict {
                 Some(reason) => cond(
                     "Conflicted",

@@ -572,3 +572,62 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
     assert_eq!(cluster, "web/app:80/h2c");
     assert_eq!(t.snapshot.clusters[&cluster].protocol, wharf_model::AppProtocol::H2c);
 }
+
+#[test]
+fn tls_routes_pass_connections_through_by_sni_and_tls_termination_is_refused() {
+    use wharf_gateway_api::tlsroutes::TlsRoute;
+    let tls_route = |name: &str, age: u32, host: &str, backend: Value| -> TlsRoute {
+        obj(json!({
+            "metadata": {"name": name, "namespace": "web", "generation": 1, "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": "pass"}], "hostnames": [host], "rules": [{"backendRefs": [backend]}]},
+        }))
+    };
+    let listeners = json!([
+        {"name": "pass", "port": 443, "protocol": "TLS", "hostname": "*.example.com", "tls": {"mode": "Passthrough"}},
+        {"name": "term", "port": 8443, "protocol": "TLS", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "x"}]}},
+        {"name": "mixed-a", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+        {"name": "mixed-b", "port": 9443, "protocol": "TLS", "hostname": "b.example.com", "tls": {"mode": "Terminate"}},
+    ]);
+    let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
+    w.tls_routes = vec![
+        tls_route("db", 0, "db.example.com", json!({"name": "app", "port": 80})),
+        tls_route("db-later", 1, "db.example.com", json!({"name": "app", "port": 80})),
+        tls_route("wild", 2, "*.example.com", json!({"name": "nope", "port": 80})),
+        tls_route("elsewhere", 3, "db.example.org", json!({"name": "app", "port": 80})),
+    ];
+    let t = translate(&w, &opts(), None);
+    let (pass, attached) = listener_conds(&t, "gw", "pass");
+    assert!(has(&pass, "Accepted", "True", "Accepted") && has(&pass, "Programmed", "True", "Programmed"), "{pass:?}");
+    assert_eq!(attached, 3);
+    assert!(has(&listener_conds(&t, "gw", "term").0, "Accepted", "False", "UnsupportedValue"));
+    for l in ["mixed-a", "mixed-b"] {
+        let c = listener_conds(&t, "gw", l).0;
+        assert!(
+            has(&c, "Accepted", "False", "ProtocolConflict") && has(&c, "Conflicted", "True", "ProtocolConflict"),
+            "{l}: {c:?}"
+        );
+    }
+    let (_, status) = &t.gateway_status.gateways[0];
+    let kinds = |l: &str| -> Vec<String> {
+        let l = status.listeners.iter().flatten().find(|x| x.name == l).unwrap();
+        l.supported_kinds.iter().flatten().map(|k| k.kind.clone()).collect()
+    };
+    assert_eq!(kinds("pass"), ["TLSRoute"]);
+    assert!(kinds("term").is_empty());
+    let route = |name: &str| {
+        t.gateway_status.tls_routes.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions))
+    };
+    assert!(has(&route("wild").unwrap(), "ResolvedRefs", "False", "BackendNotFound"));
+    assert!(has(&route("elsewhere").unwrap(), "Accepted", "False", "NoMatchingListenerHostname"));
+
+    assert_eq!(ports(&t).len(), 1, "only the passthrough listener is served");
+    let p = &ports(&t)[0];
+    assert_eq!((p.bind.port(), p.protocol), (443, PortProtocol::Passthrough));
+    let routes: Vec<(String, String, String)> =
+        p.passthrough.iter().map(|r| (r.host.to_string(), r.cluster.clone(), r.source.name.clone())).collect();
+    assert_eq!(
+        routes,
+        [("db.example.com".to_owned(), "web/app:80".to_owned(), "db".to_owned())],
+        "the oldest route; an unresolved backend closes"
+    );
+}
