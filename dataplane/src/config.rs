@@ -515,4 +515,68 @@ mod tests {
         assert_eq!(err.as_ref().map(CompileError::reason), Some("bad_certificate"));
         assert_eq!(CompileError::Tls(rustls::Error::General("x".into())).reason(), "tls_config");
     }
+
+    #[test]
+    fn gateway_ports_get_tables_of_their_own_found_by_their_address() {
+        use wharf_model::{Action, Forward, GatewayPort, PortProtocol, WeightedBackend};
+        let ca = crate::testing::TestCa::new("ports");
+        let (exact, any) = (ca.leaf(&["a.example.com"]), ca.leaf(&["other.example.com"]));
+        let bind: std::net::SocketAddr = ([127, 0, 0, 9], 8080).into();
+        let invalid = Route {
+            action: Action::Forward(Forward {
+                backends: vec![WeightedBackend::invalid(1)],
+                request_headers: Default::default(),
+                response_headers: Default::default(),
+                rewrite: None,
+            }),
+            ..route("bad", prefix("/bad"), "c")
+        };
+        let snapshot = Snapshot {
+            certificates: [("web/exact".to_owned(), exact.certificate()), ("web/any".to_owned(), any.certificate())]
+                .into(),
+            gateway_ports: vec![GatewayPort {
+                gateway: ObjectRef::new("Gateway", "web", "gw"),
+                bind,
+                protocol: PortProtocol::Https,
+                tls_hosts: vec![
+                    TlsHost { host: host("a.example.com"), certificate: "web/exact".into() },
+                    TlsHost { host: Host::Any, certificate: "web/any".into() },
+                ],
+                virtual_hosts: vec![VirtualHost {
+                    host: Host::Any,
+                    routes: vec![invalid, route("port", prefix("/"), "c")],
+                }],
+                passthrough: vec![],
+                tcp: None,
+            }],
+            clusters: [("c".to_owned(), cluster(1))].into(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        assert!(config.tables(Some(([127, 0, 0, 9], 8081).into())).is_none(), "no such port");
+        let port = config.tables(Some(bind)).unwrap();
+        let edge = config.tables(None).unwrap();
+        let headers = http::HeaderMap::new();
+        let get = |t: &Tables, path: &str| {
+            t.router
+                .route("x.test", &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
+                .map(|r| r.source.clone())
+        };
+        assert_eq!(get(port, "/"), Some("web/port".into()));
+        assert_eq!(get(edge, "/"), None, "the edge has no routes");
+        let pick = |t: &Tables, path: &str| match t
+            .router
+            .route("x.test", &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
+            .map(|r| &r.action)
+        {
+            Some(CompiledAction::Forward(f)) => f.pick().err(),
+            _ => None,
+        };
+        assert_eq!(pick(port, "/bad"), Some(crate::metrics::UpstreamError::InvalidBackend));
+        let leaf = |t: &Tables, sni: Option<&str>| t.sni.select(sni).0.cert[0].clone();
+        assert_eq!(leaf(port, Some("a.example.com")), exact.leaf_der());
+        assert_eq!(leaf(port, Some("b.example.com")), any.leaf_der(), "a listener without hostname takes every name");
+        assert_eq!(leaf(port, None), any.leaf_der(), "and clients without SNI");
+        assert_ne!(leaf(edge, None), any.leaf_der(), "the edge keeps its own default");
+    }
 }

@@ -75,9 +75,8 @@ impl Host {
         match self {
             Host::Exact(h) => h == name,
             Host::Wildcard(suffix) => wildcard_matches(suffix, name),
-            Host::Suffix(suffix) => {
-                name.len() > suffix.len() && name.ends_with(suffix.as_str()) && !name.starts_with('.')
-            }
+            // Ending in the suffix without starting with a dot: a label comes before it.
+            Host::Suffix(suffix) => name.ends_with(suffix.as_str()) && !name.starts_with('.'),
             Host::Any => true,
         }
     }
@@ -169,6 +168,7 @@ mod tests {
         assert!(!h.matches("example.com"));
         assert!(!h.matches(".example.com"));
         assert!(!h.matches("aexample.com"));
+        assert!(!h.matches("www.example.org"));
         assert_eq!(h.to_string(), "*.example.com");
         assert_eq!(h.rank(), 1);
         assert_eq!(Host::parse_gateway("a.b"), Ok(Host::Exact("a.b".into())));

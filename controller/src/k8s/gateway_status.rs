@@ -337,4 +337,72 @@ mod tests {
         assert_eq!(body.status["parents"], json!([theirs]));
         assert_eq!(body.resource_version.as_deref(), Some("43"));
     }
+
+    fn condition(kind: &str, status: &str, time: &str) -> serde_json::Value {
+        json!({"type": kind, "status": status, "reason": "R", "message": "", "lastTransitionTime": time})
+    }
+
+    #[test]
+    fn a_condition_keeps_its_time_only_while_its_type_and_status_stay() {
+        let t = |s: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(s.parse().unwrap_or_default());
+        let cond = |kind: &str, status: &str, time: &str| -> Condition { obj(condition(kind, status, time)) };
+        let current =
+            [cond("Accepted", "True", "2026-01-01T00:00:00Z"), cond("Programmed", "False", "2026-01-02T00:00:00Z")];
+        let mut desired = [
+            cond("Accepted", "True", "2026-06-01T00:00:00Z"),
+            cond("Programmed", "True", "2026-06-01T00:00:00Z"),
+            cond("ResolvedRefs", "False", "2026-06-01T00:00:00Z"),
+        ];
+        settle(&mut desired, &current);
+        let times: Vec<_> = desired.iter().map(|c| c.last_transition_time.clone()).collect();
+        assert_eq!(times, [t("2026-01-01T00:00:00Z"), t("2026-06-01T00:00:00Z"), t("2026-06-01T00:00:00Z")]);
+    }
+
+    #[test]
+    fn routes_that_only_other_controllers_serve_are_left_alone_and_their_times_are_not_ours() {
+        let theirs = |parent: &str| {
+            json!({"controllerName": "example.com/other", "parentRef": {"name": parent},
+                   "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z"), condition("ResolvedRefs", "True", "2020-01-01T00:00:00Z")]})
+        };
+        // Only another controller's entry, and no parent of ours: nothing to write.
+        let mut index = index(json!(null), json!({"parents": [theirs("elsewhere")]}));
+        index.apply(Change::HttpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "r", "namespace": "web", "resourceVersion": "7"},
+            "spec": {"parentRefs": [{"name": "elsewhere"}]},
+            "status": {"parents": [theirs("elsewhere")]},
+        })))));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        assert!(!w.keys().any(|(k, _)| *k == StatusKind::HttpRoute), "{w:?}");
+
+        // Another controller's entry for the same parent: its times are not taken for ours.
+        let index = self::index(json!(null), json!({"parents": [theirs("gw")]}));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let parents = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"];
+        assert_eq!(parents[0], theirs("gw"));
+        assert_eq!(parents[1]["controllerName"], FIELD_MANAGER);
+        assert_ne!(parents[1]["conditions"][0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn grpc_and_tls_routes_get_their_entries_in_the_same_form() {
+        let mut index = index(json!(null), json!(null));
+        let theirs = json!({"controllerName": "example.com/other", "parentRef": {"name": "x"},
+                            "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z")]});
+        index.apply(Change::GrpcRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "g", "namespace": "web", "resourceVersion": "9"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{}]},
+            "status": {"parents": [theirs.clone()]},
+        })))));
+        index.apply(Change::TlsRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "t", "namespace": "web", "resourceVersion": "10"},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"], "rules": [{"backendRefs": []}]},
+        })))));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let grpc = &w[&(StatusKind::GrpcRoute, ("web".into(), "g".into()))];
+        assert_eq!(grpc.status["parents"][0], theirs, "the other controller's entry, read from the GRPCRoute");
+        assert_eq!(grpc.status["parents"][1]["parentRef"]["name"], "gw");
+        assert_eq!(grpc.resource_version.as_deref(), Some("9"));
+        let tls = &w[&(StatusKind::TlsRoute, ("web".into(), "t".into()))];
+        assert_eq!(tls.status["parents"][0]["controllerName"], FIELD_MANAGER);
+    }
 }

@@ -524,14 +524,14 @@ fn certificates(
             continue;
         }
         let mut diags = Vec::new();
-        match secrets.certificate(rns, &r.name, gref, &mut diags, snapshot) {
-            Some(id) if diags.is_empty() => l.certificates.push(id),
-            _ => {
-                let why = diags.first().map(|d| d.message.clone()).unwrap_or_default();
-                l.bad_ref = l.bad_ref.take().or_else(|| {
-                    fail("InvalidCertificateRef", format!("certificateRef Secret {rns}/{}: {why}", r.name))
-                });
-            }
+        // A Secret gone bad keeps serving its last good certificate, if there is one; the
+        // listener reports the problem either way.
+        if let Some(id) = secrets.certificate(rns, &r.name, gref, &mut diags, snapshot) {
+            l.certificates.push(id);
+        }
+        if let Some(d) = diags.first() {
+            let message = format!("certificateRef Secret {rns}/{}: {}", r.name, d.message);
+            l.bad_ref = l.bad_ref.take().or_else(|| fail("InvalidCertificateRef", message));
         }
     }
 }
@@ -1260,5 +1260,34 @@ fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
         attached_listener_sets: None,
         conditions: Some(vec![accepted, programmed]),
         listeners: Some(listeners),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_ranges_skip_the_network_address_and_wrap() {
+        // 10.0.0.6/30 is 10.0.0.4 to 10.0.0.7.
+        let p = AddressPool::parse("10.0.0.6/30").unwrap_or(AddressPool { first: 0, size: 1 });
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert!(!p.contains(ip("10.0.0.4")) && !p.contains(ip("10.0.0.8")) && !p.contains(ip("::1")));
+        assert!(p.contains(ip("10.0.0.5")) && p.contains(ip("10.0.0.7")));
+        let nth: Vec<IpAddr> = (0..4).map(|n| p.nth(n)).collect();
+        assert_eq!(nth, [ip("10.0.0.5"), ip("10.0.0.6"), ip("10.0.0.7"), ip("10.0.0.5")]);
+        let big = AddressPool::parse("127.1.0.0/16").unwrap_or(p);
+        assert_eq!(
+            (big.nth(0), big.nth(65_534), big.nth(65_535)),
+            (ip("127.1.0.1"), ip("127.1.255.255"), ip("127.1.0.1"))
+        );
+        assert!(big.contains(ip("127.1.255.255")) && !big.contains(ip("127.2.0.0")));
+    }
+
+    #[test]
+    fn the_address_hash_is_fnv_1a() {
+        assert_eq!(fnv(""), 0x811c_9dc5);
+        assert_eq!(fnv("a"), 0xe40c_292c);
+        assert_eq!(fnv("foobar"), 0xbf9c_f968);
     }
 }

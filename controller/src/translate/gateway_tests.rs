@@ -631,3 +631,193 @@ fn tls_routes_pass_connections_through_by_sni_and_tls_termination_is_refused() {
         "the oldest route; an unresolved backend closes"
     );
 }
+
+#[test]
+fn older_gateways_win_a_requested_address_and_the_reasons_say_which_way_it_failed() {
+    let gw = |name: &str, age: u32, ip: &str| {
+        let mut g = gateway("web", name, age, json!([http("http", 80, None)]));
+        g.spec.addresses = Some(vec![obj(json!({"type": "IPAddress", "value": ip}))]);
+        g
+    };
+    // Listed newest first: the age decides, not the order.
+    let w = world(vec![gw("newer", 5, "127.1.0.7"), gw("older", 1, "127.1.0.7"), gw("outside", 2, "10.1.2.3")], vec![]);
+    let t = translate(&w, &opts(), None);
+    let (_, older) = t.gateway_status.gateways.iter().find(|(o, _)| o.name == "older").unwrap();
+    assert_eq!(older.addresses.as_ref().map(|a| a[0].value.as_str()), Some("127.1.0.7"));
+    let message = |name: &str| {
+        let (_, s) = t.gateway_status.gateways.iter().find(|(o, _)| o.name == name).unwrap();
+        let c = s.conditions.iter().flatten().find(|c| c.type_ == "Programmed").unwrap();
+        (c.reason.clone(), c.message.clone())
+    };
+    let (reason, msg) = message("newer");
+    assert_eq!(reason, "AddressNotUsable");
+    assert!(msg.contains("taken by an older Gateway"), "{msg}");
+    let (reason, msg) = message("outside");
+    assert_eq!(reason, "AddressNotUsable");
+    assert!(msg.contains("not in this Wharf's Gateway address range"), "{msg}");
+}
+
+#[test]
+fn allowed_route_kinds_keep_the_supported_ones_and_name_the_others() {
+    let listeners = json!([{"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"kinds": [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+        {"kind": "GRPCRoute"},
+        {"group": "example.com", "kind": "HTTPRoute"},
+        {"kind": "TLSRoute"},
+    ]}}]);
+    let w = world(
+        vec![gateway("web", "gw", 0, listeners)],
+        vec![http_route("web", "r", 0, to_app(json!({"name": "gw"}), json!([]), "/"))],
+    );
+    let t = translate(&w, &opts(), None);
+    let (_, status) = &t.gateway_status.gateways[0];
+    let l = &status.listeners.as_ref().unwrap()[0];
+    let kinds: Vec<(Option<String>, String)> =
+        l.supported_kinds.iter().flatten().map(|k| (k.group.clone(), k.kind.clone())).collect();
+    let group = Some("gateway.networking.k8s.io".to_owned());
+    assert_eq!(kinds, [(group.clone(), "HTTPRoute".to_owned()), (group, "GRPCRoute".to_owned())]);
+    let rr = l.conditions.iter().find(|c| c.type_ == "ResolvedRefs").unwrap();
+    assert_eq!((rr.status.as_str(), rr.reason.as_str()), ("False", "InvalidRouteKinds"));
+    assert!(rr.message.contains("example.com/HTTPRoute") && rr.message.contains("/TLSRoute"), "{}", rr.message);
+    assert!(!rr.message.contains("gateway.networking.k8s.io/GRPCRoute,"), "{}", rr.message);
+    assert!(has(&listener_conds(&t, "gw", "http").0, "Programmed", "True", "Programmed"), "the valid kinds are served");
+    assert_eq!(listener_conds(&t, "gw", "http").1, 1);
+
+    let only_bad =
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"kinds": [{"kind": "Foo"}]}}]);
+    let t = translate(&world(vec![gateway("web", "gw", 0, only_bad)], vec![]), &opts(), None);
+    assert!(has(&listener_conds(&t, "gw", "http").0, "Programmed", "False", "Invalid"));
+    let g = gateway_conds(&t, "gw");
+    assert!(has(&g, "Accepted", "False", "ListenersNotValid") && has(&g, "Programmed", "False", "Invalid"), "{g:?}");
+}
+
+#[test]
+fn namespace_selectors_use_labels_and_expressions() {
+    let selector = |sel: Value| {
+        json!([{"name": "http", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": {"namespaces": {"from": "Selector", "selector": sel}}}])
+    };
+    let cases = [
+        (json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["shop", "x"]}]}), true),
+        (json!({"matchExpressions": [{"key": "team", "operator": "In", "values": ["x"]}]}), false),
+        (json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["x"]}]}), true),
+        (json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["shop"]}]}), false),
+        (json!({"matchExpressions": [{"key": "team", "operator": "Exists"}]}), true),
+        (json!({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}), false),
+        (json!({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}), true),
+        (json!({"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}), false),
+        (json!({"matchExpressions": [{"key": "team", "operator": "Unknown"}]}), false),
+        (json!({"matchLabels": {"team": "shop"}, "matchExpressions": [{"key": "zone", "operator": "Exists"}]}), false),
+    ];
+    for (sel, allowed) in cases {
+        let w = world(
+            vec![gateway("web", "gw", 0, selector(sel.clone()))],
+            vec![http_route("shop", "r", 0, to_app(json!({"name": "gw", "namespace": "web"}), json!([]), "/"))],
+        );
+        let t = translate(&w, &opts(), None);
+        let c = &route_conds(&t, "r")[0];
+        assert_eq!(has(c, "Accepted", "True", "Accepted"), allowed, "{sel}: {c:?}");
+    }
+}
+
+#[test]
+fn parent_refs_to_other_kinds_are_not_ours() {
+    let spec = json!({"parentRefs": [{"name": "gw", "kind": "Service", "group": ""}, {"name": "gw", "group": "example.com"}],
+                      "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]});
+    let w =
+        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    let t = translate(&w, &opts(), None);
+    assert!(route_conds(&t, "r").is_empty());
+    assert_eq!(listener_conds(&t, "gw", "http").1, 0);
+}
+
+#[test]
+fn grpc_and_tls_routes_refuse_what_they_cannot_serve() {
+    use wharf_gateway_api::grpcroutes::GrpcRoute;
+    use wharf_gateway_api::tlsroutes::TlsRoute;
+    let grpc = |name: &str, rule: Value| -> GrpcRoute {
+        obj(
+            json!({"metadata": {"name": name, "namespace": "web"}, "spec": {"parentRefs": [{"name": "gw", "sectionName": "http"}], "rules": [rule]}}),
+        )
+    };
+    let tls = |name: &str, rules: Value| -> TlsRoute {
+        obj(json!({"metadata": {"name": name, "namespace": "web"},
+                   "spec": {"parentRefs": [{"name": "gw", "sectionName": "pass"}], "hostnames": ["db.example.com"], "rules": rules}}))
+    };
+    let listeners = json!([http("http", 80, None), {"name": "pass", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}]);
+    let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
+    let app = json!({"name": "app", "port": 80});
+    w.grpc_routes = vec![
+        grpc(
+            "backend-filter",
+            json!({"backendRefs": [{"name": "app", "port": 80, "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"add": [{"name": "a", "value": "b"}]}}]}]}),
+        ),
+        grpc(
+            "header-regex",
+            json!({"matches": [{"headers": [{"type": "RegularExpression", "name": "x", "value": ".*"}]}], "backendRefs": [app]}),
+        ),
+        grpc(
+            "method-regex",
+            json!({"matches": [{"method": {"type": "RegularExpression", "service": "a.B"}}], "backendRefs": [app]}),
+        ),
+        grpc("method-only", json!({"matches": [{"method": {"method": "Ping"}}], "backendRefs": [app]})),
+        grpc(
+            "fine",
+            json!({"matches": [{"headers": [{"name": "x", "value": "y"}]}], "backendRefs": [{"name": "app", "port": 80, "filters": []}]}),
+        ),
+    ];
+    w.tls_routes = vec![
+        tls("two-backends", json!([{"backendRefs": [app, {"name": "app", "port": 80, "weight": 2}]}])),
+        tls("two-rules", json!([{"backendRefs": [app]}, {"backendRefs": [app]}])),
+        tls("one", json!([{"backendRefs": [app]}])),
+    ];
+    let t = translate(&w, &opts(), None);
+    let conds_of = |list: &[(ObjectRef, Vec<wharf_gateway_api::httproutes::HttpRouteStatusParents>)], name: &str| {
+        list.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions)).unwrap()
+    };
+    for name in ["backend-filter", "header-regex", "method-regex", "method-only"] {
+        assert!(has(&conds_of(&t.gateway_status.grpc_routes, name), "Accepted", "False", "UnsupportedValue"), "{name}");
+    }
+    assert!(has(&conds_of(&t.gateway_status.grpc_routes, "fine"), "Accepted", "True", "Accepted"));
+    assert!(has(&conds_of(&t.gateway_status.tls_routes, "two-backends"), "Accepted", "False", "UnsupportedValue"));
+    let two_rules = conds_of(&t.gateway_status.tls_routes, "two-rules");
+    assert!(has(&two_rules, "PartiallyInvalid", "True", "UnsupportedValue"), "{two_rules:?}");
+    assert!(has(&conds_of(&t.gateway_status.tls_routes, "one"), "Accepted", "True", "Accepted"));
+}
+
+#[test]
+fn certificate_refs_must_be_core_secrets_and_a_secret_gone_bad_keeps_its_last_good_certificate() {
+    let https = |name: &str, host: &str, r: Value| json!({"name": name, "port": 443, "protocol": "HTTPS", "hostname": host, "tls": {"certificateRefs": [r]}});
+    let mut w = world(
+        vec![gateway(
+            "web",
+            "gw",
+            0,
+            json!([
+                https("kind", "k.example.com", json!({"name": "cert", "kind": "ConfigMap"})),
+                https("group", "g.example.com", json!({"name": "cert", "group": "example.com"})),
+                https("good", "o.example.com", json!({"name": "cert"})),
+            ]),
+        )],
+        vec![],
+    );
+    w.secrets = vec![tls_secret("cert", &["o.example.com"])];
+    let t = translate(&w, &opts(), None);
+    for l in ["kind", "group"] {
+        assert!(has(&listener_conds(&t, "gw", l).0, "ResolvedRefs", "False", "InvalidCertificateRef"), "{l}");
+    }
+    assert!(has(&listener_conds(&t, "gw", "good").0, "ResolvedRefs", "True", "ResolvedRefs"));
+
+    // The Secret turns bad: the listener says so and keeps serving the last good certificate.
+    let before = t.snapshot.clone();
+    w.secrets = vec![super::tests::secret("cert", "not a certificate", "not a key")];
+    let t = translate(&w, &opts(), Some(&before));
+    let (c, _) = listener_conds(&t, "gw", "good");
+    assert!(
+        has(&c, "ResolvedRefs", "False", "InvalidCertificateRef") && has(&c, "Programmed", "True", "Programmed"),
+        "{c:?}"
+    );
+    let hosts: Vec<String> = ports(&t)[0].tls_hosts.iter().map(|h| h.host.to_string()).collect();
+    assert_eq!(hosts, ["o.example.com"]);
+    assert_eq!(t.snapshot.certificates.get("web/cert"), before.certificates.get("web/cert"));
+}
