@@ -374,6 +374,18 @@ mod tests {
         let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
         assert!(!w.keys().any(|(k, _)| *k == StatusKind::HttpRoute), "{w:?}");
 
+        // Only our entry, left from a parent the route no longer names: it goes.
+        let ours = json!({"controllerName": FIELD_MANAGER, "parentRef": {"name": "gone"},
+                          "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z")]});
+        let mut index = self::index(json!(null), json!(null));
+        index.apply(Change::HttpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "r", "namespace": "web", "resourceVersion": "8"},
+            "spec": {"parentRefs": [{"name": "elsewhere"}]},
+            "status": {"parents": [ours]},
+        })))));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        assert_eq!(w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"], json!([]));
+
         // Another controller's entry for the same parent: its times are not taken for ours.
         let index = self::index(json!(null), json!({"parents": [theirs("gw")]}));
         let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);

@@ -518,7 +518,8 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
     let grpc: GrpcRoute = obj(json!({
         "metadata": {"name": "g", "namespace": "web", "generation": 1, "creationTimestamp": "2026-01-01T00:05:00Z"},
         "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"], "rules": [
-            {"matches": [{"method": {"service": "echo.Echo", "method": "Ping"}, "headers": [{"name": "X-Env", "value": "canary"}]}],
+            {"matches": [{"method": {"service": "echo.Echo", "method": "Ping"}, "headers": [
+                {"name": "X-Env", "value": "canary"}, {"name": "x-env", "value": "ignored"}, {"name": "x-tier", "value": "gold"}]}],
              "filters": [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-via", "value": "wharf"}]}}],
              "backendRefs": [{"name": "app", "port": 80}]},
             {"matches": [{"method": {"service": "echo.Echo"}}], "backendRefs": [{"name": "app", "port": 80}]},
@@ -560,7 +561,7 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
         [
             (
                 format!("{:?}", wharf_model::PathMatch::exact("/echo.Echo/Ping").unwrap()),
-                vec!["x-env=canary".to_owned()]
+                vec!["x-env=canary".to_owned(), "x-tier=gold".to_owned()]
             ),
             (format!("{:?}", wharf_model::PathMatch::prefix("/echo.Echo/").unwrap()), vec![]),
         ]
