@@ -785,26 +785,8 @@ fn tls_rules(
             });
             continue;
         }
-        let mut weighted = Vec::new();
-        for b in &rule.backend_refs {
-            let r = BackendRef {
-                group: b.group.as_deref(),
-                kind: b.kind.as_deref(),
-                name: &b.name,
-                namespace: b.namespace.as_deref(),
-                port: b.port,
-            };
-            match backend(r, TLS_ROUTE, ns, rref, world, backends, snapshot) {
-                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, 1)),
-                Err(why) => {
-                    unresolved.get_or_insert(why);
-                    weighted.push(WeightedBackend::invalid(1));
-                }
-            }
-        }
-        if weighted.is_empty() {
-            weighted.push(WeightedBackend::invalid(1));
-        }
+        let refs = rule.backend_refs.iter().map(|b| (backend_ref!(b), 1));
+        let weighted = resolve(refs, TLS_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
         let action = wharf_model::Action::Forward(wharf_model::Forward {
             backends: weighted,
             request_headers: Default::default(),
@@ -850,38 +832,15 @@ fn grpc_rules(
                 continue;
             }
         };
-        let mut weighted = Vec::new();
-        for b in rule.backend_refs.iter().flatten() {
-            let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
-            let r = BackendRef {
-                group: b.group.as_deref(),
-                kind: b.kind.as_deref(),
-                name: &b.name,
-                namespace: b.namespace.as_deref(),
-                port: b.port,
-            };
-            match backend(r, GRPC_ROUTE, ns, rref, world, backends, snapshot) {
-                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
-                Err(why) => {
-                    unresolved.get_or_insert(why);
-                    weighted.push(WeightedBackend::invalid(weight));
-                }
-            }
-        }
-        if weighted.is_empty() {
-            weighted.push(WeightedBackend::invalid(1));
-        }
+        let refs = rule
+            .backend_refs
+            .iter()
+            .flatten()
+            .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
+        let weighted = resolve(refs, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
         let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
             rule.filters.as_ref().and_then(same_shape).unwrap_or_default();
-        for (mi, m) in matches.into_iter().enumerate() {
-            match http_route::action(&filters, weighted.clone(), &m.path) {
-                Ok(action) => out.push((ri, mi, m, action)),
-                Err(r) => {
-                    refused.get_or_insert(r);
-                    break;
-                }
-            }
-        }
+        actions(ri, matches, &filters, &weighted, &mut out, &mut refused);
     }
     (out, refused, unresolved)
 }
@@ -989,37 +948,13 @@ fn rules(
                 continue;
             }
         };
-        let mut weighted = Vec::new();
-        for b in rule.backend_refs.iter().flatten() {
-            let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
-            let r = BackendRef {
-                group: b.group.as_deref(),
-                kind: b.kind.as_deref(),
-                name: &b.name,
-                namespace: b.namespace.as_deref(),
-                port: b.port,
-            };
-            match backend(r, HTTP_ROUTE, ns, rref, world, backends, snapshot) {
-                Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
-                Err(why) => {
-                    unresolved.get_or_insert(why);
-                    weighted.push(WeightedBackend::invalid(weight));
-                }
-            }
-        }
-        if weighted.is_empty() {
-            // No backend: requests the rule takes (and no filter answers) get 500.
-            weighted.push(WeightedBackend::invalid(1));
-        }
-        for (mi, m) in matches.into_iter().enumerate() {
-            match http_route::action(rule.filters.as_deref().unwrap_or_default(), weighted.clone(), &m.path) {
-                Ok(action) => out.push((ri, mi, m, action)),
-                Err(r) => {
-                    refused.get_or_insert(r);
-                    break;
-                }
-            }
-        }
+        let refs = rule
+            .backend_refs
+            .iter()
+            .flatten()
+            .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
+        let weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        actions(ri, matches, rule.filters.as_deref().unwrap_or_default(), &weighted, &mut out, &mut refused);
     }
     (out, refused, unresolved)
 }
@@ -1034,6 +969,71 @@ fn unsupported_rule_fields(rule: &wharf_gateway_api::httproutes::HttpRouteRules)
         return Some("filters on a backendRef are not supported yet; put them on the rule".into());
     }
     None
+}
+
+/// A rule's action for each of its matches, into `out`; a filter that cannot be served
+/// drops the rule (the first reason goes to `refused`).
+fn actions(
+    ri: usize,
+    matches: Vec<RouteMatch>,
+    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+    weighted: &[WeightedBackend],
+    out: &mut Vec<(usize, usize, RouteMatch, wharf_model::Action)>,
+    refused: &mut Option<Refused>,
+) {
+    for (mi, m) in matches.into_iter().enumerate() {
+        match http_route::action(filters, weighted.to_vec(), &m.path) {
+            Ok(action) => out.push((ri, mi, m, action)),
+            Err(r) => {
+                refused.get_or_insert(r);
+                return;
+            }
+        }
+    }
+}
+
+/// A backendRef of any route kind as a [`BackendRef`].
+macro_rules! backend_ref {
+    ($b:expr) => {
+        BackendRef {
+            group: $b.group.as_deref(),
+            kind: $b.kind.as_deref(),
+            name: &$b.name,
+            namespace: $b.namespace.as_deref(),
+            port: $b.port,
+        }
+    };
+}
+use backend_ref;
+
+/// A rule's backendRefs with their weights, resolved: one that does not resolve keeps
+/// its weight and answers 500 (the first such reason goes to `unresolved`); a rule
+/// without any answers 500 too.
+#[allow(clippy::too_many_arguments)]
+fn resolve<'r>(
+    refs: impl Iterator<Item = (BackendRef<'r>, u32)>,
+    route_kind: &str,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+    unresolved: &mut Option<(&'static str, String)>,
+) -> Vec<WeightedBackend> {
+    let mut weighted = Vec::new();
+    for (r, weight) in refs {
+        match backend(r, route_kind, ns, rref, world, backends, snapshot) {
+            Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
+            Err(why) => {
+                unresolved.get_or_insert(why);
+                weighted.push(WeightedBackend::invalid(weight));
+            }
+        }
+    }
+    if weighted.is_empty() {
+        weighted.push(WeightedBackend::invalid(1));
+    }
+    weighted
 }
 
 /// A backendRef's fields, whatever the route kind.
