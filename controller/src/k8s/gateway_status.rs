@@ -20,7 +20,7 @@ use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use super::index::{Index, Key};
-use crate::translate::gateway::Statuses;
+use crate::translate::gateway::{same_shape, Statuses};
 
 /// The field manager of Gateway API status writes.
 pub const FIELD_MANAGER: &str = "wharf.dev/gateway-controller";
@@ -132,10 +132,6 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
     });
     routes(StatusKind::TlsRoute, tls, &statuses.tls_routes, controller, &mut out);
     out
-}
-
-fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
-    serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
 /// The writes that make routes of one kind show our `status.parents` entries: `current`

@@ -432,7 +432,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                 conflict: None,
                 certificates: Vec::new(),
                 bad_ref: None,
-                kinds: if protocol.is_some() { kinds } else { Vec::new() },
+                kinds,
                 bad_kinds,
                 attached: 0,
             };
@@ -800,7 +800,7 @@ fn tls_rules(
 
 /// A value of one generated type as another whose JSON form is the same (the GRPCRoute
 /// and HTTPRoute types repeat each other's parts under different names).
-fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
+pub(crate) fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
     serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
