@@ -22,7 +22,7 @@ version="$(cat "$root/crds/GATEWAY_API_VERSION")"
 report="$root/conformance/reports/$version/wharf.yaml"
 # The suite reads the features to test from GatewayClass.status.supportedFeatures, which
 # Wharf fills from translate::gateway::SUPPORTED_FEATURES: nothing is skipped by a flag here.
-profiles="GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS"
+profiles="GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP"
 log() { echo "conformance: $*" >&2; }
 
 cd "$root"

@@ -18,6 +18,7 @@ use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::referencegrants::ReferenceGrant;
+use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 /// What the watches, the index and the file loader need of a kind.
@@ -53,6 +54,7 @@ impl Kind for Gateway {}
 impl Kind for HttpRoute {}
 impl Kind for GrpcRoute {}
 impl Kind for TlsRoute {}
+impl Kind for TcpRoute {}
 impl Kind for ReferenceGrant {}
 
 impl Kind for Secret {
@@ -216,6 +218,8 @@ kinds! {
     grpc_routes: GrpcRoute => GrpcRoute;
     /// TLSRoutes.
     tls_routes: TlsRoute => TlsRoute;
+    /// TCPRoutes.
+    tcp_routes: TcpRoute => TcpRoute;
     /// ReferenceGrants: which cross-namespace references are permitted.
     reference_grants: ReferenceGrant => ReferenceGrant;
 }
@@ -264,6 +268,7 @@ mod tests {
             HttpRoute,
             GrpcRoute,
             TlsRoute,
+            TcpRoute,
             ReferenceGrant
         );
         // Every field of World is checked above.
@@ -280,6 +285,7 @@ mod tests {
             http_routes: _,
             grpc_routes: _,
             tls_routes: _,
+            tcp_routes: _,
             reference_grants: _,
         } = World::default();
     }

@@ -97,8 +97,8 @@ pub struct Tables {
     pub router: Router,
     /// TLS passthrough routes.
     pub passthrough: SniTable,
-    /// TCP routes by gateway port.
-    pub tcp: HashMap<u16, Arc<Upstream>>,
+    /// TCP routes by gateway port: the backends, each connection to one chosen by weight.
+    pub tcp: HashMap<u16, Arc<CompiledForward>>,
 }
 
 /// Everything the listeners need, immutable.
@@ -136,8 +136,11 @@ struct TableSource<'a> {
     /// See [`Router::route`].
     isolated: bool,
     passthrough: &'a [PassthroughRoute],
-    tcp: Vec<(u16, &'a str)>,
+    tcp: Vec<(u16, Vec<TcpBackend<'a>>)>,
 }
+
+/// A TCP backend: cluster id, weight, and whether it is invalid.
+type TcpBackend<'a> = (&'a str, u32, bool);
 
 /// Builds [`CompiledConfig`]s, reusing endpoint state (pooled connections) and parsed
 /// certificates from the previous one.
@@ -196,7 +199,7 @@ impl Compiler {
                 default_backend: snapshot.default_backend.as_ref(),
                 isolated: false,
                 passthrough: &snapshot.passthrough,
-                tcp: snapshot.tcp_routes.iter().map(|r| (r.port, r.cluster.as_str())).collect(),
+                tcp: snapshot.tcp_routes.iter().map(|r| (r.port, vec![(r.cluster.as_str(), 1, false)])).collect(),
             },
             &certs,
             &upstreams,
@@ -214,7 +217,11 @@ impl Compiler {
                     default_backend: None,
                     isolated: true,
                     passthrough: &p.passthrough,
-                    tcp: p.tcp.iter().map(|c| (p.bind.port(), c.as_str())).collect(),
+                    tcp: if p.tcp.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![(p.bind.port(), p.tcp.iter().map(|b| (b.cluster.as_str(), b.weight, b.invalid)).collect())]
+                    },
                 },
                 &certs,
                 &upstreams,
@@ -252,17 +259,7 @@ impl Compiler {
             let action = match &r.action {
                 Action::Forward(f) => CompiledAction::Forward(
                     CompiledForward::new(
-                        f.backends
-                            .iter()
-                            .map(|b| {
-                                let target = match upstreams.get(b.cluster.as_str()) {
-                                    _ if b.invalid => Err(UpstreamError::InvalidBackend),
-                                    Some(u) => Ok(Arc::clone(u)),
-                                    None => Err(UpstreamError::NoEndpoints),
-                                };
-                                (target, b.weight)
-                            })
-                            .collect(),
+                        f.backends.iter().map(|b| (target(upstreams, &b.cluster, b.invalid), b.weight)).collect(),
                         CompiledEdits::new(&f.request_headers),
                         CompiledEdits::new(&f.response_headers),
                     )
@@ -294,7 +291,18 @@ impl Compiler {
                 passthrough.hosts.insert(&p.host, Arc::clone(up));
             }
         }
-        let tcp = src.tcp.iter().filter_map(|(port, c)| Some((*port, upstreams.get(c)?.clone()))).collect();
+        let tcp = src
+            .tcp
+            .iter()
+            .map(|(port, backends)| {
+                let backends = backends
+                    .iter()
+                    .map(|(cluster, weight, invalid)| (target(upstreams, cluster, *invalid), *weight))
+                    .collect();
+                let none = || CompiledEdits::new(&Default::default());
+                (*port, Arc::new(CompiledForward::new(backends, none(), none())))
+            })
+            .collect();
         Ok(Tables { tls, sni, router, passthrough, tcp })
     }
 
@@ -324,6 +332,20 @@ fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedK
         .get(id)
         .map(|(_, _, ck)| Arc::clone(ck))
         .ok_or_else(|| CompileError::MissingCertificate { host: host.to_owned(), id: id.to_owned() })
+}
+
+/// The upstream of a backend: an error for an invalid one (500) or one without a cluster
+/// (no endpoints, 503).
+fn target(
+    upstreams: &HashMap<&str, Arc<Upstream>>,
+    cluster: &str,
+    invalid: bool,
+) -> Result<Arc<Upstream>, UpstreamError> {
+    match upstreams.get(cluster) {
+        _ if invalid => Err(UpstreamError::InvalidBackend),
+        Some(u) => Ok(Arc::clone(u)),
+        None => Err(UpstreamError::NoEndpoints),
+    }
 }
 
 #[cfg(test)]
@@ -547,7 +569,7 @@ mod tests {
                     routes: vec![invalid, route("port", prefix("/"), "c")],
                 }],
                 passthrough: vec![],
-                tcp: None,
+                tcp: Vec::new(),
             }],
             clusters: [("c".to_owned(), cluster(1))].into(),
             ..Default::default()

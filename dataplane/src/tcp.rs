@@ -1,4 +1,5 @@
-//! Plain TCP: each listener port forwards to the cluster its TCP route names.
+//! Plain TCP: each listener port forwards to the backends its TCP route names, each
+//! connection to one chosen by weight.
 
 use std::sync::Arc;
 
@@ -18,12 +19,20 @@ pub async fn serve(
     route_port: u16,
     gateway_port: Option<std::net::SocketAddr>,
 ) {
-    let upstream = shared.config.load().tables(gateway_port).and_then(|t| t.tcp.get(&route_port).cloned());
-    let Some(upstream) = upstream else {
+    let forward = shared.config.load().tables(gateway_port).and_then(|t| t.tcp.get(&route_port).cloned());
+    let Some(forward) = forward else {
         tracing::info!(%client, port = route_port, "tcp: no route for this port; closing");
         return;
     };
-    let (mut up, ep) = match connect_any(&upstream, &shared.dialer, client).await {
+    let upstream = match forward.pick() {
+        Ok(u) => u,
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            tracing::warn!(%client, port = route_port, reason = e.reason(), "tcp: no backend takes this connection; closing");
+            return;
+        }
+    };
+    let (mut up, ep) = match connect_any(upstream, &shared.dialer, client).await {
         Ok(c) => c,
         Err(e) => {
             shared.metrics.upstream_error(e);

@@ -36,7 +36,7 @@ fn port(gateway: &str, bind: SocketAddr, protocol: PortProtocol) -> GatewayPort 
         tls_hosts: vec![],
         virtual_hosts: vec![],
         passthrough: vec![],
-        tcp: None,
+        tcp: Vec::new(),
     }
 }
 
@@ -73,7 +73,7 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
         vec![TlsHost { host: Host::parse_gateway("*.example.com").unwrap(), certificate: "infra/wild".into() }];
     https1.virtual_hosts = all(Host::parse_gateway("*.example.com").unwrap(), "a");
     let mut tcp1 = port("one", one_tcp, PortProtocol::Tcp);
-    tcp1.tcp = Some("echo".into());
+    tcp1.tcp = vec![wharf_model::WeightedBackend::new("echo", 1)];
     let base = Snapshot {
         certificates: [("infra/wild".to_owned(), leaf.certificate())].into(),
         clusters: [("a", cluster(&[a])), ("b", cluster(&[b])), ("echo", cluster(&[tcp_backend]))]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, Host, PathMatch, RouteMatch};
+use crate::{Action, Host, PathMatch, RouteMatch, WeightedBackend};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -53,9 +53,9 @@ pub struct GatewayPort {
     /// TLS passthrough: routes by SNI.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<PassthroughRoute>,
-    /// TCP: the cluster every connection goes to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp: Option<String>,
+    /// TCP: the backends connections go to, each connection to one chosen by weight.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tcp: Vec<WeightedBackend>,
 }
 
 /// How a Gateway port serves its connections.

@@ -17,6 +17,7 @@ use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
+use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use super::index::{Index, Key};
@@ -41,6 +42,8 @@ pub enum StatusKind {
     GrpcRoute,
     /// TLSRoute.
     TlsRoute,
+    /// TCPRoute.
+    TcpRoute,
 }
 
 impl StatusKind {
@@ -52,6 +55,7 @@ impl StatusKind {
             StatusKind::HttpRoute => "HTTPRoute",
             StatusKind::GrpcRoute => "GRPCRoute",
             StatusKind::TlsRoute => "TLSRoute",
+            StatusKind::TcpRoute => "TCPRoute",
         }
     }
 }
@@ -131,6 +135,11 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::TlsRoute, tls, &statuses.tls_routes, controller, &mut out);
+    let tcp = index.tcp_routes().map(|(k, r)| {
+        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        (k, parents, r.metadata.resource_version.clone())
+    });
+    routes(StatusKind::TcpRoute, tcp, &statuses.tcp_routes, controller, &mut out);
     out
 }
 
@@ -203,6 +212,10 @@ pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBo
                 .patch_status(&key.1, &params, &patch)
                 .await
                 .map(drop),
+            StatusKind::TcpRoute => Api::<TcpRoute>::namespaced(client.clone(), &key.0)
+                .patch_status(&key.1, &params, &patch)
+                .await
+                .map(drop),
         }
     };
     match tokio::time::timeout(WRITE_TIMEOUT, call).await {
@@ -269,9 +282,10 @@ mod tests {
             StatusKind::HttpRoute,
             StatusKind::GrpcRoute,
             StatusKind::TlsRoute,
+            StatusKind::TcpRoute,
         ]
         .map(StatusKind::as_str);
-        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute"]);
+        assert_eq!(all, ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute"]);
     }
 
     #[test]

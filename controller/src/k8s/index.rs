@@ -10,6 +10,7 @@ use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::HttpRoute;
+use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
@@ -139,6 +140,11 @@ impl Index {
     /// All TLSRoutes.
     pub fn tls_routes(&self) -> impl Iterator<Item = (&Key, &TlsRoute)> {
         self.stores.tls_routes.objects.iter()
+    }
+
+    /// All TCPRoutes.
+    pub fn tcp_routes(&self) -> impl Iterator<Item = (&Key, &TcpRoute)> {
+        self.stores.tcp_routes.objects.iter()
     }
 }
 

@@ -20,6 +20,7 @@ use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{
     HttpRoute, HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
 };
+use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 use wharf_model::{
     GatewayPort, HeaderMatch, Host, ObjectRef, PathMatch, PortProtocol, Route, RouteMatch, Snapshot, TlsHost,
@@ -80,6 +81,8 @@ pub struct Statuses {
     pub grpc_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
     /// TLSRoutes, as for HTTPRoutes.
     pub tls_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+    /// TCPRoutes, as for HTTPRoutes.
+    pub tcp_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
 }
 
 /// Settings of the Gateway API translation.
@@ -100,6 +103,7 @@ impl Default for GatewayOptions {
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
 const TLS_ROUTE: &str = "TLSRoute";
+const TCP_ROUTE: &str = "TCPRoute";
 
 /// The Gateway API features Wharf implements, as `GatewayClass.status.supportedFeatures`
 /// shows them (sorted): exactly those whose conformance tests pass (e2e/conformance.sh,
@@ -127,6 +131,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
+    "TCPRoute",
     "TLSRoute",
 ];
 
@@ -270,17 +275,21 @@ pub(super) fn translate(
     grpc.sort_by_key(|r| age_key(*r));
     let mut tls: Vec<&TlsRoute> = world.tls_routes.iter().collect();
     tls.sort_by_key(|r| age_key(*r));
+    let mut tcp: Vec<&TcpRoute> = world.tcp_routes.iter().collect();
+    tcp.sort_by_key(|r| age_key(*r));
     let views = http
         .iter()
         .map(|r| RouteView::http(r, world, backends))
         .chain(grpc.iter().map(|r| RouteView::grpc(r, world, backends)))
-        .chain(tls.iter().map(|r| RouteView::tls(r, world, backends)));
+        .chain(tls.iter().map(|r| RouteView::tls(r, world, backends)))
+        .chain(tcp.iter().map(|r| RouteView::tcp(r, world, backends)));
     for (age, view) in views.enumerate() {
         let parents = attach_route(&view, age, &mut gws, world, snapshot, &mut attached, opts, now);
         if !parents.is_empty() {
             let list = match view.kind {
                 GRPC_ROUTE => &mut out.grpc_routes,
                 TLS_ROUTE => &mut out.tls_routes,
+                TCP_ROUTE => &mut out.tcp_routes,
                 _ => &mut out.http_routes,
             };
             list.push((view.oref.clone(), parents));
@@ -373,6 +382,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                 ("HTTP", _) => (Some(PortProtocol::Http), None),
                 ("HTTPS", _) => (Some(PortProtocol::Https), None),
                 ("TLS", GatewayListenersTlsMode::Passthrough) => (Some(PortProtocol::Passthrough), None),
+                ("TCP", _) => (Some(PortProtocol::Tcp), None),
                 ("TLS", GatewayListenersTlsMode::Terminate) => (
                     None,
                     Some((
@@ -382,7 +392,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                 ),
                 (other, _) => (
                     None,
-                    Some(("UnsupportedProtocol", format!("protocol {other} is not supported yet (HTTP, HTTPS and TLS passthrough are)"))),
+                    Some(("UnsupportedProtocol", format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS passthrough and TCP are)"))),
                 ),
             };
             let host = match l.hostname.as_deref() {
@@ -391,6 +401,7 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
             };
             let supported: &[&str] = match protocol {
                 Some(PortProtocol::Passthrough) => &[TLS_ROUTE],
+                Some(PortProtocol::Tcp) => &[TCP_ROUTE],
                 Some(_) => &[HTTP_ROUTE, GRPC_ROUTE],
                 None => &[],
             };
@@ -759,6 +770,49 @@ impl<'a> RouteView<'a> {
             rules: Box::new(move |snapshot| tls_rules(route, &ns, &rref, world, backends, snapshot)),
         }
     }
+}
+
+impl<'a> RouteView<'a> {
+    fn tcp(route: &'a TcpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let oref = object_ref(route);
+        let rref = oref.clone();
+        RouteView {
+            kind: TCP_ROUTE,
+            meta: &route.metadata,
+            oref,
+            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
+            hostnames: Vec::new(),
+            rules: Box::new(move |snapshot| tcp_rules(route, &ns, &rref, world, backends, snapshot)),
+        }
+    }
+}
+
+/// A TCPRoute's rule (the API allows one): every connection to one of its backends,
+/// chosen by weight.
+fn tcp_rules(
+    route: &TcpRoute,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Rules {
+    let mut out = Vec::new();
+    let mut unresolved = None;
+    for (ri, rule) in route.spec.rules.iter().enumerate() {
+        let refs =
+            rule.backend_refs.iter().map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
+        let weighted = resolve(refs, TCP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let action = wharf_model::Action::Forward(wharf_model::Forward {
+            backends: weighted,
+            request_headers: Default::default(),
+            response_headers: Default::default(),
+            rewrite: None,
+        });
+        out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
+    }
+    (out, None, unresolved)
 }
 
 /// A TLSRoute's rules: each a forward of every connection (its SNI matched by the
@@ -1144,7 +1198,27 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                     tls_hosts: Vec::new(),
                     virtual_hosts: Vec::new(),
                     passthrough,
-                    tcp: None,
+                    tcp: Vec::new(),
+                });
+            }
+            if protocol == PortProtocol::Tcp {
+                // Every connection goes to the backends of the oldest route attached.
+                let tcp = virtual_hosts
+                    .into_iter()
+                    .flat_map(|vh| vh.routes)
+                    .find_map(|r| match r.action {
+                        wharf_model::Action::Forward(f) => Some(f.backends),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                return Some(GatewayPort {
+                    gateway: gw.oref.clone(),
+                    bind: SocketAddr::new(ip, port),
+                    protocol,
+                    tls_hosts: Vec::new(),
+                    virtual_hosts: Vec::new(),
+                    passthrough: Vec::new(),
+                    tcp,
                 });
             }
             Some(GatewayPort {
@@ -1154,7 +1228,7 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                 tls_hosts,
                 virtual_hosts,
                 passthrough: Vec::new(),
-                tcp: None,
+                tcp: Vec::new(),
             })
         })
         .collect()

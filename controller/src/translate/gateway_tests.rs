@@ -822,3 +822,56 @@ fn certificate_refs_must_be_core_secrets_and_a_secret_gone_bad_keeps_its_last_go
     assert_eq!(hosts, ["o.example.com"]);
     assert_eq!(t.snapshot.certificates.get("web/cert"), before.certificates.get("web/cert"));
 }
+
+#[test]
+fn tcp_routes_forward_by_weight_and_the_oldest_route_of_a_listener_is_served() {
+    use wharf_gateway_api::tcproutes::TcpRoute;
+    let tcp_route = |name: &str, age: u32, parent: Value, backends: Value| -> TcpRoute {
+        obj(json!({
+            "metadata": {"name": name, "namespace": "web", "generation": 1, "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"parentRefs": [parent], "rules": [{"backendRefs": backends}]},
+        }))
+    };
+    let listeners = json!([
+        {"name": "db", "port": 5432, "protocol": "TCP"},
+        {"name": "web", "port": 80, "protocol": "HTTP"},
+        {"name": "udp", "port": 53, "protocol": "UDP"},
+    ]);
+    let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
+    w.services.push(service("other", json!([{"name": "tcp", "port": 5432}])));
+    w.endpoint_slices.push(slice("other", "tcp", 5432, json!([{"addresses": ["10.0.0.2"]}])));
+    w.tcp_routes = vec![
+        tcp_route(
+            "weighted",
+            0,
+            json!({"name": "gw", "sectionName": "db"}),
+            json!([{"name": "app", "port": 80, "weight": 7}, {"name": "other", "port": 5432, "weight": 3}, {"name": "gone", "port": 1, "weight": 0}]),
+        ),
+        tcp_route("newer", 1, json!({"name": "gw", "port": 5432}), json!([{"name": "other", "port": 5432}])),
+        tcp_route("on-http", 2, json!({"name": "gw", "sectionName": "web"}), json!([{"name": "app", "port": 80}])),
+    ];
+    let t = translate(&w, &opts(), None);
+    let (db, attached) = listener_conds(&t, "gw", "db");
+    assert!(has(&db, "Accepted", "True", "Accepted") && has(&db, "Programmed", "True", "Programmed"), "{db:?}");
+    assert_eq!(attached, 2, "both routes attach");
+    assert!(has(&listener_conds(&t, "gw", "udp").0, "Accepted", "False", "UnsupportedProtocol"));
+    let route = |name: &str| {
+        t.gateway_status.tcp_routes.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions))
+    };
+    let weighted = route("weighted").unwrap();
+    assert!(has(&weighted, "Accepted", "True", "Accepted"), "{weighted:?}");
+    assert!(has(&weighted, "ResolvedRefs", "False", "BackendNotFound"), "{weighted:?}");
+    assert!(has(&route("newer").unwrap(), "Accepted", "True", "Accepted"));
+    assert!(has(&route("on-http").unwrap(), "Accepted", "False", "NotAllowedByListeners"));
+
+    let p = ports(&t).iter().find(|p| p.protocol == PortProtocol::Tcp).unwrap();
+    assert_eq!(p.bind.port(), 5432);
+    let backends: Vec<(String, u32, bool)> = p.tcp.iter().map(|b| (b.cluster.clone(), b.weight, b.invalid)).collect();
+    assert_eq!(
+        backends,
+        [("web/app:80".to_owned(), 7, false), ("web/other:5432".to_owned(), 3, false), (String::new(), 0, true)],
+        "the oldest route's backends, by weight; an unresolved one keeps its weight"
+    );
+    let web = ports(&t).iter().find(|p| p.protocol == PortProtocol::Http).unwrap();
+    assert!(web.tcp.is_empty() && web.virtual_hosts.iter().all(|vh| vh.routes.is_empty()));
+}

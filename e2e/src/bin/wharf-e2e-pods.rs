@@ -315,6 +315,9 @@ impl Runner {
         ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
         ip(&["-n", &netns, "link", "set", "lo", "up"])?;
         ip(&["-n", &netns, "route", "add", "default", "via", &self.args.gateway.to_string()])?;
+        // A pod deleted earlier may have had this address: the host must not keep sending
+        // to its MAC address.
+        ip(&["neigh", "flush", "to", &pod_ip.to_string(), "dev", BRIDGE])?;
 
         let mut running = Running { netns: netns.clone(), children: Vec::new(), dir: dir.clone() };
         for c in spec.containers.iter() {
