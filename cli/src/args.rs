@@ -168,6 +168,64 @@ pub struct TranslateArgs {
     /// Gateways are accepted but not served.
     #[arg(long, value_parser = parse_address_pool, env = "WHARF_GATEWAY_ADDRESSES")]
     pub gateway_addresses: Option<wharf_controller::translate::gateway::AddressPool>,
+    /// `NAMESPACE/NAME` of the Gateway served on Wharf's own listeners (the edge ports,
+    /// at the address of Wharf's Service) instead of on an address of its own; its routes
+    /// are tried before the Ingress rules.
+    #[arg(long, value_parser = parse_ns_name, env = "WHARF_EDGE_GATEWAY")]
+    pub edge_gateway: Option<(String, String)>,
+    /// Where a listener port of the edge Gateway is served, `PORT=SOCKET` (repeatable):
+    /// SOCKET is `http`, `https` or `tls` (the --http-port, --https-port or
+    /// --passthrough-port listener) or `tcp[:LOCALPORT]` (a TCP socket, on PORT unless
+    /// given). Default: 80=http, 443=https, 15443=tls, 31400=tcp.
+    #[arg(long = "edge-port", value_parser = parse_edge_port, env = "WHARF_EDGE_PORTS", value_delimiter = ',')]
+    pub edge_ports: Vec<EdgePort>,
+}
+
+/// One `--edge-port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgePort {
+    /// The listener port.
+    pub port: u16,
+    /// The socket that serves it.
+    pub socket: EdgeSocketKind,
+}
+
+/// The socket of an `--edge-port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeSocketKind {
+    /// The HTTP listener.
+    Http,
+    /// The HTTPS listener.
+    Https,
+    /// The TLS passthrough listener.
+    Tls,
+    /// A TCP socket on this port.
+    Tcp(u16),
+}
+
+/// The `--edge-port` list when none is given.
+pub const DEFAULT_EDGE_PORTS: [EdgePort; 4] = [
+    EdgePort { port: 80, socket: EdgeSocketKind::Http },
+    EdgePort { port: 443, socket: EdgeSocketKind::Https },
+    EdgePort { port: 15443, socket: EdgeSocketKind::Tls },
+    EdgePort { port: 31400, socket: EdgeSocketKind::Tcp(31400) },
+];
+
+fn parse_edge_port(s: &str) -> Result<EdgePort, String> {
+    let err = || format!("{s:?} is not PORT=SOCKET with SOCKET http, https, tls or tcp[:PORT] (e.g. 80=http)");
+    let (port, socket) = s.split_once('=').ok_or_else(err)?;
+    let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(err)?;
+    let socket = match socket {
+        "http" => EdgeSocketKind::Http,
+        "https" => EdgeSocketKind::Https,
+        "tls" => EdgeSocketKind::Tls,
+        "tcp" => EdgeSocketKind::Tcp(port),
+        other => {
+            let local = other.strip_prefix("tcp:").ok_or_else(err)?;
+            EdgeSocketKind::Tcp(local.parse().ok().filter(|p| *p > 0).ok_or_else(err)?)
+        }
+    };
+    Ok(EdgePort { port, socket })
 }
 
 fn parse_address_pool(s: &str) -> Result<wharf_controller::translate::gateway::AddressPool, String> {
@@ -347,6 +405,19 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn edge_ports() {
+        let p = |s: &str| parse_edge_port(s).map(|e| (e.port, e.socket));
+        assert_eq!(p("80=http"), Ok((80, EdgeSocketKind::Http)));
+        assert_eq!(p("443=https"), Ok((443, EdgeSocketKind::Https)));
+        assert_eq!(p("15443=tls"), Ok((15443, EdgeSocketKind::Tls)));
+        assert_eq!(p("31400=tcp"), Ok((31400, EdgeSocketKind::Tcp(31400))));
+        assert_eq!(p("5432=tcp:31400"), Ok((5432, EdgeSocketKind::Tcp(31400))));
+        for bad in ["80", "80=udp", "0=http", "x=http", "80=tcp:0", "80=tcp:x"] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
+    let translate = gateway::translate_options(&args.gateway)?;
     let client = client(&args).await?;
     let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
@@ -30,7 +31,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         retry: args.lease_retry,
     };
     let cfg = k8s::Config {
-        translate: gateway::translate_options(&args.gateway),
+        translate,
         publish,
         lease: lease.clone(),
         debounce: Duration::from_millis(50),

@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
+use wharf_controller::translate::gateway::{EdgeGateway, EdgeSocket};
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};
 use wharf_dataplane::memory::{self, Watermark};
 use wharf_dataplane::proxy::normalize::PathOptions;
 use wharf_dataplane::{Gateway, Limits, ListenerAddrs, Options, Timeouts};
-use wharf_model::Identity;
+use wharf_model::{Identity, PortProtocol};
 
-use crate::args::{GatewayArgs, MeshArgs};
+use crate::args::{EdgeSocketKind, GatewayArgs, MeshArgs, DEFAULT_EDGE_PORTS};
 
 /// A serving data plane.
 pub struct Serving {
@@ -155,9 +156,9 @@ fn mesh_source(mesh: &MeshArgs, trust_domain: &str) -> anyhow::Result<MeshSource
 }
 
 /// Translation options from flags.
-pub fn translate_options(args: &GatewayArgs) -> wharf_controller::Options {
+pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller::Options> {
     let (t, l) = (&args.translate, &args.listen);
-    wharf_controller::Options {
+    Ok(wharf_controller::Options {
         controller_name: t.controller_name.clone(),
         ingress_class: t.ingress_class.clone(),
         default_certificate: t.default_ssl_certificate.clone(),
@@ -169,8 +170,57 @@ pub fn translate_options(args: &GatewayArgs) -> wharf_controller::Options {
         gateway: wharf_controller::translate::gateway::GatewayOptions {
             controller_name: t.gateway_controller_name.clone(),
             addresses: t.gateway_addresses,
+            edge: edge_gateway(args)?,
         },
+    })
+}
+
+/// The edge Gateway from `--edge-gateway` and `--edge-port`.
+fn edge_gateway(args: &GatewayArgs) -> anyhow::Result<Option<EdgeGateway>> {
+    let (t, l) = (&args.translate, &args.listen);
+    let Some((namespace, name)) = t.edge_gateway.clone() else {
+        anyhow::ensure!(t.edge_ports.is_empty(), "--edge-port needs --edge-gateway");
+        return Ok(None);
+    };
+    let ports = if t.edge_ports.is_empty() { &DEFAULT_EDGE_PORTS[..] } else { &t.edge_ports[..] };
+    let mut sockets: Vec<EdgeSocket> = Vec::new();
+    for e in ports {
+        let (local, protocol, flag) = match e.socket {
+            EdgeSocketKind::Http => (l.http_port, PortProtocol::Http, "--http-port"),
+            EdgeSocketKind::Https => (l.https_port, PortProtocol::Https, "--https-port"),
+            EdgeSocketKind::Tls => (l.passthrough_port, PortProtocol::Passthrough, "--passthrough-port"),
+            EdgeSocketKind::Tcp(p) => (p, PortProtocol::Tcp, "--tcp-service"),
+        };
+        if protocol == PortProtocol::Tcp {
+            if l.tcp_services.iter().any(|s| s.listen_port == local) {
+                // The port forwards to its --tcp-service; the Gateway cannot use it.
+                tracing::warn!(
+                    port = e.port,
+                    "--edge-port {}: port {local} is a --tcp-service port; the edge Gateway does not use it",
+                    e.port
+                );
+                continue;
+            }
+        } else if local == 0 {
+            // That listener is off: the Gateway cannot use the port.
+            tracing::warn!(
+                port = e.port,
+                "--edge-port {}: {flag} is 0; the edge Gateway does not use the port",
+                e.port
+            );
+            continue;
+        }
+        anyhow::ensure!(!sockets.iter().any(|s| s.port == e.port), "--edge-port {} is given twice", e.port);
+        anyhow::ensure!(
+            protocol == PortProtocol::Tcp || !sockets.iter().any(|s| s.protocol == protocol),
+            "--edge-port {}: another edge port already uses that listener",
+            e.port
+        );
+        let bind = SocketAddr::new(l.listen_address, local);
+        anyhow::ensure!(!sockets.iter().any(|s| s.bind == bind), "--edge-port {}: {bind} is used twice", e.port);
+        sockets.push(EdgeSocket { port: e.port, bind, protocol });
     }
+    Ok(Some(EdgeGateway { namespace, name, sockets }))
 }
 
 /// Resolves with the name of the signal that asked us to stop.

@@ -11,11 +11,12 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
+    let opts = gateway::translate_options(&args.gateway)?;
     let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
     let gw = serving.gateway.clone();
     let mut reloader = Reloader {
         files: args.files.clone(),
-        opts: gateway::translate_options(&args.gateway),
+        opts,
         publisher: Publisher::new(Box::new(move |s| gw.apply(s).map_err(|e| e.to_string()))),
     };
     let mut fingerprint = files::fingerprint(&args.files);

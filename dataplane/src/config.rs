@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use wharf_model::{Action, AppProtocol, Host, PassthroughRoute, Snapshot, TlsHost, VirtualHost};
+use wharf_model::{Action, AppProtocol, Host, PassthroughRoute, PortProtocol, Snapshot, TlsHost, VirtualHost};
 
 use crate::host_map::HostMap;
 
@@ -112,6 +112,10 @@ pub struct CompiledConfig {
     pub edge: Tables,
     /// Each Gateway port's tables, by the address its socket is bound to.
     pub ports: HashMap<SocketAddr, Tables>,
+    /// The edge Gateway's tables, by the edge listener that serves them: a request or
+    /// connection on an edge listener is served from these first, and from `edge` when
+    /// they have no route for it.
+    pub edge_gateway: HashMap<PortProtocol, Tables>,
     endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
     certs: CertCache,
 }
@@ -123,6 +127,16 @@ impl CompiledConfig {
         match port {
             None => Some(&self.edge),
             Some(addr) => self.ports.get(&addr),
+        }
+    }
+
+    /// The edge Gateway's tables for the edge listener of `protocol`, when a connection
+    /// arrived on an edge listener (`port` `None`) and the edge Gateway has a listener
+    /// there.
+    pub fn edge_gateway(&self, port: Option<SocketAddr>, protocol: PortProtocol) -> Option<&Tables> {
+        match port {
+            None => self.edge_gateway.get(&protocol),
+            Some(_) => None,
         }
     }
 }
@@ -191,10 +205,26 @@ impl Compiler {
         }
 
         let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::new();
+        // The edge HTTPS listener serves the certificates of the edge Gateway's HTTPS
+        // listeners first: theirs for a host both name, a listener without hostname's as
+        // the default.
+        let gateway_https = snapshot.gateway_ports.iter().find(|p| p.edge && p.protocol == PortProtocol::Https);
+        let gateway_tls = gateway_https.map(|p| p.tls_hosts.as_slice()).unwrap_or_default();
+        let tls_hosts: Vec<TlsHost> = gateway_tls
+            .iter()
+            .filter(|t| t.host != Host::Any)
+            .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
+            .cloned()
+            .collect();
+        let default_certificate = gateway_tls
+            .iter()
+            .find(|t| t.host == Host::Any)
+            .map(|t| t.certificate.as_str())
+            .or(snapshot.default_certificate.as_deref());
         let edge = self.tables(
             TableSource {
-                default_certificate: snapshot.default_certificate.as_deref(),
-                tls_hosts: &snapshot.tls_hosts,
+                default_certificate,
+                tls_hosts: &tls_hosts,
                 virtual_hosts: &snapshot.virtual_hosts,
                 default_backend: snapshot.default_backend.as_ref(),
                 isolated: false,
@@ -206,6 +236,7 @@ impl Compiler {
             &mut route_metrics,
         )?;
         let mut ports = HashMap::with_capacity(snapshot.gateway_ports.len());
+        let mut edge_gateway = HashMap::new();
         for p in &snapshot.gateway_ports {
             // A listener without hostname takes every name, also clients without SNI.
             let catch_all = p.tls_hosts.iter().find(|t| t.host == Host::Any).map(|t| t.certificate.as_str());
@@ -227,9 +258,13 @@ impl Compiler {
                 &upstreams,
                 &mut route_metrics,
             )?;
-            ports.insert(p.bind, tables);
+            if p.edge {
+                edge_gateway.insert(p.protocol, tables);
+            } else {
+                ports.insert(p.bind, tables);
+            }
         }
-        Ok(CompiledConfig { version, snapshot, edge, ports, endpoints, certs })
+        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, endpoints, certs })
     }
 
     fn tables(
@@ -570,6 +605,7 @@ mod tests {
                 }],
                 passthrough: vec![],
                 tcp: Vec::new(),
+                edge: false,
             }],
             clusters: [("c".to_owned(), cluster(1))].into(),
             ..Default::default()

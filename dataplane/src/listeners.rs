@@ -242,7 +242,7 @@ async fn serve_gateway_ports(shared: Arc<Shared>, mut drain: Watch) {
     loop {
         let config = shared.config.load_full();
         let want: HashMap<(SocketAddr, PortProtocol), &wharf_model::GatewayPort> =
-            config.snapshot.gateway_ports.iter().map(|p| ((p.bind, p.protocol), p)).collect();
+            config.snapshot.gateway_ports.iter().filter(|p| !p.edge).map(|p| ((p.bind, p.protocol), p)).collect();
         let gone: Vec<_> = open.keys().filter(|k| !want.contains_key(k)).copied().collect();
         for key in gone {
             if let Some(port) = open.remove(&key) {

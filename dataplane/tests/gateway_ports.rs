@@ -37,6 +37,7 @@ fn port(gateway: &str, bind: SocketAddr, protocol: PortProtocol) -> GatewayPort 
         virtual_hosts: vec![],
         passthrough: vec![],
         tcp: Vec::new(),
+        edge: false,
     }
 }
 
@@ -160,4 +161,71 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
     assert!(eventually(Duration::from_secs(10), https_now).await, "HTTPS on the port HTTP had");
     let no_sni = https_get(one_http, None, inspecting_client_config(&[]), "a.example.com", "/").await.unwrap();
     assert_eq!(no_sni.peer_cert, Some(leaf.leaf_der()), "a listener without hostname serves clients without SNI");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_routes() {
+    let r = start().await;
+    let (a, b) = (echo("ingress").await, echo("gateway").await);
+    let ca = TestCa::new("Edge CA");
+    let (ingress_leaf, gateway_leaf) =
+        (ca.leaf(&["shop.example.com", "other.example.com"]), ca.leaf(&["shop.example.com"]));
+    let shop = || Host::parse_gateway("shop.example.com").unwrap();
+    let mut http = port("edge", r.http, PortProtocol::Http);
+    http.edge = true;
+    http.virtual_hosts = vec![
+        VirtualHost { host: shop(), routes: vec![route(PathMatch::prefix("/api").unwrap(), "gateway", false)] },
+        VirtualHost { host: Host::Any, routes: vec![] },
+    ];
+    let mut https = port("edge", r.https, PortProtocol::Https);
+    https.edge = true;
+    https.tls_hosts = vec![TlsHost { host: shop(), certificate: "infra/gateway".into() }];
+    https.virtual_hosts = vec![VirtualHost {
+        host: shop(),
+        routes: vec![route(PathMatch::prefix("/secure").unwrap(), "gateway", false)],
+    }];
+    let s = Snapshot {
+        certificates: [
+            ("web/ingress".to_owned(), ingress_leaf.certificate()),
+            ("infra/gateway".to_owned(), gateway_leaf.certificate()),
+        ]
+        .into(),
+        tls_hosts: ["shop.example.com", "other.example.com"]
+            .map(|h| TlsHost { host: host(h), certificate: "web/ingress".into() })
+            .to_vec(),
+        virtual_hosts: ["shop.example.com", "other.example.com"]
+            .map(|h| VirtualHost {
+                host: host(h),
+                routes: vec![route(PathMatch::prefix("/").unwrap(), "ingress", false)],
+            })
+            .to_vec(),
+        clusters: [("ingress".to_owned(), cluster(&[a])), ("gateway".to_owned(), cluster(&[b]))].into(),
+        gateway_ports: vec![http, https],
+        ..Default::default()
+    };
+    r.gw.apply(s).unwrap();
+
+    let name = |seen: Result<wharf_dataplane::testing::Seen, String>| seen.map(|s| (s.status, s.echo_name())).ok();
+    assert_eq!(name(http_get(r.http, "shop.example.com", "/api/x").await), Some((200, "gateway".into())));
+    assert_eq!(
+        name(http_get(r.http, "shop.example.com", "/other").await),
+        Some((200, "ingress".into())),
+        "what no Gateway route takes goes to the Ingress rules"
+    );
+    assert_eq!(
+        name(http_get(r.http, "shop.example.com", "/secure").await),
+        Some((200, "ingress".into())),
+        "a route of the HTTPS listener is not served on the HTTP listener"
+    );
+    let get = |sni: &'static str, path: &'static str| {
+        let cfg = ca.client_config(&[b"h2"]);
+        async move { https_get(r.https, Some(sni), cfg, sni, path).await.unwrap() }
+    };
+    let secure = get("shop.example.com", "/secure").await;
+    assert_eq!((secure.status, secure.echo_name()), (200, "gateway".into()));
+    assert_eq!(secure.peer_cert, Some(gateway_leaf.leaf_der()), "the Gateway listener's certificate for its host");
+    let root = get("shop.example.com", "/").await;
+    assert_eq!((root.status, root.echo_name()), (200, "ingress".into()));
+    let other = get("other.example.com", "/").await;
+    assert_eq!(other.peer_cert, Some(ingress_leaf.leaf_der()), "the Ingress certificate for the hosts it alone names");
 }

@@ -42,6 +42,11 @@ pub struct GatewayPort {
     pub gateway: ObjectRef,
     /// The address and port the socket is bound to; the port is the listener's.
     pub bind: SocketAddr,
+    /// Served on the edge listener of this protocol (Wharf's own HTTP, HTTPS or
+    /// passthrough socket, bound at `bind`) ahead of the Ingress routes, instead of on a
+    /// socket of its own: the edge Gateway's listeners.
+    #[serde(skip_serializing_if = "is_false")]
+    pub edge: bool,
     /// How connections are served.
     pub protocol: PortProtocol,
     /// HTTPS: the certificate for each listener hostname (SNI).
@@ -112,6 +117,10 @@ pub struct Certificate {
     pub dns_names: Vec<String>,
     /// Expiry of the leaf, seconds since the Unix epoch.
     pub not_after: i64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn redact<S: Serializer>(_: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {

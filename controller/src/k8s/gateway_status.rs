@@ -10,11 +10,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::networking::v1::IngressLoadBalancerIngress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
-use wharf_gateway_api::gateways::Gateway;
+use wharf_gateway_api::gateways::{Gateway, GatewayStatusAddresses};
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
 use wharf_gateway_api::tcproutes::TcpRoute;
@@ -88,8 +89,14 @@ fn body<T: serde::Serialize>(status: &T, resource_version: Option<String>) -> Op
     Some(StatusBody { status: serde_json::to_value(status).ok()?, resource_version })
 }
 
-/// The status writes that make the objects in `index` show `statuses`.
-pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrites {
+/// The status writes that make the objects in `index` show `statuses`; the edge Gateway
+/// shows `edge_addresses` (those published for Ingresses).
+pub fn plan(
+    index: &Index,
+    statuses: &Statuses,
+    controller: &str,
+    edge_addresses: &[IngressLoadBalancerIngress],
+) -> StatusWrites {
     let mut out = StatusWrites::new();
     for (name, desired) in &statuses.gateway_classes {
         let key = (String::new(), name.clone());
@@ -107,6 +114,9 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
         let key = (oref.namespace.clone(), oref.name.clone());
         let Some(obj) = index.gateway(&key) else { continue };
         let mut want = desired.clone();
+        if statuses.edge_gateway.as_ref() == Some(oref) {
+            want.addresses = Some(gateway_addresses(edge_addresses));
+        }
         let current = obj.status.clone().unwrap_or_default();
         if let Some(c) = want.conditions.as_mut() {
             settle(c, current.conditions.as_deref().unwrap_or_default());
@@ -141,6 +151,18 @@ pub fn plan(index: &Index, statuses: &Statuses, controller: &str) -> StatusWrite
     });
     routes(StatusKind::TcpRoute, tcp, &statuses.tcp_routes, controller, &mut out);
     out
+}
+
+/// Ingress status addresses as Gateway status addresses.
+fn gateway_addresses(addrs: &[IngressLoadBalancerIngress]) -> Vec<GatewayStatusAddresses> {
+    addrs
+        .iter()
+        .filter_map(|a| match (&a.ip, &a.hostname) {
+            (Some(ip), _) => Some(GatewayStatusAddresses { r#type: Some("IPAddress".into()), value: ip.clone() }),
+            (None, Some(h)) => Some(GatewayStatusAddresses { r#type: Some("Hostname".into()), value: h.clone() }),
+            (None, None) => None,
+        })
+        .collect()
 }
 
 /// The writes that make routes of one kind show our `status.parents` entries: `current`
@@ -264,10 +286,33 @@ mod tests {
             gateway: GatewayOptions {
                 controller_name: FIELD_MANAGER.into(),
                 addresses: crate::translate::gateway::AddressPool::parse("127.1.0.0/16").ok(),
+                edge: None,
             },
             ..crate::Options::default()
         };
         crate::translate(&index.world(), &opts, None).gateway_status
+    }
+
+    #[test]
+    fn the_edge_gateway_shows_the_addresses_published_for_ingresses() {
+        let index = index(json!(null), json!(null));
+        let mut st = statuses(&index, NOW);
+        let published = [
+            IngressLoadBalancerIngress { ip: Some("203.0.113.7".into()), ..Default::default() },
+            IngressLoadBalancerIngress { hostname: Some("lb.example.com".into()), ..Default::default() },
+            IngressLoadBalancerIngress::default(),
+        ];
+        let addresses =
+            |w: &StatusWrites| w[&(StatusKind::Gateway, ("web".into(), "gw".into()))].status["addresses"].clone();
+        let pooled = plan(&index, &st, FIELD_MANAGER, &published);
+        assert_eq!(addresses(&pooled)[0]["value"].as_str().map(|v| v.starts_with("127.1.")), Some(true));
+        st.edge_gateway = Some(wharf_model::ObjectRef::new("Gateway", "web", "gw"));
+        let edge = plan(&index, &st, FIELD_MANAGER, &published);
+        assert_eq!(
+            addresses(&edge),
+            json!([{"type": "IPAddress", "value": "203.0.113.7"}, {"type": "Hostname", "value": "lb.example.com"}])
+        );
+        assert_eq!(addresses(&plan(&index, &st, FIELD_MANAGER, &[])), json!([]), "none published yet");
     }
 
     fn kinds(w: &StatusWrites) -> Vec<(StatusKind, &str)> {
@@ -291,7 +336,7 @@ mod tests {
     #[test]
     fn written_once_then_only_when_something_but_the_time_changes() {
         let mut index = index(json!(null), json!(null));
-        let first = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let first = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         assert_eq!(
             kinds(&first),
             [(StatusKind::GatewayClass, "wharf"), (StatusKind::Gateway, "gw"), (StatusKind::HttpRoute, "r")]
@@ -306,13 +351,13 @@ mod tests {
         index.apply(Change::GatewayClass(Event::Apply(obj(json!({
             "metadata": {"name": "wharf", "generation": 1}, "spec": {"controllerName": FIELD_MANAGER}, "status": class,
         })))));
-        assert!(plan(&index, &statuses(&index, NOW + 60), FIELD_MANAGER).is_empty());
+        assert!(plan(&index, &statuses(&index, NOW + 60), FIELD_MANAGER, &[]).is_empty());
 
         // A listener's route count changes: the Gateway is written, its times kept.
         index.apply(Change::HttpRoute(Event::Delete(obj(
             json!({"metadata": {"name": "r", "namespace": "web"}, "spec": {}}),
         ))));
-        let next = plan(&index, &statuses(&index, NOW + 120), FIELD_MANAGER);
+        let next = plan(&index, &statuses(&index, NOW + 120), FIELD_MANAGER, &[]);
         assert_eq!(kinds(&next), [(StatusKind::Gateway, "gw")]);
         let st = &next[&(StatusKind::Gateway, ("web".into(), "gw".into()))].status;
         assert_eq!(st["listeners"][0]["attachedRoutes"], 0);
@@ -328,7 +373,7 @@ mod tests {
                            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
                                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
         let index = index(json!(null), json!({"parents": [theirs, stale]}));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         let parents = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"];
         let names: Vec<&str> =
             parents.as_array().unwrap().iter().filter_map(|p| p["parentRef"]["name"].as_str()).collect();
@@ -342,7 +387,7 @@ mod tests {
             "spec": {"parentRefs": [{"name": "elsewhere"}]},
             "status": {"parents": [theirs.clone(), stale]},
         })))));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         let body = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))];
         assert_eq!(body.status["parents"], json!([theirs]));
         assert_eq!(body.resource_version.as_deref(), Some("43"));
@@ -381,7 +426,7 @@ mod tests {
             "spec": {"parentRefs": [{"name": "elsewhere"}]},
             "status": {"parents": [theirs("elsewhere")]},
         })))));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         assert!(!w.keys().any(|(k, _)| *k == StatusKind::HttpRoute), "{w:?}");
 
         // Only our entry, left from a parent the route no longer names: it goes.
@@ -393,12 +438,12 @@ mod tests {
             "spec": {"parentRefs": [{"name": "elsewhere"}]},
             "status": {"parents": [ours]},
         })))));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         assert_eq!(w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"], json!([]));
 
         // Another controller's entry for the same parent: its times are not taken for ours.
         let index = self::index(json!(null), json!({"parents": [theirs("gw")]}));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         let parents = &w[&(StatusKind::HttpRoute, ("web".into(), "r".into()))].status["parents"];
         assert_eq!(parents[0], theirs("gw"));
         assert_eq!(parents[1]["controllerName"], FIELD_MANAGER);
@@ -419,7 +464,7 @@ mod tests {
             "metadata": {"name": "t", "namespace": "web", "resourceVersion": "10"},
             "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"], "rules": [{"backendRefs": []}]},
         })))));
-        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER);
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         let grpc = &w[&(StatusKind::GrpcRoute, ("web".into(), "g".into()))];
         assert_eq!(grpc.status["parents"][0], theirs, "the other controller's entry, read from the GRPCRoute");
         assert_eq!(grpc.status["parents"][1]["parentRef"]["name"], "gw");

@@ -221,7 +221,7 @@ fn rebuild(
     let addrs = status::addresses(&cfg.publish, index);
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
     let mut plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
-    plan.gateway = gateway_status::plan(index, &t.gateway_status, &cfg.translate.gateway.controller_name);
+    plan.gateway = gateway_status::plan(index, &t.gateway_status, &cfg.translate.gateway.controller_name, &addrs);
     plans.send_if_modified(|p| {
         if **p == plan {
             return false;

@@ -83,6 +83,9 @@ pub struct Statuses {
     pub tls_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
     /// TCPRoutes, as for HTTPRoutes.
     pub tcp_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+    /// The edge Gateway, when it exists and is ours: its `status.addresses` are the
+    /// addresses Wharf publishes for Ingresses, filled in when status is written.
+    pub edge_gateway: Option<ObjectRef>,
 }
 
 /// Settings of the Gateway API translation.
@@ -92,12 +95,88 @@ pub struct GatewayOptions {
     pub controller_name: String,
     /// Where Gateways are bound; `None`: Gateways are accepted but not programmed.
     pub addresses: Option<AddressPool>,
+    /// The Gateway served on Wharf's own listeners.
+    pub edge: Option<EdgeGateway>,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        GatewayOptions { controller_name: "wharf.dev/gateway-controller".into(), addresses: None }
+        GatewayOptions { controller_name: "wharf.dev/gateway-controller".into(), addresses: None, edge: None }
     }
+}
+
+/// The Gateway served on Wharf's own listeners (`--edge-gateway`), at the address of
+/// Wharf's Service rather than an address of the Gateway range: its HTTP, HTTPS and TLS
+/// passthrough listeners are served on the edge sockets, ahead of the Ingress routes, and
+/// its TCP listeners on sockets of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeGateway {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The listener ports it may use, and where each is served.
+    pub sockets: Vec<EdgeSocket>,
+}
+
+/// Where a listener port of the edge Gateway is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeSocket {
+    /// The listener port (a port of Wharf's Service).
+    pub port: u16,
+    /// The socket: Wharf's HTTP, HTTPS or passthrough listener, or a TCP socket.
+    pub bind: SocketAddr,
+    /// What the socket speaks; the listener must use the same.
+    pub protocol: PortProtocol,
+}
+
+impl EdgeGateway {
+    fn is(&self, g: &Gateway) -> bool {
+        g.metadata.namespace.as_deref() == Some(self.namespace.as_str())
+            && g.metadata.name.as_deref() == Some(self.name.as_str())
+    }
+
+    /// Why listener `l` (of protocol `protocol`) cannot be served on the edge.
+    fn refuse(&self, l: &GatewayListeners, protocol: PortProtocol) -> Option<(&'static str, String)> {
+        let name = |p: PortProtocol| match p {
+            PortProtocol::Http => "HTTP",
+            PortProtocol::Https => "HTTPS",
+            PortProtocol::Passthrough => "TLS (tls.mode Passthrough)",
+            PortProtocol::Tcp => "TCP",
+        };
+        match self.sockets.iter().find(|s| i32::from(s.port) == l.port) {
+            None => {
+                let ports: Vec<String> = self.sockets.iter().map(|s| s.port.to_string()).collect();
+                Some((
+                    "PortUnavailable",
+                    format!(
+                        "port {} is not a port of this Gateway: it is served on Wharf's own listeners, the ports of its Service ({}); use one of those, or another Gateway",
+                        l.port,
+                        ports.join(", ")
+                    ),
+                ))
+            }
+            Some(s) if s.protocol != protocol => Some((
+                "UnsupportedProtocol",
+                format!(
+                    "port {} of this Gateway is Wharf's {} listener; use protocol {}",
+                    l.port,
+                    name(s.protocol),
+                    name(s.protocol)
+                ),
+            )),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Where a Gateway is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// On an address of the Gateway range.
+    Address(IpAddr),
+    /// On Wharf's own listeners.
+    Edge,
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
@@ -203,7 +282,7 @@ impl Listener<'_> {
 struct Gw<'a> {
     obj: &'a Gateway,
     oref: ObjectRef,
-    address: Result<IpAddr, (&'static str, String)>,
+    address: Result<Place, (&'static str, String)>,
     listeners: Vec<Listener<'a>>,
 }
 
@@ -256,17 +335,23 @@ pub(super) fn translate(
     let mut gateways: Vec<&Gateway> =
         world.gateways.iter().filter(|g| classes.contains(g.spec.gateway_class_name.as_str())).collect();
     gateways.sort_by_key(|g| age_key(*g));
-    let addresses = assign_addresses(&gateways, opts.addresses);
+    let edge = |g: &Gateway| opts.edge.as_ref().filter(|e| e.is(g));
+    let pooled: Vec<&Gateway> = gateways.iter().copied().filter(|g| edge(g).is_none()).collect();
+    let mut addresses = assign_addresses(&pooled, opts.addresses).into_iter();
     let mut gws: Vec<Gw<'_>> = gateways
         .iter()
-        .zip(addresses)
-        .map(|(g, address)| Gw {
-            obj: g,
-            oref: object_ref(*g),
-            address,
-            listeners: listeners(g, world, secrets, snapshot),
+        .map(|g| {
+            let address = match edge(g) {
+                Some(_) => Ok(Place::Edge),
+                None => addresses
+                    .next()
+                    .unwrap_or_else(|| Err(("AddressNotAssigned", "no address".into())))
+                    .map(Place::Address),
+            };
+            Gw { obj: g, oref: object_ref(*g), address, listeners: listeners(g, world, secrets, snapshot, edge(g)) }
         })
         .collect();
+    out.edge_gateway = gws.iter().find(|g| g.address == Ok(Place::Edge)).map(|g| g.oref.clone());
 
     let mut attached: Attached = HashMap::new();
     let mut http: Vec<&HttpRoute> = world.http_routes.iter().collect();
@@ -297,9 +382,17 @@ pub(super) fn translate(
     }
 
     for (gi, gw) in gws.iter().enumerate() {
-        if let Ok(ip) = gw.address {
-            snapshot.gateway_ports.extend(ports(gi, gw, ip, &mut attached));
-        }
+        let bind = |port: u16| match gw.address {
+            Ok(Place::Address(ip)) => Some((SocketAddr::new(ip, port), false)),
+            Ok(Place::Edge) => opts
+                .edge
+                .iter()
+                .flat_map(|e| &e.sockets)
+                .find(|s| s.port == port)
+                .map(|s| (s.bind, s.protocol != PortProtocol::Tcp)),
+            Err(_) => None,
+        };
+        snapshot.gateway_ports.extend(ports(gi, gw, bind, &mut attached));
         out.gateways.push((gw.oref.clone(), gateway_status(gw, now)));
     }
     out
@@ -369,7 +462,13 @@ fn fnv(s: &str) -> u32 {
     s.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
-fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot: &mut Snapshot) -> Vec<Listener<'a>> {
+fn listeners<'a>(
+    g: &'a Gateway,
+    world: &World,
+    secrets: &Secrets<'_>,
+    snapshot: &mut Snapshot,
+    edge: Option<&EdgeGateway>,
+) -> Vec<Listener<'a>> {
     let ns = g.metadata.namespace.as_deref().unwrap_or("default");
     let gref = object_ref(g);
     let mut out: Vec<Listener<'a>> = g
@@ -394,6 +493,13 @@ fn listeners<'a>(g: &'a Gateway, world: &World, secrets: &Secrets<'_>, snapshot:
                     None,
                     Some(("UnsupportedProtocol", format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS passthrough and TCP are)"))),
                 ),
+            };
+            let (protocol, unsupported) = match (edge, protocol) {
+                (Some(e), Some(p)) => match e.refuse(l, p) {
+                    Some(why) => (None, Some(why)),
+                    None => (protocol, unsupported),
+                },
+                _ => (protocol, unsupported),
             };
             let host = match l.hostname.as_deref() {
                 None | Some("") => Host::Any,
@@ -1135,7 +1241,12 @@ fn backend(
 }
 
 /// The ports of one Gateway: its ready listeners grouped by port, with their routes.
-fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<GatewayPort> {
+fn ports(
+    gi: usize,
+    gw: &Gw<'_>,
+    bind: impl Fn(u16) -> Option<(SocketAddr, bool)>,
+    attached: &mut Attached,
+) -> Vec<GatewayPort> {
     let mut by_port: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
     for (li, l) in gw.listeners.iter().enumerate() {
         if let (true, Ok(port)) = (l.ready(), u16::try_from(l.spec.port)) {
@@ -1146,6 +1257,7 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
         .into_iter()
         .filter_map(|(port, idx)| {
             let protocol = gw.listeners[idx[0]].protocol?;
+            let (bind, edge) = bind(port)?;
             let mut tls_hosts = Vec::new();
             let mut hosts: BTreeMap<Host, Vec<(RouteKey, Route)>> = BTreeMap::new();
             for &li in &idx {
@@ -1193,7 +1305,8 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                     .collect();
                 return Some(GatewayPort {
                     gateway: gw.oref.clone(),
-                    bind: SocketAddr::new(ip, port),
+                    bind,
+                    edge,
                     protocol,
                     tls_hosts: Vec::new(),
                     virtual_hosts: Vec::new(),
@@ -1213,7 +1326,8 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
                     .unwrap_or_default();
                 return Some(GatewayPort {
                     gateway: gw.oref.clone(),
-                    bind: SocketAddr::new(ip, port),
+                    bind,
+                    edge,
                     protocol,
                     tls_hosts: Vec::new(),
                     virtual_hosts: Vec::new(),
@@ -1223,7 +1337,8 @@ fn ports(gi: usize, gw: &Gw<'_>, ip: IpAddr, attached: &mut Attached) -> Vec<Gat
             }
             Some(GatewayPort {
                 gateway: gw.oref.clone(),
-                bind: SocketAddr::new(ip, port),
+                bind,
+                edge,
                 protocol,
                 tls_hosts,
                 virtual_hosts,
@@ -1321,16 +1436,23 @@ fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
         cond("Accepted", false, "ListenersNotValid", "no listener is valid; see their conditions".into())
     };
     let programmed = match &gw.address {
-        Ok(ip) if valid > 0 => cond("Programmed", true, "Programmed", format!("served on {ip}")),
+        Ok(Place::Address(ip)) if valid > 0 => cond("Programmed", true, "Programmed", format!("served on {ip}")),
+        Ok(Place::Edge) if valid > 0 => cond(
+            "Programmed",
+            true,
+            "Programmed",
+            "served on Wharf's own listeners, at the address of its Service".into(),
+        ),
         Ok(_) => cond("Programmed", false, "Invalid", "no listener is valid".into()),
         Err((reason, msg)) => cond("Programmed", false, reason, msg.clone()),
     };
     GatewayStatus {
-        addresses: gw
-            .address
-            .as_ref()
-            .ok()
-            .map(|ip| vec![GatewayStatusAddresses { r#type: Some("IPAddress".into()), value: ip.to_string() }]),
+        addresses: match gw.address {
+            Ok(Place::Address(ip)) => {
+                Some(vec![GatewayStatusAddresses { r#type: Some("IPAddress".into()), value: ip.to_string() }])
+            }
+            _ => None,
+        },
         attached_listener_sets: None,
         conditions: Some(vec![accepted, programmed]),
         listeners: Some(listeners),

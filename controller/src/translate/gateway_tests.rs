@@ -19,6 +19,7 @@ fn opts() -> Options {
         gateway: GatewayOptions {
             controller_name: CONTROLLER.into(),
             addresses: AddressPool::parse("127.1.0.0/16").ok(),
+            edge: None,
         },
         ..Options::default()
     }
@@ -874,4 +875,97 @@ fn tcp_routes_forward_by_weight_and_the_oldest_route_of_a_listener_is_served() {
     );
     let web = ports(&t).iter().find(|p| p.protocol == PortProtocol::Http).unwrap();
     assert!(web.tcp.is_empty() && web.virtual_hosts.iter().all(|vh| vh.routes.is_empty()));
+}
+
+#[test]
+fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
+    use super::gateway::{EdgeGateway, EdgeSocket};
+    use wharf_gateway_api::tcproutes::TcpRoute;
+    let socket = |port: u16, local: u16, protocol| EdgeSocket { port, bind: ([0, 0, 0, 0], local).into(), protocol };
+    let mut o = opts();
+    o.gateway.edge = Some(EdgeGateway {
+        namespace: "web".into(),
+        name: "edge".into(),
+        sockets: vec![
+            socket(80, 8080, PortProtocol::Http),
+            socket(443, 8443, PortProtocol::Https),
+            socket(15443, 15443, PortProtocol::Passthrough),
+            socket(31400, 31400, PortProtocol::Tcp),
+        ],
+    });
+    let listeners = json!([
+        http("http", 80, None),
+        {"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}},
+        {"name": "tls", "port": 15443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+        {"name": "tcp", "port": 31400, "protocol": "TCP"},
+        http("elsewhere", 8081, None),
+    ]);
+    let mut w = world(
+        vec![gateway("web", "edge", 0, listeners), gateway("web", "own", 1, json!([http("http", 80, None)]))],
+        vec![
+            http_route(
+                "web",
+                "shop",
+                0,
+                to_app(json!({"name": "edge", "sectionName": "http"}), json!(["shop.example.com"]), "/"),
+            ),
+            http_route("web", "own", 1, to_app(json!({"name": "own"}), json!([]), "/")),
+        ],
+    );
+    w.secrets = vec![tls_secret("cert", &["shop.example.com"])];
+    w.tcp_routes = vec![obj::<TcpRoute>(json!({
+        "metadata": {"name": "db", "namespace": "web"},
+        "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
+    }))];
+    w.ingresses = vec![obj(json!({
+        "metadata": {"name": "legacy", "namespace": "web", "annotations": {"kubernetes.io/ingress.class": "wharf"}},
+        "spec": {"rules": [{"host": "shop.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}},
+        ]}}]},
+    }))];
+    let t = translate(&w, &o, None);
+
+    assert_eq!(t.gateway_status.edge_gateway, Some(ObjectRef::new("Gateway", "web", "edge")));
+    let c = gateway_conds(&t, "edge");
+    assert!(has(&c, "Programmed", "True", "Programmed") && has(&c, "Accepted", "True", "ListenersNotValid"), "{c:?}");
+    let (_, status) = t.gateway_status.gateways.iter().find(|(g, _)| g.name == "edge").unwrap();
+    assert_eq!(status.addresses, None, "the published addresses are filled in when status is written");
+    let (elsewhere, _) = listener_conds(&t, "edge", "elsewhere");
+    assert!(has(&elsewhere, "Accepted", "False", "PortUnavailable"), "{elsewhere:?}");
+
+    let edge: Vec<(u16, PortProtocol, bool)> =
+        ports(&t).iter().filter(|p| p.gateway.name == "edge").map(|p| (p.bind.port(), p.protocol, p.edge)).collect();
+    assert_eq!(
+        edge,
+        [
+            (8080, PortProtocol::Http, true),
+            (8443, PortProtocol::Https, true),
+            (15443, PortProtocol::Passthrough, true),
+            (31400, PortProtocol::Tcp, false),
+        ],
+        "HTTP, HTTPS and passthrough on the edge sockets; TCP on a socket of its own"
+    );
+    let http_port = ports(&t).iter().find(|p| p.gateway.name == "edge" && p.protocol == PortProtocol::Http).unwrap();
+    assert_eq!(
+        hosts(http_port),
+        [("shop.example.com".to_owned(), vec![("shop".to_owned(), "/".to_owned())]), ("*".to_owned(), vec![])]
+    );
+    let own = ports(&t).iter().find(|p| p.gateway.name == "own").unwrap();
+    assert!(!own.edge && own.bind.ip().to_string().starts_with("127.1."), "other Gateways keep their own address");
+
+    let overridden: Vec<&Diagnostic> =
+        t.diagnostics.iter().filter(|d| d.reason == "OverriddenByGatewayRoute").collect();
+    assert_eq!(overridden.len(), 1, "{:?}", t.diagnostics);
+    assert_eq!(overridden[0].object, ObjectRef::new("Ingress", "web", "legacy"));
+    assert!(overridden[0].message.contains("HTTPRoute web/shop"), "{}", overridden[0].message);
+
+    // A listener on an edge port must speak that socket's protocol.
+    let mut w2 = w.clone();
+    w2.gateways = vec![gateway("web", "edge", 0, json!([{"name": "tcp", "port": 80, "protocol": "TCP"}]))];
+    let t2 = translate(&w2, &o, None);
+    let (tcp, _) = listener_conds(&t2, "edge", "tcp");
+    assert!(has(&tcp, "Accepted", "False", "UnsupportedProtocol"), "{tcp:?}");
+    let (_, s2) = &t2.gateway_status.gateways[0];
+    let msg = &s2.listeners.as_ref().unwrap()[0].conditions.iter().find(|c| c.type_ == "Accepted").unwrap().message;
+    assert!(msg.contains("port 80 of this Gateway is Wharf's HTTP listener; use protocol HTTP"), "{msg}");
 }

@@ -2,6 +2,7 @@
 
 mod backend;
 mod class;
+pub mod edge;
 pub mod gateway;
 pub mod grants;
 pub mod http_route;
@@ -147,6 +148,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         k8s_openapi::jiff::Timestamp::from_second(opts.now).unwrap_or_default(),
     );
     let gateway_status = gateway::translate(world, &opts.gateway, &t.backends, &secrets, &mut t.snapshot, &now);
+    t.diags.extend(edge::overridden(&t.snapshot));
 
     t.diags.sort();
     t.diags.dedup();

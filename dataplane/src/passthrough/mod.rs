@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use wharf_model::PortProtocol;
 
 use crate::metrics::Listener;
 use crate::proxy::upstream::connect_any;
@@ -51,7 +52,9 @@ pub async fn serve(
     let upstream = {
         let cfg = shared.config.load();
         let table = cfg.tables(gateway_port).map(|t| &t.passthrough);
-        sni.as_deref().and_then(|s| table?.lookup(s)).cloned()
+        // The edge Gateway's TLSRoutes first, then the Ingress passthrough hosts.
+        let first = cfg.edge_gateway(gateway_port, PortProtocol::Passthrough).map(|t| &t.passthrough);
+        sni.as_deref().and_then(|s| first.and_then(|f| f.lookup(s)).or_else(|| table?.lookup(s))).cloned()
     };
     let Some(upstream) = upstream else {
         shared.metrics.passthrough_unknown_sni.inc();

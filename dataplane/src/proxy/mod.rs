@@ -17,7 +17,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use wharf_model::{AppProtocol, PathMatch, Redirect, Respond};
+use wharf_model::{AppProtocol, PathMatch, PortProtocol, Redirect, Respond};
 
 use crate::metrics::UpstreamError;
 use crate::routing::{CompiledAction, CompiledForward, CompiledRoute, RequestView};
@@ -191,7 +191,11 @@ pub async fn handle(
                 method: req.method(),
                 headers: req.headers(),
             };
-            t.router.route(&host, &view)
+            // The edge Gateway's routes first, then the Ingress routes.
+            let protocol = if conn.scheme == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
+            cfg.edge_gateway(conn.gateway_port, protocol)
+                .and_then(|g| g.router.route(&host, &view))
+                .or_else(|| t.router.route(&host, &view))
         }
         _ => None,
     };

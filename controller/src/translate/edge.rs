@@ -1,0 +1,275 @@
+//! Ingress rules and the edge Gateway's routes on the same listeners: the Gateway's
+//! routes are tried first, so an Ingress rule whose every request a Gateway route takes
+//! is never served. Such a rule is reported on its Ingress (an Event), naming the route.
+
+use wharf_model::{GatewayPort, Host, PathMatch, PortProtocol, RouteMatch, Snapshot};
+
+use super::Diagnostic;
+
+/// Reason of the diagnostic on an Ingress whose rule an edge Gateway route overrides.
+pub const OVERRIDDEN: &str = "OverriddenByGatewayRoute";
+
+/// Diagnostics for the Ingress rules and passthrough hosts of `snapshot` that the edge
+/// Gateway's routes override.
+pub fn overridden(snapshot: &Snapshot) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for port in snapshot.gateway_ports.iter().filter(|p| p.edge) {
+        match port.protocol {
+            PortProtocol::Http | PortProtocol::Https => {
+                for vh in &snapshot.virtual_hosts {
+                    let Some(theirs) = taking(&vh.host, &port.virtual_hosts, |v| &v.host) else { continue };
+                    for r in vh.routes.iter().filter(|r| r.source.kind == "Ingress") {
+                        if let Some(winner) = theirs.routes.iter().find(|w| takes_all(&w.matches, &r.matches)) {
+                            out.push(diagnostic(port, &r.source, &vh.host, Some(&r.matches.path), &winner.source));
+                        }
+                    }
+                }
+            }
+            PortProtocol::Passthrough => {
+                for p in snapshot.passthrough.iter().filter(|p| p.source.kind == "Ingress") {
+                    if let Some(winner) = taking(&p.host, &port.passthrough, |w| &w.host) {
+                        out.push(diagnostic(port, &p.source, &p.host, None, &winner.source));
+                    }
+                }
+            }
+            PortProtocol::Tcp => {}
+        }
+    }
+    out
+}
+
+fn diagnostic(
+    port: &GatewayPort,
+    loser: &wharf_model::ObjectRef,
+    host: &Host,
+    path: Option<&PathMatch>,
+    winner: &wharf_model::ObjectRef,
+) -> Diagnostic {
+    let what = match path {
+        Some(p) => format!("host {host} path {}", p.path()),
+        None => format!("passthrough host {host}"),
+    };
+    Diagnostic {
+        object: loser.clone(),
+        reason: OVERRIDDEN,
+        message: format!(
+            "{what} is served by {winner} through the edge Gateway {}/{}: on Wharf's listeners Gateway API routes come before Ingress rules; remove the rule from one of them",
+            port.gateway.namespace, port.gateway.name
+        ),
+    }
+}
+
+/// The entry of `theirs` a request for `host` goes to on an isolated (Gateway) table: the
+/// most specific host that covers it.
+fn taking<'a, T>(host: &Host, theirs: &'a [T], host_of: impl Fn(&T) -> &Host) -> Option<&'a T> {
+    theirs.iter().filter(|t| covers(host_of(t), host)).min_by_key(|t| specificity(host_of(t)))
+}
+
+/// Lower is more specific: the same host, then the longest suffix, then any host.
+fn specificity(h: &Host) -> (u8, std::cmp::Reverse<usize>) {
+    match h {
+        Host::Exact(_) => (0, std::cmp::Reverse(0)),
+        Host::Wildcard(s) | Host::Suffix(s) => (1, std::cmp::Reverse(s.len())),
+        Host::Any => (2, std::cmp::Reverse(0)),
+    }
+}
+
+/// True when every name `inner` stands for, `outer` matches.
+fn covers(outer: &Host, inner: &Host) -> bool {
+    match (outer, inner) {
+        (Host::Any, _) => true,
+        (_, Host::Any) => false,
+        (o, Host::Exact(n)) => o.matches(n),
+        (Host::Suffix(o), Host::Suffix(i) | Host::Wildcard(i)) => i.ends_with(o.as_str()),
+        (Host::Wildcard(o), Host::Wildcard(i)) => o == i,
+        _ => false,
+    }
+}
+
+/// True when `winner` matches every request `loser` matches.
+fn takes_all(winner: &RouteMatch, loser: &RouteMatch) -> bool {
+    let unconditional = winner.method.is_none() && winner.headers.is_empty() && winner.query.is_empty();
+    let path = match (&winner.path, &loser.path) {
+        (PathMatch::Prefix(_), l) => winner.path.matches(l.path()),
+        (PathMatch::Exact(w), PathMatch::Exact(l)) => w == l,
+        (PathMatch::Exact(_), PathMatch::Prefix(_)) => false,
+    };
+    unconditional && path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wharf_model::{Action, HeaderMatch, ObjectRef, PassthroughRoute, Respond, Route, VirtualHost};
+
+    fn route(kind: &str, name: &str, path: PathMatch) -> Route {
+        Route {
+            matches: RouteMatch::path(path),
+            action: Action::Respond(Respond { status: 200, body: String::new() }),
+            source: ObjectRef::new(kind, "web", name),
+            https_redirect: false,
+            max_body_bytes: None,
+        }
+    }
+
+    fn prefix(p: &str) -> PathMatch {
+        PathMatch::Prefix(p.into())
+    }
+
+    fn exact(p: &str) -> PathMatch {
+        PathMatch::Exact(p.into())
+    }
+
+    fn host(h: &str) -> Host {
+        Host::parse_gateway(h).unwrap()
+    }
+
+    fn edge(protocol: PortProtocol, virtual_hosts: Vec<VirtualHost>) -> GatewayPort {
+        GatewayPort {
+            gateway: ObjectRef::new("Gateway", "wharf", "wharf"),
+            bind: ([0, 0, 0, 0], 8080).into(),
+            edge: true,
+            protocol,
+            tls_hosts: vec![],
+            virtual_hosts,
+            passthrough: vec![],
+            tcp: vec![],
+        }
+    }
+
+    fn losers(snapshot: &Snapshot) -> Vec<(String, String)> {
+        overridden(snapshot).into_iter().map(|d| (d.object.name, d.message)).collect()
+    }
+
+    #[test]
+    fn an_ingress_rule_a_gateway_route_takes_whole_is_reported_naming_the_route() {
+        let mut headers = route("HTTPRoute", "canary", prefix("/"));
+        headers.matches.headers = vec![HeaderMatch { name: "x-canary".into(), value: "1".into() }];
+        let snapshot = Snapshot {
+            virtual_hosts: vec![
+                VirtualHost {
+                    host: host("shop.example.com"),
+                    routes: vec![
+                        route("Ingress", "api", prefix("/api/v1")),
+                        route("Ingress", "exact", exact("/cart")),
+                        route("Ingress", "other", prefix("/other")),
+                        route("Ingress", "apix", prefix("/apix")),
+                    ],
+                },
+                VirtualHost { host: host("blog.example.com"), routes: vec![route("Ingress", "blog", prefix("/"))] },
+                VirtualHost { host: host("docs.example.org"), routes: vec![route("Ingress", "docs", prefix("/"))] },
+            ],
+            gateway_ports: vec![
+                edge(
+                    PortProtocol::Http,
+                    vec![
+                        VirtualHost {
+                            host: host("shop.example.com"),
+                            routes: vec![
+                                headers,
+                                route("HTTPRoute", "api", prefix("/api")),
+                                route("HTTPRoute", "cart", exact("/cart")),
+                            ],
+                        },
+                        VirtualHost {
+                            host: host("*.example.com"),
+                            routes: vec![route("HTTPRoute", "all", prefix("/"))],
+                        },
+                    ],
+                ),
+                edge(
+                    PortProtocol::Tcp,
+                    vec![VirtualHost { host: Host::Any, routes: vec![route("HTTPRoute", "x", prefix("/"))] }],
+                ),
+            ],
+            ..Default::default()
+        };
+        let got = losers(&snapshot);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["api", "exact", "blog"], "{got:?}");
+        assert!(got[0].1.contains("host shop.example.com path /api/v1 is served by HTTPRoute web/api through the edge Gateway wharf/wharf"), "{}", got[0].1);
+        assert!(
+            got[2].1.contains("HTTPRoute web/all"),
+            "a wildcard listener host takes the names under it: {}",
+            got[2].1
+        );
+    }
+
+    #[test]
+    fn the_most_specific_gateway_host_decides_and_passthrough_hosts_are_checked_too() {
+        let snapshot = Snapshot {
+            virtual_hosts: vec![VirtualHost {
+                host: host("a.example.com"),
+                routes: vec![route("Ingress", "a", prefix("/"))],
+            }],
+            passthrough: vec![
+                PassthroughRoute {
+                    host: host("db.example.com"),
+                    cluster: "c".into(),
+                    source: ObjectRef::new("Ingress", "web", "db"),
+                },
+                PassthroughRoute {
+                    host: host("mq.example.org"),
+                    cluster: "c".into(),
+                    source: ObjectRef::new("Ingress", "web", "mq"),
+                },
+            ],
+            gateway_ports: vec![
+                edge(
+                    PortProtocol::Https,
+                    vec![
+                        // Isolated: a.example.com belongs to its own host, whose route does not take "/".
+                        VirtualHost {
+                            host: host("a.example.com"),
+                            routes: vec![route("HTTPRoute", "only-x", prefix("/x"))],
+                        },
+                        VirtualHost { host: Host::Any, routes: vec![route("HTTPRoute", "all", prefix("/"))] },
+                    ],
+                ),
+                GatewayPort {
+                    protocol: PortProtocol::Passthrough,
+                    passthrough: vec![PassthroughRoute {
+                        host: host("*.example.com"),
+                        cluster: "c".into(),
+                        source: ObjectRef::new("TLSRoute", "web", "tls"),
+                    }],
+                    ..edge(PortProtocol::Passthrough, vec![])
+                },
+            ],
+            ..Default::default()
+        };
+        let got = losers(&snapshot);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "db");
+        assert!(got[0].1.contains("passthrough host db.example.com is served by TLSRoute web/tls"), "{}", got[0].1);
+        let not_edge = Snapshot {
+            gateway_ports: snapshot.gateway_ports.iter().map(|p| GatewayPort { edge: false, ..p.clone() }).collect(),
+            ..snapshot
+        };
+        assert!(losers(&not_edge).is_empty(), "ports of other Gateways never meet Ingress rules");
+    }
+
+    #[test]
+    fn hosts_and_paths_cover_as_requests_would_match() {
+        assert!(covers(&Host::Any, &host("a.b")) && covers(&Host::Any, &Host::Any));
+        assert!(!covers(&host("a.b"), &Host::Any));
+        assert!(covers(&host("*.b.c"), &host("x.y.b.c")) && !covers(&host("*.b.c"), &host("b.c")));
+        assert!(covers(&host("*.c"), &host("*.b.c")) && !covers(&host("*.b.c"), &host("*.c")));
+        let ingress_wildcard = Host::parse("*.b.c").unwrap();
+        assert!(covers(&host("*.c"), &ingress_wildcard) && covers(&ingress_wildcard, &ingress_wildcard));
+        assert!(!covers(&ingress_wildcard, &host("*.b.c")), "one label does not cover several");
+        let m = |p: PathMatch| RouteMatch::path(p);
+        assert!(takes_all(&m(prefix("/")), &m(prefix("/a"))));
+        assert!(takes_all(&m(prefix("/a")), &m(exact("/a/b"))) && takes_all(&m(prefix("/a")), &m(prefix("/a"))));
+        assert!(!takes_all(&m(prefix("/a")), &m(prefix("/ab"))) && !takes_all(&m(prefix("/a/b")), &m(prefix("/a"))));
+        assert!(takes_all(&m(exact("/a")), &m(exact("/a"))) && !takes_all(&m(exact("/a")), &m(exact("/b"))));
+        assert!(!takes_all(&m(exact("/a")), &m(prefix("/a"))));
+        let mut get = m(prefix("/"));
+        get.method = Some("GET".into());
+        assert!(!takes_all(&get, &m(prefix("/a"))), "a method match leaves other methods to the Ingress");
+        let mut query = m(prefix("/"));
+        query.query = vec![wharf_model::QueryMatch { name: "v".into(), value: "1".into() }];
+        assert!(!takes_all(&query, &m(prefix("/a"))));
+        assert_eq!(specificity(&host("a.b")).0, 0);
+    }
+}
