@@ -11,12 +11,16 @@ chart="$here/wharf"
 out="$root/target/chart-render"
 mkdir -p "$out"
 kube_version="${KUBE_VERSION:-1.35.4}"
+# Render as on a cluster with the Gateway API CRDs installed (the GatewayClass and Gateway
+# are rendered only there).
+gateway_api="gateway.networking.k8s.io/v1/Gateway"
 
 "$helm" lint --strict "$chart" --kube-version "$kube_version"
 renders=()
 for values in "" "$chart"/examples/*.yaml; do
   name=$(basename "${values:-default.yaml}" .yaml)
-  "$helm" template wharf "$chart" -n wharf-system --kube-version "$kube_version" ${values:+-f "$values"} > "$out/$name.yaml"
+  "$helm" template wharf "$chart" -n wharf-system --kube-version "$kube_version" --api-versions "$gateway_api" \
+    ${values:+-f "$values"} > "$out/$name.yaml"
   renders+=("$out/$name.yaml")
   echo "rendered $name: $(grep -c '^kind:' "$out/$name.yaml") objects"
 done
@@ -24,7 +28,8 @@ done
 # The schema must refuse what would break at run time.
 for bad in replicaCount=-1 service.type=External controller.logFormat=xml unknownKey=1 \
     controller.connectTimeout=5 tcpService=db:5432 ingressClass.controllerName=nope \
-    mesh.enabled=true,mesh.source=secret mesh.source=spire; do
+    mesh.enabled=true,mesh.source=secret mesh.source=spire gateway.allowedRoutes=Everyone \
+    gateway.certificateRefs=ns/name gatewayClass.controllerName=nope; do
   if "$helm" template wharf "$chart" --kube-version "$kube_version" --set "$bad" >/dev/null 2>&1; then
     echo "values.schema.json accepted $bad" >&2
     exit 1

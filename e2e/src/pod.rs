@@ -32,6 +32,8 @@ pub fn helm_template(values: &[&str], sets: &[&str]) -> Result<Vec<Value>> {
     let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/wharf");
     let mut cmd = Command::new("helm");
     cmd.args(["template", "wharf", chart, "-n", "wharf-system", "--kube-version", "1.35.4"]);
+    // As on a cluster with the Gateway API CRDs: the chart's GatewayClass and Gateway too.
+    cmd.args(["--api-versions", "gateway.networking.k8s.io/v1/Gateway"]);
     for v in values {
         cmd.args(["-f", &format!("{chart}/{v}")]);
     }

@@ -1,7 +1,8 @@
 //! Every configuration the chart ships (its defaults and each example) run as the chart
 //! runs it: the exact args `helm template` renders for the container, its mounted files,
 //! the environment the Deployment sets. Each must start, get ready on the chart's readiness
-//! probe path and port, and serve an Ingress of the chart's class on the chart's HTTP port.
+//! probe path and port, and serve an Ingress of the chart's class on the chart's HTTP port,
+//! and routes attached to the chart's Gateway on the same ports.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,6 +15,34 @@ use wharf_e2e::*;
 
 fn port_of(args: &[String], flag: &str) -> u16 {
     args.iter().find_map(|a| a.strip_prefix(&format!("{flag}="))).and_then(|p| p.parse().ok()).unwrap()
+}
+
+/// `kubectl ARGS`, with `stdin` as its input; its output.
+fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Server-side apply of one object.
+fn apply(obj: &serde_json::Value) -> Result<String, String> {
+    kubectl(
+        &["apply", "--server-side", "--force-conflicts", "--field-manager=wharf-e2e", "-f", "-"],
+        Some(&obj.to_string()),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,6 +61,38 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
             {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
     }))
     .await
+    .unwrap();
+    // Routes attached to the chart's Gateway (wharf-system/wharf), from this namespace.
+    let route_host = format!("route.{}.e2e.test", s.ns);
+    let parent = |section: &str| json!({"name": "wharf", "namespace": "wharf-system", "sectionName": section});
+    apply(&json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "chart", "namespace": s.ns},
+        "spec": {"parentRefs": [parent("http")], "hostnames": [route_host],
+                 "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
+    }))
+    .unwrap();
+    apply(&json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "TCPRoute",
+        "metadata": {"name": "chart", "namespace": s.ns},
+        "spec": {"parentRefs": [parent("tcp")], "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
+    }))
+    .unwrap();
+    // The Service's LoadBalancer address, as a cloud would set it.
+    kubectl(
+        &[
+            "patch",
+            "service",
+            "wharf",
+            "-n",
+            "wharf-system",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.80"}]}}}"#,
+        ],
+        None,
+    )
     .unwrap();
 
     // What the volumes hold in a cluster: a projected token and istiod's root for the
@@ -58,6 +119,20 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         let files: Vec<&str> = if values.is_empty() { vec![] } else { vec![values] };
         let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
         let pod = ChartPod::render(&files, &sets).unwrap();
+        // The chart's GatewayClass and Gateway as this configuration renders them.
+        let gateway_objects: Vec<serde_json::Value> = wharf_e2e::pod::helm_template(&files, &sets)
+            .unwrap()
+            .into_iter()
+            .filter(|o| o["kind"] == "Gateway" || o["kind"] == "GatewayClass")
+            .collect();
+        for o in &gateway_objects {
+            apply(o).unwrap();
+        }
+        let tcp_listener = gateway_objects
+            .iter()
+            .filter(|o| o["kind"] == "Gateway")
+            .flat_map(|g| g["spec"]["listeners"].as_array().cloned().unwrap_or_default())
+            .any(|l| l["name"] == "tcp");
         let at = dir.join(name.replace('/', "-"));
         for (volume, _) in &pod.mounts {
             let d = pod.volume(&at, volume).unwrap();
@@ -98,6 +173,34 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         })
         .await;
         assert!(served, "{name}: the Ingress is not served; log:\n{}", gateway.log());
+        assert!(!gateway_objects.is_empty(), "{name}: the chart renders the edge Gateway");
+        let route_host = route_host.as_str();
+        let routed = eventually(Duration::from_secs(10), || async move {
+            http_get(http_addr, route_host, "/").await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
+        })
+        .await;
+        assert!(routed, "{name}: the HTTPRoute on the chart's Gateway is not served; log:\n{}", gateway.log());
+        if tcp_listener {
+            // The tcp listener's socket is the container port the chart's Service targets.
+            let tcp_addr = SocketAddr::from(([127, 0, 0, 1], 31400));
+            let relayed = eventually(Duration::from_secs(10), || async move {
+                http_get(tcp_addr, "any", "/").await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
+            })
+            .await;
+            assert!(relayed, "{name}: the TCPRoute on the chart's Gateway is not served; log:\n{}", gateway.log());
+        }
+        let status = eventually(Duration::from_secs(10), || async {
+            let g = kubectl(&["get", "gateway", "wharf", "-n", "wharf-system", "-o", "json"], None).unwrap_or_default();
+            let g: serde_json::Value = serde_json::from_str(&g).unwrap_or_default();
+            has_condition(&conditions(&g["status"]["conditions"]), "Programmed", "True", "Programmed")
+                && g["status"]["addresses"] == json!([{"type": "IPAddress", "value": "192.0.2.80"}])
+        })
+        .await;
+        assert!(
+            status,
+            "{name}: the Gateway does not show Programmed and the Service's address; log:\n{}",
+            gateway.log()
+        );
         drop(gateway);
     }
 }

@@ -219,3 +219,91 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     assert_eq!(listener(&gw, "everyone")["attachedRoutes"], 2, "shop (no sectionName: every listener) and borrower");
     assert_eq!(listener(&gw, "http")["attachedRoutes"], 1, "the visitor did not attach");
 }
+
+/// The edge Gateway shares Wharf's own listeners with the Ingresses: for a host both
+/// claim, its routes come first, what they do not take goes to the Ingress rules, and the
+/// Ingress whose rule a route overrides gets an Event naming the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_gateway_and_ingresses_share_the_edge_listeners_and_the_gateway_routes_come_first() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("gwedge").await.unwrap();
+    let (_a, legacy) = backend(&env, "legacy").await.unwrap();
+    let (_b, modern) = backend(&env, "modern").await.unwrap();
+    s.service("legacy", legacy).await.unwrap();
+    s.service("modern", modern).await.unwrap();
+    let gateway_controller = format!("{}-gateway", s.controller_name);
+    // The Gateway's HTTP listener port (80) is served on the controller's --http-port.
+    let edge = format!("{}/edge", s.ns);
+    let c = Controller::start(
+        &env,
+        &s,
+        &format!("{}-0", s.class),
+        &["--gateway-controller-name", &gateway_controller, "--edge-gateway", &edge, "--edge-port", "80=http"],
+    )
+    .await
+    .unwrap();
+    s.gateway_class(&gateway_controller).await.unwrap();
+    let host = "shop.edge.e2e.test";
+    s.ingress("shop", host, "legacy", None).await.unwrap();
+    let ok = eventually(Duration::from_secs(10), || async {
+        http_get(c.http, host, "/api").await.map(|r| r.echo_name()).unwrap_or_default() == "legacy"
+    })
+    .await;
+    assert!(ok, "the Ingress is served; log:\n{}", c.proc.log());
+
+    s.apply::<Gateway>(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": s.ns},
+        "spec": {"gatewayClassName": s.class, "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP"},
+            {"name": "other", "port": 8081, "protocol": "HTTP"},
+        ]},
+    }))
+    .await
+    .unwrap();
+    let mut r = route(&s.ns, "shop-api", json!({"name": "edge", "sectionName": "http"}), host, &s.ns);
+    r["spec"]["rules"][0]["matches"] = json!([{"path": {"type": "PathPrefix", "value": "/api"}}]);
+    r["spec"]["rules"][0]["backendRefs"][0]["name"] = json!("modern");
+    s.apply::<HttpRoute>(r).await.unwrap();
+
+    let gw = until(&s, &c, "gateway", "edge", "Programmed on Wharf's listeners, the odd port refused", |g| {
+        has_condition(&conditions(&g["status"]["conditions"]), "Programmed", "True", "Programmed")
+            && listener_has(g, "other", "Accepted", "False", "PortUnavailable")
+            && listener(g, "http")["attachedRoutes"] == 1
+    })
+    .await;
+    assert_eq!(gw["status"]["addresses"], json!([]), "nothing published: no --publish-* flag");
+    let moved = eventually(Duration::from_secs(10), || async {
+        http_get(c.http, host, "/api/orders").await.map(|r| r.echo_name()).unwrap_or_default() == "modern"
+    })
+    .await;
+    assert!(moved, "the route takes /api on the same listener; log:\n{}", c.proc.log());
+    let rest = http_get(c.http, host, "/about").await.map(|r| r.echo_name()).unwrap_or_default();
+    assert_eq!(rest, "legacy", "what no route takes stays with the Ingress");
+
+    // The Ingress rule for / is not taken whole (only /api is): no Event. A route for /
+    // takes it whole: the Ingress is told.
+    let mut all = route(&s.ns, "shop-all", json!({"name": "edge", "sectionName": "http"}), host, &s.ns);
+    all["spec"]["rules"][0]["backendRefs"][0]["name"] = json!("modern");
+    s.apply::<HttpRoute>(all).await.unwrap();
+    let described = eventually(Duration::from_secs(10), || async {
+        s.kubectl(&["describe", "ingress", "shop"]).unwrap_or_default().contains("OverriddenByGatewayRoute")
+    })
+    .await;
+    let text = s.kubectl(&["describe", "ingress", "shop"]).unwrap_or_default();
+    assert!(described, "no OverriddenByGatewayRoute Event:\n{text}\nlog:\n{}", c.proc.log());
+    assert!(text.contains(&format!("HTTPRoute {}/shop-all", s.ns)), "{text}");
+    let all_modern = eventually(Duration::from_secs(10), || async {
+        http_get(c.http, host, "/about").await.map(|r| r.echo_name()).unwrap_or_default() == "modern"
+    })
+    .await;
+    assert!(all_modern, "log:\n{}", c.proc.log());
+
+    // The route gone, the Ingress serves again.
+    s.delete::<HttpRoute>("shop-all").await.unwrap();
+    let back = eventually(Duration::from_secs(10), || async {
+        http_get(c.http, host, "/about").await.map(|r| r.echo_name()).unwrap_or_default() == "legacy"
+    })
+    .await;
+    assert!(back, "log:\n{}", c.proc.log());
+}

@@ -26,3 +26,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "wharf.gatewayName" -}}
+{{- default (include "wharf.fullname" .) .Values.gateway.name -}}
+{{- end }}
