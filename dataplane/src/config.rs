@@ -574,6 +574,76 @@ mod tests {
     }
 
     #[test]
+    fn the_edge_gateways_tables_are_found_by_edge_listener_and_its_certificates_come_first() {
+        use wharf_model::{GatewayPort, PortProtocol};
+        let ca = crate::testing::TestCa::new("edge");
+        let (ingress, gateway, any) =
+            (ca.leaf(&["a.example.com", "b.example.com"]), ca.leaf(&["a.example.com"]), ca.leaf(&["x.example.com"]));
+        let bind: std::net::SocketAddr = ([0, 0, 0, 0], 8443).into();
+        let edge_port = |protocol, tls_hosts| GatewayPort {
+            gateway: ObjectRef::new("Gateway", "infra", "edge"),
+            bind,
+            edge: true,
+            protocol,
+            tls_hosts,
+            virtual_hosts: vec![VirtualHost { host: Host::Any, routes: vec![route("gw", prefix("/gw"), "c")] }],
+            passthrough: vec![],
+            tcp: Vec::new(),
+        };
+        let mut snapshot = Snapshot {
+            certificates: [
+                ("web/ingress".to_owned(), ingress.certificate()),
+                ("infra/gateway".to_owned(), gateway.certificate()),
+                ("infra/any".to_owned(), any.certificate()),
+            ]
+            .into(),
+            tls_hosts: ["a.example.com", "b.example.com"]
+                .map(|h| TlsHost { host: host(h), certificate: "web/ingress".into() })
+                .to_vec(),
+            gateway_ports: vec![
+                edge_port(PortProtocol::Http, vec![]),
+                edge_port(
+                    PortProtocol::Https,
+                    vec![TlsHost { host: host("a.example.com"), certificate: "infra/gateway".into() }],
+                ),
+            ],
+            clusters: [("c".to_owned(), cluster(1))].into(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        assert!(config.ports.is_empty() && config.tables(Some(bind)).is_none(), "no socket of its own");
+        assert!(config.edge_gateway(None, PortProtocol::Http).is_some());
+        assert!(config.edge_gateway(None, PortProtocol::Https).is_some());
+        assert!(config.edge_gateway(None, PortProtocol::Passthrough).is_none());
+        assert!(config.edge_gateway(Some(bind), PortProtocol::Http).is_none(), "only on the edge listeners");
+        let headers = http::HeaderMap::new();
+        let view = RequestView { path: "/gw", query: None, method: &http::Method::GET, headers: &headers };
+        let served = config.edge_gateway(None, PortProtocol::Http).and_then(|t| t.router.route("z.test", &view));
+        assert_eq!(served.map(|r| r.source.as_str()), Some("web/gw"));
+        let leaf = |c: &CompiledConfig, sni: Option<&str>| c.edge.sni.select(sni).0.cert[0].clone();
+        assert_eq!(leaf(&config, Some("a.example.com")), gateway.leaf_der(), "the Gateway's certificate for its host");
+        assert_eq!(
+            leaf(&config, Some("b.example.com")),
+            ingress.leaf_der(),
+            "the Ingress's for the hosts it alone names"
+        );
+        assert_ne!(leaf(&config, None), any.leaf_der());
+        // A Gateway listener without hostname is the default.
+        snapshot.gateway_ports[1].tls_hosts.push(TlsHost { host: Host::Any, certificate: "infra/any".into() });
+        let config = compiler().compile(Arc::new(snapshot.clone()), 2, None).unwrap();
+        assert_eq!(leaf(&config, None), any.leaf_der());
+        assert_eq!(leaf(&config, Some("b.example.com")), ingress.leaf_der());
+        // Not on the edge: neither the edge's certificates nor its tables.
+        for p in &mut snapshot.gateway_ports {
+            p.edge = false;
+        }
+        snapshot.gateway_ports[0].bind = ([0, 0, 0, 0], 8080).into();
+        let config = compiler().compile(Arc::new(snapshot), 3, None).unwrap();
+        assert_eq!(leaf(&config, Some("a.example.com")), ingress.leaf_der());
+        assert!(config.edge_gateway(None, PortProtocol::Http).is_none() && config.ports.len() == 2);
+    }
+
+    #[test]
     fn gateway_ports_get_tables_of_their_own_found_by_their_address() {
         use wharf_model::{Action, Forward, GatewayPort, PortProtocol, WeightedBackend};
         let ca = crate::testing::TestCa::new("ports");

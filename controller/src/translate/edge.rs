@@ -78,7 +78,6 @@ fn specificity(h: &Host) -> (u8, std::cmp::Reverse<usize>) {
 fn covers(outer: &Host, inner: &Host) -> bool {
     match (outer, inner) {
         (Host::Any, _) => true,
-        (_, Host::Any) => false,
         (o, Host::Exact(n)) => o.matches(n),
         (Host::Suffix(o), Host::Suffix(i) | Host::Wildcard(i)) => i.ends_with(o.as_str()),
         (Host::Wildcard(o), Host::Wildcard(i)) => o == i,

@@ -965,6 +965,7 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
     let t2 = translate(&w2, &o, None);
     let (tcp, _) = listener_conds(&t2, "edge", "tcp");
     assert!(has(&tcp, "Accepted", "False", "UnsupportedProtocol"), "{tcp:?}");
+    assert!(has(&gateway_conds(&t2, "edge"), "Programmed", "False", "Invalid"), "no listener can be served");
     let (_, s2) = &t2.gateway_status.gateways[0];
     let msg = &s2.listeners.as_ref().unwrap()[0].conditions.iter().find(|c| c.type_ == "Accepted").unwrap().message;
     assert!(msg.contains("port 80 of this Gateway is Wharf's HTTP listener; use protocol HTTP"), "{msg}");
