@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # M5 through a real API server, for bench/run.sh: etcd + kube-apiserver from the e2e
 # harness, `wharf controller` with the chart's ServiceAccount, an echo backend in the
-# harness's network namespace. Prints TSV lines "<measure>\twharf-only\t1\t<value>".
+# harness's network namespace; Ingresses, then HTTPRoutes on the chart's edge Gateway. Prints TSV lines "<measure>\twharf-only\t1\t<value>".
 # Usage: apiserver.sh WORKDIR SMOKE SECONDS
 #
 # The clock starts when the write is sent to the API server (curl, not kubectl, so the
@@ -106,3 +106,73 @@ for size in $sizes; do
   kill "$cpid"; wait "$cpid" 2>/dev/null || true
 done
 out "M5 controller RSS with $created Ingresses (MiB)" "$rss"
+
+# The same through Gateway API: HTTPRoutes attached to the chart's edge Gateway
+# (wharf-system/wharf, which the harness's helm install created), served on the HTTP
+# listener. The controller serves no Ingress class here (the Ingresses above stay stored).
+route_json() { # name host
+  printf '{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"%s","namespace":"bench"},"spec":{"parentRefs":[{"name":"wharf","namespace":"wharf-system","sectionName":"http"}],"hostnames":["%s"],"rules":[{"backendRefs":[{"name":"backend","port":80}]}]}}\n' "$1" "$2"
+}
+created=0
+for size in $sizes; do
+  for p in 0 1 2 3; do : > "$work/api-routes-$p.json"; done
+  for i in $(seq "$created" $((size - 1))); do
+    route_json "route-$i" "route-$i.bench.local" >> "$work/api-routes-$((i % 4)).json"
+  done
+  t0=$(now)
+  creators=()
+  for p in 0 1 2 3; do
+    if [ -s "$work/api-routes-$p.json" ]; then kubectl create -f "$work/api-routes-$p.json" >/dev/null & creators+=($!); fi
+  done
+  for c in "${creators[@]}"; do wait "$c"; done
+  rm -f "$work"/api-routes-*.json
+  log "API server: $size HTTPRoutes stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
+  created=$size
+
+  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
+    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
+    --controller-name wharf.dev/none --ingress-class none --edge-gateway wharf-system/wharf --edge-port 80=http \
+    --access-log=false --election-namespace wharf-system --pod-name bench-0 >"$work/api-controller.log" 2>&1 &
+  cpid=$!; pids+=("$cpid")
+  for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
+  last=$((size - 1))
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: route-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
+  # Measure once the leader has written every route's status (route-<last> sorts last).
+  until [ "$(kubectl get httproute "route-$last" -n bench -o jsonpath='{.status.parents[0].conditions[0].status}' 2>/dev/null)" = True ]; do sleep 0.5; done
+
+  times=()
+  for k in 1 2 3; do
+    host="fresh-route-$size-$k.bench.local"
+    body=$(route_json "fresh-route-$size-$k" "$host")
+    t0=$(now)
+    api POST /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes -H 'Content-Type: application/json' -d "$body" >/dev/null
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18081/)" = 200 ]; do :; done
+    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
+    sleep 0.5
+  done
+  out "M5 API server write to serving, $size HTTPRoutes (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+
+  if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
+    # 100 HTTPRoute changes through the API server under steady keep-alive load.
+    taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H 'Host: route-0.bench.local' http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
+    wrkpid=$!
+    sleep 1
+    before=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    for i in $(seq 1 100); do
+      api PATCH /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes/fresh-route-$size-1 \
+        -H 'Content-Type: application/merge-patch+json' -d "{\"spec\":{\"hostnames\":[\"route-change-$i.bench.local\"]}}" >/dev/null
+      sleep 0.2
+    done
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: route-change-100.bench.local' http://127.0.0.1:18081/)" = 200 ]; do sleep 0.05; done
+    applied=$(curl -s http://127.0.0.1:15034/metrics | awk -v b="$before" '/^wharf_config_applies_total/ {print $2 - b}')
+    kill -INT "$wrkpid" 2>/dev/null || true
+    wait "$wrkpid" || true
+    non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
+    sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' "$work/api-wrk.txt"); sockerr=${sockerr:-0}
+    total=$(awk '/requests in/ {print $1}' "$work/api-wrk.txt")
+    out "M5 API server: failed requests during 100 HTTPRoute updates under load (of $total; $applied configs applied)" "$(( non2xx + sockerr ))"
+  fi
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
+  kill "$cpid"; wait "$cpid" 2>/dev/null || true
+done
+out "M5 controller RSS with $created HTTPRoutes (MiB)" "$rss"

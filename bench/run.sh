@@ -18,7 +18,8 @@
 #       SNI per connection versus one name
 #   M5  config propagation: 10 / 1,000 / 10,000 Ingresses, time from a changed file
 #       (standalone) or an API server write (controller, bench/apiserver.sh) to serving it;
-#       failed requests during 100 changes under load
+#       failed requests during 100 changes under load; the same through the API server
+#       for HTTPRoutes on the chart's edge Gateway
 #   M6  TCP proxy and TLS passthrough throughput (iperf3, 4 streams)
 #   M7  TCP through an HBONE tunnel versus plain TCP (Wharf)
 set -euo pipefail
@@ -354,7 +355,7 @@ done
   echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
   echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/\` (SNI and \`:authority\` both bench.local)."
   echo "- Every proxy sends the backend the request headers ingress-nginx sends (Host, X-Request-ID, X-Real-IP, X-Forwarded-For/-Host/-Port/-Proto). A run stops if any request fails or gets a non-2xx answer."
-  echo "- M5 (API server): etcd + kube-apiserver from the e2e harness, \`wharf controller\` with the chart's ServiceAccount, backend in the harness's network namespace; the clock starts when curl sends the Ingress to the API server and stops at the first 200 for its host. Standalone: from renaming the changed file into the watched directory (100 ms watch interval)."
+  echo "- M5 (API server): etcd + kube-apiserver from the e2e harness, \`wharf controller\` with the chart's ServiceAccount, backend in the harness's network namespace; the clock starts when curl sends the Ingress (or the HTTPRoute, attached to the chart's edge Gateway and served on the same HTTP listener) to the API server and stops at the first 200 for its host. Standalone: from renaming the changed file into the watched directory (100 ms watch interval)."
   echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."
   echo "- Configs: \`target/bench/{nginx-proxy/nginx.conf,haproxy/haproxy.cfg,wharf/bench.yaml}\` as written by bench/run.sh."
   echo
