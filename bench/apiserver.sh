@@ -137,8 +137,13 @@ for size in $sizes; do
   for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
   last=$((size - 1))
   until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: route-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
-  # Measure once the leader has written every route's status (route-<last> sorts last).
-  until [ "$(kubectl get httproute "route-$last" -n bench -o jsonpath='{.status.parents[0].conditions[0].status}' 2>/dev/null)" = True ]; do sleep 0.5; done
+  # Up to 1,000 routes, measure once the leader has written every route's status
+  # (route-<last> sorts last). With 10,000 that takes minutes (one status write at a time,
+  # each written status coming back as a watch event that is translated again), so the
+  # largest size is measured while the leader is still writing them.
+  if [ "$size" -le 1000 ]; then
+    until [ "$(kubectl get httproute "route-$last" -n bench -o jsonpath='{.status.parents[0].conditions[0].status}' 2>/dev/null)" = True ]; do sleep 0.5; done
+  fi
 
   times=()
   for k in 1 2 3; do
