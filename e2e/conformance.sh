@@ -69,16 +69,9 @@ RUST_LOG=info,wharf::access=off target/debug/wharf controller --kubeconfig "$WHA
 pids+=($!)
 for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$admin_port/healthz/ready" >/dev/null && break; sleep 0.2; done
 
-kubectl apply --server-side -f - >/dev/null <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: wharf}
-spec:
-  controllerName: wharf.dev/gateway-controller
-  description: Wharf, run by e2e/conformance.sh
-YAML
-
-# The suite reads supportedFeatures once, at its start: wait for Wharf to accept the class.
+# The class under test is the chart's GatewayClass `wharf`, which the harness's helm
+# install created. The suite reads supportedFeatures once, at its start: wait for Wharf
+# to accept the class.
 kubectl wait gatewayclass/wharf --for=condition=Accepted --timeout=60s >/dev/null
 
 mkdir -p "$(dirname "$report")"

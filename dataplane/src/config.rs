@@ -298,7 +298,8 @@ impl Compiler {
                         CompiledEdits::new(&f.request_headers),
                         CompiledEdits::new(&f.response_headers),
                     )
-                    .rewriting(f.rewrite.as_ref()),
+                    .rewriting(f.rewrite.as_ref())
+                    .timing_out(f.timeout_ms),
                 ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
@@ -655,6 +656,7 @@ mod tests {
                 request_headers: Default::default(),
                 response_headers: Default::default(),
                 rewrite: None,
+                timeout_ms: None,
             }),
             ..route("bad", prefix("/bad"), "c")
         };

@@ -82,6 +82,9 @@ pub struct CompiledForward {
     pub host: Option<HeaderValue>,
     /// A new path for the backend.
     pub path: Option<PathRewrite>,
+    /// How long the backend may take to send the response headers: `None` the
+    /// gateway's `--request-timeout`, `Some(None)` as long as it takes.
+    pub timeout: Option<Option<std::time::Duration>>,
 }
 
 impl CompiledForward {
@@ -92,7 +95,7 @@ impl CompiledForward {
         response_headers: CompiledEdits,
     ) -> CompiledForward {
         let total = backends.iter().map(|(_, w)| u64::from(*w)).sum();
-        CompiledForward { backends, total, request_headers, response_headers, host: None, path: None }
+        CompiledForward { backends, total, request_headers, response_headers, host: None, path: None, timeout: None }
     }
 
     /// With the request's URL rewritten (a host that is not a valid header value is left
@@ -102,6 +105,12 @@ impl CompiledForward {
             self.host = r.host.as_deref().and_then(|h| HeaderValue::from_str(h).ok());
             self.path = r.path.clone();
         }
+        self
+    }
+
+    /// With the route's own timeout (`Some(0)`: none), if it has one.
+    pub fn timing_out(mut self, timeout_ms: Option<u64>) -> CompiledForward {
+        self.timeout = timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
         self
     }
 
@@ -236,6 +245,15 @@ mod tests {
         assert_eq!(query_value(Some("flag&b=x"), "flag"), Some(""));
         assert_eq!(query_value(Some("b=x=y"), "b"), Some("x=y"));
         assert_eq!(query_value(Some("b=x"), "c"), None);
+    }
+
+    #[test]
+    fn a_route_timeout_of_zero_means_none_and_no_timeout_means_the_default() {
+        let f = || CompiledForward::new(Vec::new(), CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(f().timing_out(None).timeout, None);
+        assert_eq!(f().timing_out(Some(0)).timeout, Some(None));
+        assert_eq!(f().timing_out(Some(1)).timeout, Some(Some(std::time::Duration::from_millis(1))));
+        assert_eq!(f().timing_out(Some(250)).timeout, Some(Some(std::time::Duration::from_millis(250))));
     }
 
     #[test]

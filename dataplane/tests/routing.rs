@@ -116,11 +116,29 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
         )],
         vec![("dead", cluster(&[dead])), ("empty", cluster(&[])), ("mixed", cluster(&[dead, good]))],
     );
-    r.gw.apply(s).unwrap();
+    r.gw.apply(s.clone()).unwrap();
     assert_eq!(http_get(r.http, "a.test", "/dead").await.unwrap().status, 502);
     assert_eq!(http_get(r.http, "a.test", "/empty").await.unwrap().status, 503);
     assert_eq!(http_get(r.http, "a.test", "/missing").await.unwrap().status, 503);
     assert_eq!(http_get(r.http, "a.test", "/slow?delay_ms=2000").await.unwrap().status, 504);
+    // A route's own timeout instead of the gateway's 300 ms: shorter, or none at all.
+    let own = |path: &str, timeout_ms: u64| wharf_model::Route {
+        action: wharf_model::Action::Forward(wharf_model::Forward {
+            timeout_ms: Some(timeout_ms),
+            ..match wharf_model::Action::forward("mixed") {
+                wharf_model::Action::Forward(f) => f,
+                _ => unreachable!(),
+            }
+        }),
+        ..route(PathMatch::prefix(path).unwrap(), "mixed", false)
+    };
+    let mut timed = s.clone();
+    timed.virtual_hosts[0].routes.insert(0, own("/hasty", 50));
+    timed.virtual_hosts[0].routes.insert(0, own("/patient", 0));
+    r.gw.apply(timed).unwrap();
+    assert_eq!(http_get(r.http, "a.test", "/hasty?delay_ms=150").await.unwrap().status, 504);
+    assert_eq!(http_get(r.http, "a.test", "/patient?delay_ms=600").await.unwrap().status, 200);
+    r.gw.apply(s.clone()).unwrap();
     // One endpoint refuses connections: every request still succeeds on the other.
     for _ in 0..20 {
         let seen = http_get(r.http, "a.test", "/").await.unwrap();
@@ -130,9 +148,9 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
     for line in [
         "wharf_upstream_errors_total{reason=\"connect_failed\"}",
         "wharf_upstream_errors_total{reason=\"no_endpoints\"} 2",
-        "wharf_upstream_errors_total{reason=\"request_timeout\"} 1",
+        "wharf_upstream_errors_total{reason=\"request_timeout\"} 2",
         "wharf_http_requests_total{code=\"5xx\",route=\"test/dead\"} 1",
-        "wharf_http_requests_total{code=\"2xx\",route=\"test/mixed\"} 20",
+        "wharf_http_requests_total{code=\"2xx\",route=\"test/mixed\"} 21",
     ] {
         assert!(m.contains(line), "missing {line} in\n{m}");
     }
@@ -312,6 +330,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 },
                 response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
                 rewrite: None,
+                timeout_ms: None,
             }),
         ),
         with(
@@ -324,6 +343,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 backends: vec![WeightedBackend::new("plain", 1)],
                 request_headers: HeaderEdits::default(),
                 response_headers: HeaderEdits::default(),
+                timeout_ms: None,
             }),
         ),
         with(
@@ -344,6 +364,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 request_headers: HeaderEdits::default(),
                 response_headers: HeaderEdits::default(),
                 rewrite: None,
+                timeout_ms: None,
             }),
         ),
     ];

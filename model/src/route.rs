@@ -86,6 +86,7 @@ impl Action {
             request_headers: HeaderEdits::default(),
             response_headers: HeaderEdits::default(),
             rewrite: None,
+            timeout_ms: None,
         })
     }
 }
@@ -105,6 +106,10 @@ pub struct Forward {
     /// A new host and path for the request the backend gets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<UrlRewrite>,
+    /// How long the backend may take to send the response headers, in milliseconds:
+    /// `Some(0)` waits as long as it takes, `None` uses the gateway's `--request-timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// How a forwarded request's URL changes. The client's host stays in `X-Forwarded-Host`.

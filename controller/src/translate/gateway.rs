@@ -199,6 +199,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoute308RedirectStatusCode",
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendTimeout",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -207,6 +208,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
     "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
@@ -915,6 +917,7 @@ fn tcp_rules(
             request_headers: Default::default(),
             response_headers: Default::default(),
             rewrite: None,
+            timeout_ms: None,
         });
         out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
     }
@@ -952,6 +955,7 @@ fn tls_rules(
             request_headers: Default::default(),
             response_headers: Default::default(),
             rewrite: None,
+            timeout_ms: None,
         });
         out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
     }
@@ -1108,13 +1112,30 @@ fn rules(
                 continue;
             }
         };
+        let timeouts = rule.timeouts.as_ref();
+        let timeout = match http_route::timeout_ms(
+            timeouts.and_then(|t| t.request.as_deref()),
+            timeouts.and_then(|t| t.backend_request.as_deref()),
+        ) {
+            Ok(t) => t,
+            Err(r) => {
+                refused.get_or_insert(r);
+                continue;
+            }
+        };
         let refs = rule
             .backend_refs
             .iter()
             .flatten()
             .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
         let weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let first = out.len();
         actions(ri, matches, rule.filters.as_deref().unwrap_or_default(), &weighted, &mut out, &mut refused);
+        for (_, _, _, action) in out.iter_mut().skip(first) {
+            if let wharf_model::Action::Forward(f) = action {
+                f.timeout_ms = timeout;
+            }
+        }
     }
     (out, refused, unresolved)
 }
@@ -1122,9 +1143,6 @@ fn rules(
 /// Why a rule uses a field Wharf does not implement yet, if it does: such a rule is not
 /// served rather than served without it.
 fn unsupported_rule_fields(rule: &wharf_gateway_api::httproutes::HttpRouteRules) -> Option<String> {
-    if rule.timeouts.is_some() {
-        return Some("rule timeouts are not supported yet".into());
-    }
     if rule.backend_refs.iter().flatten().any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty())) {
         return Some("filters on a backendRef are not supported yet; put them on the rule".into());
     }

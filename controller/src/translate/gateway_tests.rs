@@ -475,7 +475,8 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
     let spec = json!({
         "parentRefs": [{"name": "gw"}],
         "rules": [
-            {"matches": [{"path": {"value": "/timed"}}], "timeouts": {"request": "5s"}, "backendRefs": [{"name": "app", "port": 80}]},
+            {"matches": [{"path": {"value": "/timed"}}], "timeouts": {"request": "5s", "backendRequest": "2s"}, "backendRefs": [{"name": "app", "port": 80}]},
+            {"matches": [{"path": {"value": "/forever"}}], "timeouts": {"request": "1d"}, "backendRefs": [{"name": "app", "port": 80}]},
             {"matches": [{"path": {"value": "/filtered"}}], "backendRefs": [{"name": "app", "port": 80,
                 "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"add": [{"name": "x", "value": "y"}]}}]}]},
             {"matches": [{"path": {"value": "/fine"}}], "backendRefs": [{"name": "app", "port": 80}]},
@@ -486,9 +487,21 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
     let t = translate(&w, &opts(), None);
     let c = &route_conds(&t, "r")[0];
     assert!(has(c, "Accepted", "True", "Accepted") && has(c, "PartiallyInvalid", "True", "UnsupportedValue"), "{c:?}");
-    assert_eq!(hosts(&ports(&t)[0]), [("*".to_owned(), vec![("r".to_owned(), "/fine".to_owned())])]);
+    assert_eq!(
+        hosts(&ports(&t)[0]),
+        [("*".to_owned(), vec![("r".to_owned(), "/timed".to_owned()), ("r".to_owned(), "/fine".to_owned())])]
+    );
+    let timeouts: Vec<Option<u64>> = ports(&t)[0].virtual_hosts[0]
+        .routes
+        .iter()
+        .map(|r| match &r.action {
+            wharf_model::Action::Forward(f) => f.timeout_ms,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timeouts, [Some(2_000), None], "the shorter of request and backendRequest; else the default");
 
-    let only_bad = json!({"parentRefs": [{"name": "gw"}], "rules": [{"timeouts": {"request": "5s"}}]});
+    let only_bad = json!({"parentRefs": [{"name": "gw"}], "rules": [{"timeouts": {"request": "1d"}}]});
     let w = world(
         vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))],
         vec![http_route("web", "r", 0, only_bad)],

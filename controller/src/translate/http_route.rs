@@ -166,6 +166,7 @@ pub fn action(
         request_headers: HeaderEdits::default(),
         response_headers: HeaderEdits::default(),
         rewrite: None,
+        timeout_ms: None,
     };
     let mut redirect = None;
     for f in filters {
@@ -241,6 +242,54 @@ pub fn action(
         Some(r) => Action::Redirect(r),
         None => Action::Forward(fwd),
     })
+}
+
+/// A rule's `timeouts` as the time a backend may take to answer, in milliseconds (there
+/// are no retries, so one attempt is the whole request): the shorter of `request` and
+/// `backendRequest`; `Some(0)` when the ones given are `0s` (no limit); `None` when
+/// neither is given (the gateway's default).
+pub fn timeout_ms(request: Option<&str>, backend_request: Option<&str>) -> Result<Option<u64>, Refused> {
+    let parse = |field: &str, v: Option<&str>| {
+        v.map(|s| {
+            duration_ms(s)
+                .ok_or_else(|| unsupported(format!("timeouts.{field} {s:?} is not a duration like 500ms or 1h30m")))
+        })
+        .transpose()
+    };
+    let given = [parse("request", request)?, parse("backendRequest", backend_request)?];
+    let limited = given.iter().flatten().copied().filter(|ms| *ms > 0).min();
+    Ok(limited.or_else(|| given.iter().flatten().next().copied()))
+}
+
+/// A Gateway API duration (`1h`, `30s`, `500ms`, `1m30s`: up to four number-unit pairs)
+/// in milliseconds.
+pub fn duration_ms(s: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut rest = s;
+    let mut pairs = 0;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let n: u64 = rest.get(..digits)?.parse().ok()?;
+        rest = rest.get(digits..)?;
+        let (unit, len) = if rest.starts_with("ms") {
+            (1, 2)
+        } else if rest.starts_with('s') {
+            (1_000, 1)
+        } else if rest.starts_with('m') {
+            (60_000, 1)
+        } else if rest.starts_with('h') {
+            (3_600_000, 1)
+        } else {
+            return None;
+        };
+        rest = rest.get(len..)?;
+        total += n * unit;
+        pairs += 1;
+    }
+    (pairs > 0 && pairs <= 4).then_some(total)
 }
 
 fn missing(field: &str) -> Refused {
@@ -467,6 +516,33 @@ mod tests {
             let got = action(&filters_of(bad.clone()), backends(), &PathMatch::Exact("/x".into()));
             assert_eq!(got.map_err(|e| e.reason), Err("UnsupportedValue"), "{bad}");
         }
+    }
+
+    #[test]
+    fn durations_and_timeouts_follow_the_gateway_api_format() {
+        assert_eq!(duration_ms("500ms"), Some(500));
+        assert_eq!(duration_ms("1s"), Some(1_000));
+        assert_eq!(duration_ms("2m"), Some(120_000));
+        assert_eq!(duration_ms("1h30m"), Some(5_400_000));
+        assert_eq!(duration_ms("1h1m1s1ms"), Some(3_661_001));
+        assert_eq!(duration_ms("0s"), Some(0));
+        assert_eq!(duration_ms("99999ms"), Some(99_999));
+        for bad in ["", "1", "s", "1.5s", "1d", "100000ms", "1h1m1s1ms1ms", "-1s", "1 s", "1S"] {
+            assert_eq!(duration_ms(bad), None, "{bad:?}");
+        }
+        assert_eq!(timeout_ms(None, None), Ok(None), "the gateway's default");
+        assert_eq!(timeout_ms(Some("500ms"), None), Ok(Some(500)));
+        assert_eq!(timeout_ms(None, Some("2s")), Ok(Some(2_000)));
+        assert_eq!(timeout_ms(Some("10s"), Some("2s")), Ok(Some(2_000)), "the shorter");
+        assert_eq!(timeout_ms(Some("2s"), Some("10s")), Ok(Some(2_000)));
+        assert_eq!(timeout_ms(Some("0s"), None), Ok(Some(0)), "no limit");
+        assert_eq!(timeout_ms(None, Some("0s")), Ok(Some(0)));
+        assert_eq!(timeout_ms(Some("0s"), Some("3s")), Ok(Some(3_000)), "a limit beats none");
+        assert_eq!(timeout_ms(Some("10s"), Some("0s")), Ok(Some(10_000)));
+        let bad = timeout_ms(Some("1d"), None).unwrap_err();
+        assert_eq!(bad.reason, "UnsupportedValue");
+        assert!(bad.message.contains("timeouts.request \"1d\""), "{}", bad.message);
+        assert!(timeout_ms(None, Some("x")).unwrap_err().message.contains("timeouts.backendRequest"));
     }
 
     #[test]

@@ -476,6 +476,7 @@ async fn forward(
         return Box::pin(upgrade_tunnel(shared, upstream, req, down, conn.client)).await;
     }
     let timeouts = &shared.opts.timeouts;
+    let limit = route.timeout.unwrap_or(Some(timeouts.request));
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
@@ -494,8 +495,8 @@ async fn forward(
         };
         let Some(r) = req.take() else { break };
         let (sent, sender) = match c {
-            Conn::H1(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, Some(s)),
-            Conn::H2(mut s) => (tokio::time::timeout(timeouts.request, s.try_send_request(r)).await, None),
+            Conn::H1(mut s) => (within(limit, s.try_send_request(r)).await, Some(s)),
+            Conn::H2(mut s) => (within(limit, s.try_send_request(r)).await, None),
         };
         match sent {
             Err(_) => return Err(UpstreamError::RequestTimeout),
@@ -565,6 +566,17 @@ fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) 
         *req.uri_mut() = uri;
     }
     *req.version_mut() = version;
+}
+
+/// `f`, given at most `limit` (any time it takes when `None`).
+async fn within<F: std::future::Future>(
+    limit: Option<std::time::Duration>,
+    f: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    match limit {
+        Some(d) => tokio::time::timeout(d, f).await,
+        None => Ok(f.await),
+    }
 }
 
 async fn upgrade_tunnel(
