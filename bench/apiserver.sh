@@ -35,6 +35,30 @@ ingress_json() { # name host
   printf '{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"%s","namespace":"bench"},"spec":{"ingressClassName":"wharf","rules":[{"host":"%s","http":{"paths":[{"path":"/","pathType":"Prefix","backend":{"service":{"name":"backend","port":{"number":80}}}}]}}]}}' "$1" "$2"
 }
 
+create_parts() { # what size: creates $work/api-part-{0..3} in 4 parallel streams
+  local t0 creators=() p
+  t0=$(now)
+  for p in 0 1 2 3; do
+    if [ -s "$work/api-part-$p" ]; then kubectl create -f "$work/api-part-$p" >/dev/null & creators+=($!); fi
+  done
+  for p in "${creators[@]}"; do wait "$p"; done
+  rm -f "$work"/api-part-*
+  log "API server: $2 $1 stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
+}
+start_controller() { # extra flags: the controller on CPU 1, one worker; sets cpid
+  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
+    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
+    --access-log=false --election-namespace wharf-system --pod-name bench-0 "$@" >"$work/api-controller.log" 2>&1 &
+  cpid=$!; pids+=("$cpid")
+  for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
+}
+failed_under_load() { # the failed requests wrk saw (non-2xx and socket errors), and its total
+  local non2xx sockerr
+  non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
+  sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' "$work/api-wrk.txt"); sockerr=${sockerr:-0}
+  echo "$(( non2xx + sockerr )) $(awk '/requests in/ {print $1}' "$work/api-wrk.txt")"
+}
+
 # The backend, where the API server accepts an endpoint address.
 $WHARF_E2E_BACKEND_EXEC "$wharf" echo --listen "$WHARF_E2E_BACKEND_IP:9000" --name bench >/dev/null 2>&1 &
 pids+=($!)
@@ -51,22 +75,11 @@ for size in $sizes; do
   fi
   # Only the Ingresses not there yet, in 4 parallel streams.
   sed '1,/^---$/d' "$work/api-ingresses.yaml" | awk -v from="$created" -v dir="$work" 'BEGIN{RS="---\n"} NR>2 {
-      i = NR - 3; if (i >= from) { f = sprintf("%s/api-part-%d.yaml", dir, i % 4); printf "---\n%s", $0 > f } }'
-  t0=$(now)
-  creators=()
-  for p in 0 1 2 3; do
-    if [ -s "$work/api-part-$p.yaml" ]; then kubectl create -f "$work/api-part-$p.yaml" >/dev/null & creators+=($!); fi
-  done
-  for c in "${creators[@]}"; do wait "$c"; done
-  rm -f "$work"/api-part-*.yaml
-  log "API server: $size Ingresses stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
+      i = NR - 3; if (i >= from) { f = sprintf("%s/api-part-%d", dir, i % 4); printf "---\n%s", $0 > f } }'
+  create_parts Ingresses "$size"
   created=$size
 
-  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
-    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
-    --access-log=false --election-namespace wharf-system --pod-name bench-0 >"$work/api-controller.log" 2>&1 &
-  cpid=$!; pids+=("$cpid")
-  for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
+  start_controller
   # Every stored Ingress must be served before measuring.
   last=$((size - 1))
   until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: host-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
@@ -97,10 +110,8 @@ for size in $sizes; do
     applied=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
     kill -INT "$wrkpid" 2>/dev/null || true
     wait "$wrkpid" || true
-    non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
-    sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' "$work/api-wrk.txt"); sockerr=${sockerr:-0}
-    total=$(awk '/requests in/ {print $1}' "$work/api-wrk.txt")
-    out "M5 API server: failed requests during 100 Ingress updates under load (of $total; $applied configs applied)" "$(( non2xx + sockerr ))"
+    read -r failed total < <(failed_under_load)
+    out "M5 API server: failed requests during 100 Ingress updates under load (of $total; $applied configs applied)" "$failed"
   fi
   rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
   kill "$cpid"; wait "$cpid" 2>/dev/null || true
@@ -115,26 +126,15 @@ route_json() { # name host
 }
 created=0
 for size in $sizes; do
-  for p in 0 1 2 3; do : > "$work/api-routes-$p.json"; done
+  for p in 0 1 2 3; do : > "$work/api-part-$p"; done
   for i in $(seq "$created" $((size - 1))); do
-    route_json "route-$i" "route-$i.bench.local" >> "$work/api-routes-$((i % 4)).json"
+    route_json "route-$i" "route-$i.bench.local" >> "$work/api-part-$((i % 4))"
   done
-  t0=$(now)
-  creators=()
-  for p in 0 1 2 3; do
-    if [ -s "$work/api-routes-$p.json" ]; then kubectl create -f "$work/api-routes-$p.json" >/dev/null & creators+=($!); fi
-  done
-  for c in "${creators[@]}"; do wait "$c"; done
-  rm -f "$work"/api-routes-*.json
-  log "API server: $size HTTPRoutes stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
+  create_parts HTTPRoutes "$size"
   created=$size
 
-  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
-    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
-    --controller-name wharf.dev/none --ingress-class none --edge-gateway wharf-system/wharf --edge-port 80=http \
-    --access-log=false --election-namespace wharf-system --pod-name bench-0 >"$work/api-controller.log" 2>&1 &
-  cpid=$!; pids+=("$cpid")
-  for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
+  start_controller --controller-name wharf.dev/none --ingress-class none \
+    --edge-gateway wharf-system/wharf --edge-port 80=http
   last=$((size - 1))
   until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: route-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
   # Up to 1,000 routes, measure once the leader has written every route's status
@@ -172,10 +172,8 @@ for size in $sizes; do
     applied=$(curl -s http://127.0.0.1:15034/metrics | awk -v b="$before" '/^wharf_config_applies_total/ {print $2 - b}')
     kill -INT "$wrkpid" 2>/dev/null || true
     wait "$wrkpid" || true
-    non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
-    sockerr=$(awk -F'[ ,]+' '/Socket errors/ {print $4+$6+$8+$10}' "$work/api-wrk.txt"); sockerr=${sockerr:-0}
-    total=$(awk '/requests in/ {print $1}' "$work/api-wrk.txt")
-    out "M5 API server: failed requests during 100 HTTPRoute updates under load (of $total; $applied configs applied)" "$(( non2xx + sockerr ))"
+    read -r failed total < <(failed_under_load)
+    out "M5 API server: failed requests during 100 HTTPRoute updates under load (of $total; $applied configs applied)" "$failed"
   fi
   rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
   kill "$cpid"; wait "$cpid" 2>/dev/null || true

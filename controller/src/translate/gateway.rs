@@ -822,8 +822,8 @@ fn attach_route(
     statuses
 }
 
-/// A route of an HTTP kind (HTTPRoute, GRPCRoute) as attaching it needs it: the parts
-/// both kinds share, and its rules built on first use.
+/// A route of any kind as attaching it needs it: the parts every kind shares (parentRefs
+/// in HTTPRoute's form), and its rules built on first use.
 struct RouteView<'a> {
     kind: &'static str,
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -834,65 +834,58 @@ struct RouteView<'a> {
 }
 
 impl<'a> RouteView<'a> {
-    fn http(route: &'a HttpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    /// The view of `route`, whose rules `rules` builds given its namespace and reference.
+    fn new<K: kube::Resource<DynamicType = ()>>(
+        kind: &'static str,
+        route: &'a K,
+        parent_refs: Vec<HttpRouteParentRefs>,
+        hostnames: Vec<String>,
+        rules: impl Fn(&str, &ObjectRef, &mut Snapshot) -> Rules + 'a,
+    ) -> RouteView<'a> {
+        let meta = route.meta();
+        let ns = meta.namespace.clone().unwrap_or_else(|| "default".into());
         let oref = object_ref(route);
         let rref = oref.clone();
-        RouteView {
-            kind: HTTP_ROUTE,
-            meta: &route.metadata,
-            oref,
-            parent_refs: route.spec.parent_refs.clone().unwrap_or_default(),
-            hostnames: route.spec.hostnames.clone().unwrap_or_default(),
-            rules: Box::new(move |snapshot| rules(route, &ns, &rref, world, backends, snapshot)),
-        }
+        RouteView { kind, meta, oref, parent_refs, hostnames, rules: Box::new(move |s| rules(&ns, &rref, s)) }
     }
+
+    fn http(route: &'a HttpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let (parents, hostnames) = (route.spec.parent_refs.clone(), route.spec.hostnames.clone());
+        RouteView::new(
+            HTTP_ROUTE,
+            route,
+            parents.unwrap_or_default(),
+            hostnames.unwrap_or_default(),
+            move |ns, r, s| rules(route, ns, r, world, backends, s),
+        )
+    }
+
+    // The other kinds' parentRefs are the same fields under other type names: converted
+    // through their JSON form.
 
     fn grpc(route: &'a GrpcRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let oref = object_ref(route);
-        let rref = oref.clone();
-        RouteView {
-            kind: GRPC_ROUTE,
-            meta: &route.metadata,
-            oref,
-            // The same fields under another name: converted through their JSON form.
-            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
-            hostnames: route.spec.hostnames.clone().unwrap_or_default(),
-            rules: Box::new(move |snapshot| grpc_rules(route, &ns, &rref, world, backends, snapshot)),
-        }
+        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(
+            GRPC_ROUTE,
+            route,
+            parents.unwrap_or_default(),
+            hostnames.unwrap_or_default(),
+            move |ns, r, s| grpc_rules(route, ns, r, world, backends, s),
+        )
     }
-}
 
-impl<'a> RouteView<'a> {
     fn tls(route: &'a TlsRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let oref = object_ref(route);
-        let rref = oref.clone();
-        RouteView {
-            kind: TLS_ROUTE,
-            meta: &route.metadata,
-            oref,
-            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
-            hostnames: route.spec.hostnames.clone(),
-            rules: Box::new(move |snapshot| tls_rules(route, &ns, &rref, world, backends, snapshot)),
-        }
+        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(TLS_ROUTE, route, parents.unwrap_or_default(), hostnames, move |ns, r, s| {
+            tls_rules(route, ns, r, world, backends, s)
+        })
     }
-}
 
-impl<'a> RouteView<'a> {
     fn tcp(route: &'a TcpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let ns = route.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let oref = object_ref(route);
-        let rref = oref.clone();
-        RouteView {
-            kind: TCP_ROUTE,
-            meta: &route.metadata,
-            oref,
-            parent_refs: same_shape(&route.spec.parent_refs).unwrap_or_default(),
-            hostnames: Vec::new(),
-            rules: Box::new(move |snapshot| tcp_rules(route, &ns, &rref, world, backends, snapshot)),
-        }
+        let parents = same_shape(&route.spec.parent_refs);
+        RouteView::new(TCP_ROUTE, route, parents.unwrap_or_default(), Vec::new(), move |ns, r, s| {
+            tcp_rules(route, ns, r, world, backends, s)
+        })
     }
 }
 
