@@ -52,6 +52,19 @@ start_controller() { # extra flags: the controller on CPU 1, one worker; sets cp
   cpid=$!; pids+=("$cpid")
   for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
 }
+write_to_serving() { # what size collection-path prefix make-json: POST 3 new objects, each timed to its first 200
+  local what=$1 size=$2 path=$3 prefix=$4 make=$5 times=() k host body t0
+  for k in 1 2 3; do
+    host="$prefix-$size-$k.bench.local"
+    body=$("$make" "$prefix-$size-$k" "$host")
+    t0=$(now)
+    api POST "$path" -H 'Content-Type: application/json' -d "$body" >/dev/null
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18081/)" = 200 ]; do :; done
+    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
+    sleep 0.5
+  done
+  out "M5 API server write to serving, $size $what (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+}
 failed_under_load() { # the failed requests wrk saw (non-2xx and socket errors), and its total
   local non2xx sockerr
   non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
@@ -84,17 +97,7 @@ for size in $sizes; do
   last=$((size - 1))
   until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: host-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
 
-  times=()
-  for k in 1 2 3; do
-    host="fresh-$size-$k.bench.local"
-    body=$(ingress_json "fresh-$size-$k" "$host")
-    t0=$(now)
-    api POST /apis/networking.k8s.io/v1/namespaces/bench/ingresses -H 'Content-Type: application/json' -d "$body" >/dev/null
-    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18081/)" = 200 ]; do :; done
-    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
-    sleep 0.5
-  done
-  out "M5 API server write to serving, $size Ingresses (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+  write_to_serving Ingresses "$size" /apis/networking.k8s.io/v1/namespaces/bench/ingresses fresh ingress_json
 
   if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
     # 100 changes through the API server under steady keep-alive load: none may fail.
@@ -145,17 +148,7 @@ for size in $sizes; do
     until [ "$(kubectl get httproute "route-$last" -n bench -o jsonpath='{.status.parents[0].conditions[0].status}' 2>/dev/null)" = True ]; do sleep 0.5; done
   fi
 
-  times=()
-  for k in 1 2 3; do
-    host="fresh-route-$size-$k.bench.local"
-    body=$(route_json "fresh-route-$size-$k" "$host")
-    t0=$(now)
-    api POST /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes -H 'Content-Type: application/json' -d "$body" >/dev/null
-    until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $host" http://127.0.0.1:18081/)" = 200 ]; do :; done
-    times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
-    sleep 0.5
-  done
-  out "M5 API server write to serving, $size HTTPRoutes (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+  write_to_serving HTTPRoutes "$size" /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes fresh-route route_json
 
   if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
     # 100 HTTPRoute changes through the API server under steady keep-alive load.

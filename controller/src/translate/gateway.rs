@@ -904,17 +904,21 @@ fn tcp_rules(
     for (ri, rule) in route.spec.rules.iter().enumerate() {
         let refs =
             rule.backend_refs.iter().map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
-        let weighted = resolve(refs, TCP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
-        let action = wharf_model::Action::Forward(wharf_model::Forward {
-            backends: weighted,
-            request_headers: Default::default(),
-            response_headers: Default::default(),
-            rewrite: None,
-            timeout_ms: None,
-        });
-        out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
+        out.push(relay(ri, resolve(refs, TCP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved)));
     }
     (out, None, unresolved)
+}
+
+/// Rule `ri` of a TLS or TCP route: every connection relayed to one of `backends`.
+fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch, wharf_model::Action) {
+    let action = wharf_model::Action::Forward(wharf_model::Forward {
+        backends,
+        request_headers: Default::default(),
+        response_headers: Default::default(),
+        rewrite: None,
+        timeout_ms: None,
+    });
+    (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)
 }
 
 /// A TLSRoute's rules: each a forward of every connection (its SNI matched by the
@@ -942,15 +946,7 @@ fn tls_rules(
             continue;
         }
         let refs = rule.backend_refs.iter().map(|b| (backend_ref!(b), 1));
-        let weighted = resolve(refs, TLS_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
-        let action = wharf_model::Action::Forward(wharf_model::Forward {
-            backends: weighted,
-            request_headers: Default::default(),
-            response_headers: Default::default(),
-            rewrite: None,
-            timeout_ms: None,
-        });
-        out.push((ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action));
+        out.push(relay(ri, resolve(refs, TLS_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved)));
     }
     (out, refused, unresolved)
 }
