@@ -446,6 +446,48 @@ impl Controller {
     }
 }
 
+/// `kubectl ARGS` (no namespace added), with `stdin` as its input; its output.
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run kubectl")?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Server-side apply of one object as the suite's field manager.
+pub fn apply(obj: &serde_json::Value) -> Result<String> {
+    kubectl(
+        &["apply", "--server-side", "--force-conflicts", "--field-manager=wharf-e2e", "-f", "-"],
+        Some(&obj.to_string()),
+    )
+}
+
+/// Applies the chart's GatewayClass and edge Gateway as the values files and `--set`
+/// values given render them (the harness's helm install made them too, but tests that
+/// reinstall the CRDs delete them); returns them.
+pub fn apply_chart_gateway(values: &[&str], sets: &[&str]) -> Result<Vec<serde_json::Value>> {
+    let objects: Vec<serde_json::Value> = pod::helm_template(values, sets)?
+        .into_iter()
+        .filter(|o| o["kind"] == "Gateway" || o["kind"] == "GatewayClass")
+        .collect();
+    for o in &objects {
+        apply(o)?;
+    }
+    Ok(objects)
+}
+
 /// The gateway container of the chart's Deployment as `helm template` renders it.
 #[derive(Debug, Clone)]
 pub struct ChartPod {

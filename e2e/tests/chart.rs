@@ -17,34 +17,6 @@ fn port_of(args: &[String], flag: &str) -> u16 {
     args.iter().find_map(|a| a.strip_prefix(&format!("{flag}="))).and_then(|p| p.parse().ok()).unwrap()
 }
 
-/// `kubectl ARGS`, with `stdin` as its input; its output.
-fn kubectl(args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes()).map_err(|e| e.to_string())?;
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// Server-side apply of one object.
-fn apply(obj: &serde_json::Value) -> Result<String, String> {
-    kubectl(
-        &["apply", "--server-side", "--force-conflicts", "--field-manager=wharf-e2e", "-f", "-"],
-        Some(&obj.to_string()),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_chart_configuration_starts_gets_ready_and_serves() {
     let env = Env::from_env().unwrap();
@@ -119,15 +91,7 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         let files: Vec<&str> = if values.is_empty() { vec![] } else { vec![values] };
         let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
         let pod = ChartPod::render(&files, &sets).unwrap();
-        // The chart's GatewayClass and Gateway as this configuration renders them.
-        let gateway_objects: Vec<serde_json::Value> = wharf_e2e::pod::helm_template(&files, &sets)
-            .unwrap()
-            .into_iter()
-            .filter(|o| o["kind"] == "Gateway" || o["kind"] == "GatewayClass")
-            .collect();
-        for o in &gateway_objects {
-            apply(o).unwrap();
-        }
+        let gateway_objects = apply_chart_gateway(&files, &sets).unwrap();
         let tcp_listener = gateway_objects
             .iter()
             .filter(|o| o["kind"] == "Gateway")

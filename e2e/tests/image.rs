@@ -105,12 +105,16 @@ async fn check_serves(d: &Deployment, c: &wharf_e2e::pod::Container, site: &Site
     c.wait_probes(&d.probes().unwrap(), Duration::from_secs(60)).await.unwrap_or_else(|e| panic!("{what}: {e:#}"));
     for (name, port) in d.ports().unwrap() {
         let addr = c.addr(port);
-        let open = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr)).await;
-        assert!(
-            matches!(open, Ok(Ok(_))),
-            "{what}: nothing listens on containerPort {name} ({port}); log:\n{}",
-            c.logs()
-        );
+        // The tcp port is the edge Gateway's TCP listener (or --tcp-service), opened once
+        // the controller has read the Gateway.
+        let open = eventually(Duration::from_secs(10), || async move {
+            matches!(
+                tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr)).await,
+                Ok(Ok(_))
+            )
+        })
+        .await;
+        assert!(open, "{what}: nothing listens on containerPort {name} ({port}); log:\n{}", c.logs());
     }
     let https = c.addr(d.port(&json!("https")).unwrap());
     let served = eventually(Duration::from_secs(20), || async move {
@@ -202,6 +206,7 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
     ];
     for (n, (values, sets, body_limit)) in cases.iter().enumerate() {
         let d = Deployment::render(&[values], sets).unwrap();
+        apply_chart_gateway(&[values], sets).unwrap();
         let name = format!("wharf-{}", values.trim_start_matches("examples/").trim_end_matches(".yaml"));
         let c = host.run(&d, &name, [198, 19, 1, 20 + n as u8]).unwrap();
         check_serves(&d, &c, &site, values).await;
@@ -211,6 +216,7 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
 
     // The defaults: two replicas, one leader publishing the Service's address, both serving.
     let d = Deployment::render(&[], &[]).unwrap();
+    apply_chart_gateway(&[], &[]).unwrap();
     assert_eq!(d.replicas, 2);
     let services: Api<Service> = Api::namespaced(s.client.clone(), "wharf-system");
     let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"}]}}});
