@@ -153,7 +153,9 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
             .await;
             assert!(relayed, "{name}: the TCPRoute on the chart's Gateway is not served; log:\n{}", gateway.log());
         }
-        let status = eventually(Duration::from_secs(10), || async {
+        // Status is the leader's to write: a replica of an earlier test may still hold the
+        // chart's Lease (15 s) when this one starts.
+        let status = eventually(Duration::from_secs(30), || async {
             let g = kubectl(&["get", "gateway", "wharf", "-n", "wharf-system", "-o", "json"], None).unwrap_or_default();
             let g: serde_json::Value = serde_json::from_str(&g).unwrap_or_default();
             has_condition(&conditions(&g["status"]["conditions"]), "Programmed", "True", "Programmed")
