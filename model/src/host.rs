@@ -89,6 +89,18 @@ impl Host {
         (!first.is_empty() && suffix.len() > 1).then_some(suffix)
     }
 
+    /// True when every name `inner` stands for, `self` matches too: any host covers all;
+    /// a wildcard covers the names and narrower wildcards under it.
+    pub fn covers(&self, inner: &Host) -> bool {
+        match (self, inner) {
+            (Host::Any, _) => true,
+            (o, Host::Exact(n)) => o.matches(n),
+            (Host::Suffix(o), Host::Suffix(i) | Host::Wildcard(i)) => i.ends_with(o.as_str()),
+            (Host::Wildcard(o), Host::Wildcard(i)) => o == i,
+            _ => false,
+        }
+    }
+
     /// Specificity rank for ordering: exact (0) before wildcards (1) before any (2).
     pub fn rank(&self) -> u8 {
         match self {
@@ -137,6 +149,20 @@ impl Serialize for Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_covers_the_names_it_matches_and_narrower_wildcards() {
+        let g = |h: &str| Host::parse_gateway(h).unwrap();
+        assert!(Host::Any.covers(&g("a.b")) && Host::Any.covers(&Host::Any));
+        assert!(!g("a.b").covers(&Host::Any) && g("a.b").covers(&g("a.b")) && !g("a.b").covers(&g("x.b")));
+        assert!(g("*.b.c").covers(&g("x.y.b.c")) && !g("*.b.c").covers(&g("b.c")));
+        assert!(g("*.c").covers(&g("*.b.c")) && g("*.b.c").covers(&g("*.b.c")) && !g("*.b.c").covers(&g("*.c")));
+        let ingress_wildcard = Host::parse("*.b.c").unwrap();
+        assert!(g("*.c").covers(&ingress_wildcard) && ingress_wildcard.covers(&ingress_wildcard));
+        assert!(!ingress_wildcard.covers(&g("*.b.c")), "one label does not cover several");
+        assert!(ingress_wildcard.covers(&g("x.b.c")) && !ingress_wildcard.covers(&g("x.y.b.c")));
+        assert!(!ingress_wildcard.covers(&Host::parse("*.x.b.c").unwrap()));
+    }
 
     #[test]
     fn parses_exact_wildcard_and_rejects_bad_names() {

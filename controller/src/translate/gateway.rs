@@ -1284,7 +1284,7 @@ fn ports(
                     // The host takes every route of this listener whose hostname covers it.
                     let routes = hosts.entry(h.clone()).or_default();
                     for (rh, key, r) in &entries {
-                        if covers(rh, &h) {
+                        if rh.covers(&h) {
                             routes.push((key.clone(), r.clone()));
                         }
                     }
@@ -1356,24 +1356,13 @@ fn ports(
         .collect()
 }
 
-/// True when every name `inner` matches, `outer` matches too.
-fn covers(outer: &Host, inner: &Host) -> bool {
-    match (outer, inner) {
-        (Host::Any, _) => true,
-        (_, Host::Any) => false,
-        (o, Host::Exact(n)) => o.matches(n),
-        (Host::Suffix(o), Host::Suffix(i)) => i.ends_with(o.as_str()),
-        (o, i) => o == i,
-    }
-}
-
 /// True when another listener on the port has a hostname more specific than listener
 /// `li`'s that covers `h`: requests for `h` belong to that listener.
 fn more_specific_listener(h: &Host, li: usize, idx: &[usize], gw: &Gw<'_>) -> bool {
     let mine = &gw.listeners[li].host;
     idx.iter().filter(|&&o| o != li).any(|&o| {
         let other = &gw.listeners[o].host;
-        covers(other, h) && covers(mine, other) && other != mine
+        other.covers(h) && mine.covers(other) && other != mine
     })
 }
 
