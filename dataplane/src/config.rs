@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use wharf_model::{Action, AppProtocol, Host, PassthroughRoute, PortProtocol, Snapshot, TlsHost, VirtualHost};
+use wharf_model::{Action, AppProtocol, Host, PortProtocol, Snapshot, SniRoute, TlsHost, VirtualHost};
 
 use crate::host_map::HostMap;
 
@@ -51,16 +51,26 @@ impl CompileError {
     }
 }
 
-/// Passthrough routes by SNI.
+/// Where the connections of one SNI go.
+#[derive(Debug)]
+pub struct SniTarget {
+    /// The backends, each connection to one chosen by weight.
+    pub forward: CompiledForward,
+    /// Terminated here (with the certificate of the tables' `tls_stream`) and relayed in
+    /// plain text, instead of passed through.
+    pub terminate: bool,
+}
+
+/// TLS routes by SNI.
 #[derive(Debug, Default)]
 pub struct SniTable {
-    hosts: HostMap<Arc<Upstream>>,
+    hosts: HostMap<Arc<SniTarget>>,
 }
 
 impl SniTable {
-    /// The upstream for an SNI (lower-case). Istio AUTO_PASSTHROUGH names match whatever
+    /// The route for an SNI (lower-case). Istio AUTO_PASSTHROUGH names match whatever
     /// their subset part says, since subsets are not supported.
-    pub fn lookup(&self, sni: &str) -> Option<&Arc<Upstream>> {
+    pub fn lookup(&self, sni: &str) -> Option<&Arc<SniTarget>> {
         if let Some(u) = self.hosts.exact(sni) {
             return Some(u);
         }
@@ -95,8 +105,11 @@ pub struct Tables {
     pub sni: Arc<SniResolver>,
     /// HTTP routes.
     pub router: Router,
-    /// TLS passthrough routes.
+    /// TLS routes by SNI.
     pub passthrough: SniTable,
+    /// The TLS config that terminates the connections of SNI routes that say so: the
+    /// certificates of `tls`, no ALPN. Present when any route terminates.
+    pub tls_stream: Option<Arc<ServerConfig>>,
     /// TCP routes by gateway port: the backends, each connection to one chosen by weight.
     pub tcp: HashMap<u16, Arc<CompiledForward>>,
 }
@@ -149,7 +162,7 @@ struct TableSource<'a> {
     default_backend: Option<&'a wharf_model::Route>,
     /// See [`Router::route`].
     isolated: bool,
-    passthrough: &'a [PassthroughRoute],
+    passthrough: &'a [SniRoute],
     tcp: Vec<(u16, Vec<TcpBackend<'a>>)>,
 }
 
@@ -287,6 +300,10 @@ impl Compiler {
         }
         let sni = Arc::new(resolver);
         let tls = tls::server_config(Arc::clone(&sni), &self.resumption)?;
+        let tls_stream = match src.passthrough.iter().any(|p| p.terminate) {
+            true => Some(tls::stream_config(Arc::clone(&sni), &self.resumption)?),
+            false => None,
+        };
 
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
@@ -321,25 +338,20 @@ impl Compiler {
         router.default = src.default_backend.map(&mut compile_route);
         router.isolated = src.isolated;
 
+        let relay = |backends: &mut dyn Iterator<Item = (&str, u32, bool)>| {
+            let backends =
+                backends.map(|(cluster, weight, invalid)| (target(upstreams, cluster, invalid), weight)).collect();
+            let none = || CompiledEdits::new(&Default::default());
+            CompiledForward::new(backends, none(), none())
+        };
         let mut passthrough = SniTable::default();
         for p in src.passthrough {
-            if let Some(up) = upstreams.get(p.cluster.as_str()) {
-                passthrough.hosts.insert(&p.host, Arc::clone(up));
-            }
+            let forward = relay(&mut p.backends.iter().map(|b| (b.cluster.as_str(), b.weight, b.invalid)));
+            passthrough.hosts.insert(&p.host, Arc::new(SniTarget { forward, terminate: p.terminate }));
         }
-        let tcp = src
-            .tcp
-            .iter()
-            .map(|(port, backends)| {
-                let backends = backends
-                    .iter()
-                    .map(|(cluster, weight, invalid)| (target(upstreams, cluster, *invalid), *weight))
-                    .collect();
-                let none = || CompiledEdits::new(&Default::default());
-                (*port, Arc::new(CompiledForward::new(backends, none(), none())))
-            })
-            .collect();
-        Ok(Tables { tls, sni, router, passthrough, tcp })
+        let tcp =
+            src.tcp.iter().map(|(port, backends)| (*port, Arc::new(relay(&mut backends.iter().copied())))).collect();
+        Ok(Tables { tls, sni, router, passthrough, tls_stream, tcp })
     }
 
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
@@ -479,11 +491,7 @@ mod tests {
 
     #[test]
     fn passthrough_by_exact_sni_istio_name_or_wildcard() {
-        let pt = |h: &str, c: &str| PassthroughRoute {
-            host: host(h),
-            cluster: c.into(),
-            source: ObjectRef::new("Ingress", "web", "p"),
-        };
+        let pt = |h: &str, c: &str| SniRoute::passthrough(host(h), c, ObjectRef::new("Ingress", "web", "p"));
         let snapshot = Snapshot {
             passthrough: vec![
                 pt("db.example.com", "db"),
@@ -496,13 +504,19 @@ mod tests {
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
-        let id = |sni: &str| config.edge.passthrough.lookup(sni).map(|u| u.id.as_str());
-        assert_eq!(id("db.example.com"), Some("db"));
-        assert_eq!(id("outbound_.5432_.v2_.pg.data.svc.cluster.local"), Some("pg"));
-        assert_eq!(id("outbound_.5432_._.pg.data.svc.cluster.local"), Some("pg"));
-        assert_eq!(id("x.w.example.com"), Some("w"));
-        assert_eq!(id("w.example.com"), None);
-        assert_eq!(id("ghost.example.com"), None, "a route to a missing cluster is dropped");
+        // The cluster a connection goes to, or why none takes it.
+        let id = |sni: &str| {
+            let route = config.edge.passthrough.lookup(sni)?;
+            assert!(!route.terminate);
+            Some(route.forward.pick().map_or_else(|e| e.reason().to_owned(), |u| u.id.clone()))
+        };
+        assert_eq!(id("db.example.com").as_deref(), Some("db"));
+        assert_eq!(id("outbound_.5432_.v2_.pg.data.svc.cluster.local").as_deref(), Some("pg"));
+        assert_eq!(id("outbound_.5432_._.pg.data.svc.cluster.local").as_deref(), Some("pg"));
+        assert_eq!(id("x.w.example.com").as_deref(), Some("w"));
+        assert_eq!(id("w.example.com").as_deref(), None);
+        assert_eq!(id("ghost.example.com").as_deref(), Some("no_endpoints"), "a route to a missing cluster closes");
+        assert!(config.edge.tls_stream.is_none(), "nothing terminates");
     }
 
     /// Two certificates for one key, for changing one half of a Secret at a time.

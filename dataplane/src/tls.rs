@@ -90,6 +90,14 @@ pub fn server_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Res
     Ok(Arc::new(cfg))
 }
 
+/// The rustls config of TLS listeners that terminate TLS and relay the plain bytes:
+/// like [`server_config`] without ALPN (what runs inside is not HTTP).
+pub fn stream_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut cfg = Arc::unwrap_or_clone(server_config(resolver, resumption)?);
+    cfg.alpn_protocols.clear();
+    Ok(Arc::new(cfg))
+}
+
 /// A self-signed certificate served when no default certificate is configured, so clients
 /// without SNI or with unknown names get a handshake (and a 404) instead of a reset.
 pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, String> {

@@ -13,7 +13,7 @@ use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use wharf_dataplane::testing::TestCa;
-use wharf_model::{Host, PassthroughRoute, PathMatch, TcpRoute};
+use wharf_model::{Host, PathMatch, SniRoute, TcpRoute};
 
 /// A TLS server that answers every line with "tls-backend:" + the line.
 async fn tls_backend(leaf: &wharf_dataplane::testing::Leaf) -> SocketAddr {
@@ -54,12 +54,8 @@ async fn passthrough_keeps_client_tls_end_to_end() {
     let backend = tls_backend(&leaf).await;
     let mut s = snapshot(vec![], vec![("db", cluster(&[backend]))]);
     s.passthrough = vec![
-        PassthroughRoute { host: Host::parse("db.test").unwrap(), cluster: "db".into(), source: src("db") },
-        PassthroughRoute {
-            host: Host::Exact("outbound_.5432_._.db.prod.svc.cluster.local".into()),
-            cluster: "db".into(),
-            source: src("db"),
-        },
+        SniRoute::passthrough(Host::parse("db.test").unwrap(), "db", src("db")),
+        SniRoute::passthrough(Host::Exact("outbound_.5432_._.db.prod.svc.cluster.local".into()), "db", src("db")),
     ];
     r.gw.apply(s).unwrap();
 
@@ -86,6 +82,55 @@ async fn passthrough_keeps_client_tls_end_to_end() {
     assert!(tokio_rustls::TlsConnector::from(ca.client_config(&[])).connect(name, tcp).await.is_err());
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.contains("wharf_passthrough_unknown_sni_total 1"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tls_port_terminates_some_names_and_passes_others_through() {
+    let r = start().await;
+    let ca = TestCa::new("Port CA");
+    let (backend_leaf, gateway_leaf) = (ca.leaf(&["db.test"]), ca.leaf(&["plain.test"]));
+    let (tls, plain) = (tls_backend(&backend_leaf).await, tcp_echo().await);
+    let mut s = snapshot(vec![], vec![("tls", cluster(&[tls])), ("plain", cluster(&[plain]))]);
+    s.certificates = [("infra/plain".to_owned(), gateway_leaf.certificate())].into();
+    s.tls_hosts = vec![wharf_model::TlsHost { host: host("plain.test"), certificate: "infra/plain".into() }];
+    s.passthrough = vec![
+        SniRoute::passthrough(Host::parse("db.test").unwrap(), "tls", src("db")),
+        SniRoute {
+            terminate: true,
+            ..SniRoute::passthrough(Host::parse("plain.test").unwrap(), "plain", src("plain"))
+        },
+    ];
+    r.gw.apply(s).unwrap();
+
+    let connect = |sni: &'static str| {
+        let cfg = ca.client_config(&[b"h2"]);
+        async move {
+            let tcp = TcpStream::connect(r.passthrough).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from(sni).unwrap();
+            tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.unwrap()
+        }
+    };
+    // Terminated here: the port's certificate, no ALPN, and the backend gets plain bytes.
+    let mut t = connect("plain.test").await;
+    assert_eq!(t.get_ref().1.peer_certificates().unwrap()[0], gateway_leaf.leaf_der());
+    assert_eq!(t.get_ref().1.alpn_protocol(), None, "what runs inside is not HTTP");
+    let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    t.write_all(&payload).await.unwrap();
+    t.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    t.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, payload, "the plain-text echo backend answered through the terminated stream");
+
+    // Passed through on the same socket: the backend's own certificate.
+    let mut p = connect("db.test").await;
+    assert_eq!(p.get_ref().1.peer_certificates().unwrap()[0], backend_leaf.leaf_der());
+    p.write_all(b"hello").await.unwrap();
+    let mut got = Vec::new();
+    p.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"tls-backend:hello");
+
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"passthrough\"}"), "{m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,6 @@ pub use route::{
     WeightedBackend,
 };
 pub use snapshot::{
-    parse_size, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef, PassthroughRoute,
-    PortProtocol, Route, Snapshot, TcpRoute, TlsHost, VirtualHost,
+    parse_size, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef, PortProtocol, Route,
+    Snapshot, SniRoute, TcpRoute, TlsHost, VirtualHost,
 };

@@ -23,7 +23,7 @@ pub struct Snapshot {
     /// Where requests go that match no rule of any host (an Ingress `defaultBackend`).
     pub default_backend: Option<Route>,
     /// TLS passthrough routes by SNI (port 15443).
-    pub passthrough: Vec<PassthroughRoute>,
+    pub passthrough: Vec<SniRoute>,
     /// Plain TCP listeners and where they forward.
     pub tcp_routes: Vec<TcpRoute>,
     /// Gateway API: what each Gateway serves on each of its ports, each port a socket of
@@ -49,7 +49,8 @@ pub struct GatewayPort {
     pub edge: bool,
     /// How connections are served.
     pub protocol: PortProtocol,
-    /// HTTPS: the certificate for each listener hostname (SNI).
+    /// HTTPS, and TLS routes that terminate: the certificate for each listener hostname
+    /// (SNI).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tls_hosts: Vec<TlsHost>,
     /// HTTP and HTTPS: routing by host.
@@ -57,7 +58,7 @@ pub struct GatewayPort {
     pub virtual_hosts: Vec<VirtualHost>,
     /// TLS passthrough: routes by SNI.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub passthrough: Vec<PassthroughRoute>,
+    pub passthrough: Vec<SniRoute>,
     /// TCP: the backends connections go to, each connection to one chosen by weight.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tcp: Vec<WeightedBackend>,
@@ -71,7 +72,8 @@ pub enum PortProtocol {
     Http,
     /// TLS terminated with the certificate the SNI selects, then HTTP.
     Https,
-    /// TLS passed through untouched to the backend the SNI selects.
+    /// TLS routed by the SNI of the ClientHello: passed through untouched, or terminated
+    /// (a TLS listener in mode Terminate) and relayed in plain text.
     Passthrough,
     /// Plain TCP to one backend.
     Tcp,
@@ -176,15 +178,28 @@ impl Route {
     }
 }
 
-/// A TLS passthrough route: connections whose SNI matches go to the cluster untouched.
+/// A route of a TLS port by SNI: connections whose SNI matches go to one of the backends,
+/// each connection to one chosen by weight: passed through untouched, or, when
+/// `terminate` is set, decrypted here (with the port's certificate for that SNI) and
+/// relayed in plain text.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PassthroughRoute {
+pub struct SniRoute {
     /// SNI to match (exact or wildcard).
     pub host: Host,
-    /// Key into [`Snapshot::clusters`].
-    pub cluster: String,
+    /// Where connections go; none (or none valid) closes them.
+    pub backends: Vec<WeightedBackend>,
+    /// TLS is terminated here instead of passed through.
+    #[serde(skip_serializing_if = "is_false")]
+    pub terminate: bool,
     /// The object that defined the route.
     pub source: ObjectRef,
+}
+
+impl SniRoute {
+    /// A passthrough route to one cluster.
+    pub fn passthrough(host: Host, cluster: &str, source: ObjectRef) -> SniRoute {
+        SniRoute { host, backends: vec![WeightedBackend::new(cluster, 1)], terminate: false, source }
+    }
 }
 
 /// A plain TCP listener port and where it forwards.

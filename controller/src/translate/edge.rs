@@ -88,7 +88,7 @@ fn takes_all(winner: &RouteMatch, loser: &RouteMatch) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wharf_model::{Action, HeaderMatch, ObjectRef, PassthroughRoute, Respond, Route, VirtualHost};
+    use wharf_model::{Action, HeaderMatch, ObjectRef, Respond, Route, SniRoute, VirtualHost};
 
     fn route(kind: &str, name: &str, path: PathMatch) -> Route {
         Route {
@@ -191,16 +191,8 @@ mod tests {
                 routes: vec![route("Ingress", "a", prefix("/"))],
             }],
             passthrough: vec![
-                PassthroughRoute {
-                    host: host("db.example.com"),
-                    cluster: "c".into(),
-                    source: ObjectRef::new("Ingress", "web", "db"),
-                },
-                PassthroughRoute {
-                    host: host("mq.example.org"),
-                    cluster: "c".into(),
-                    source: ObjectRef::new("Ingress", "web", "mq"),
-                },
+                SniRoute::passthrough(host("db.example.com"), "c", ObjectRef::new("Ingress", "web", "db")),
+                SniRoute::passthrough(host("mq.example.org"), "c", ObjectRef::new("Ingress", "web", "mq")),
             ],
             gateway_ports: vec![
                 edge(
@@ -216,11 +208,11 @@ mod tests {
                 ),
                 GatewayPort {
                     protocol: PortProtocol::Passthrough,
-                    passthrough: vec![PassthroughRoute {
-                        host: host("*.example.com"),
-                        cluster: "c".into(),
-                        source: ObjectRef::new("TLSRoute", "web", "tls"),
-                    }],
+                    passthrough: vec![SniRoute::passthrough(
+                        host("*.example.com"),
+                        "c",
+                        ObjectRef::new("TLSRoute", "web", "tls"),
+                    )],
                     ..edge(PortProtocol::Passthrough, vec![])
                 },
             ],

@@ -214,6 +214,8 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "ReferenceGrant",
     "TCPRoute",
     "TLSRoute",
+    "TLSRouteModeMixed",
+    "TLSRouteModeTerminate",
 ];
 
 fn condition(
@@ -258,7 +260,10 @@ struct Listener<'a> {
     unsupported: Option<(&'static str, String)>,
     host: Host,
     conflict: Option<&'static str>,
-    /// Certificates (snapshot ids) of an HTTPS listener, and why any ref is unresolved.
+    /// TLS is terminated here: an HTTPS listener, or a TLS listener in mode Terminate.
+    terminates: bool,
+    /// Certificates (snapshot ids) of a listener that terminates TLS, and why any ref is
+    /// unresolved.
     certificates: Vec<String>,
     bad_ref: Option<(&'static str, String)>,
     kinds: Vec<GatewayStatusListenersSupportedKinds>,
@@ -275,9 +280,7 @@ impl Listener<'_> {
 
     /// Routes may attach and traffic is served (for the route kinds that are valid).
     fn ready(&self) -> bool {
-        self.attachable()
-            && !self.kinds.is_empty()
-            && (self.protocol != Some(PortProtocol::Https) || !self.certificates.is_empty())
+        self.attachable() && !self.kinds.is_empty() && (!self.terminates || !self.certificates.is_empty())
     }
 }
 
@@ -479,21 +482,17 @@ fn listeners<'a>(
         .iter()
         .map(|l| {
             let tls_mode = l.tls.as_ref().and_then(|t| t.mode.clone()).unwrap_or(GatewayListenersTlsMode::Terminate);
-            let (protocol, unsupported) = match (l.protocol.as_str(), tls_mode) {
+            let (protocol, unsupported) = match (l.protocol.as_str(), &tls_mode) {
                 ("HTTP", _) => (Some(PortProtocol::Http), None),
                 ("HTTPS", _) => (Some(PortProtocol::Https), None),
-                ("TLS", GatewayListenersTlsMode::Passthrough) => (Some(PortProtocol::Passthrough), None),
+                ("TLS", _) => (Some(PortProtocol::Passthrough), None),
                 ("TCP", _) => (Some(PortProtocol::Tcp), None),
-                ("TLS", GatewayListenersTlsMode::Terminate) => (
-                    None,
-                    Some((
-                        "UnsupportedValue",
-                        "TLS listeners that terminate TLS are not supported yet; use tls.mode Passthrough, or an HTTPS listener".to_owned(),
-                    )),
-                ),
                 (other, _) => (
                     None,
-                    Some(("UnsupportedProtocol", format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS passthrough and TCP are)"))),
+                    Some((
+                        "UnsupportedProtocol",
+                        format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS and TCP are)"),
+                    )),
                 ),
             };
             let (protocol, unsupported) = match (edge, protocol) {
@@ -543,32 +542,35 @@ fn listeners<'a>(
                     (ok, bad)
                 }
             };
+            let terminates = match protocol {
+                Some(PortProtocol::Https) => true,
+                Some(PortProtocol::Passthrough) => tls_mode == GatewayListenersTlsMode::Terminate,
+                _ => false,
+            };
             let mut listener = Listener {
                 spec: l,
                 protocol,
                 unsupported,
                 host,
                 conflict: None,
+                terminates,
                 certificates: Vec::new(),
                 bad_ref: None,
                 kinds,
                 bad_kinds,
                 attached: 0,
             };
-            if protocol == Some(PortProtocol::Https) {
+            if terminates {
                 certificates(&mut listener, ns, &gref, world, secrets, snapshot);
             }
             listener
         })
         .collect();
 
-    // Listeners sharing a port must share its protocol and differ in hostname.
-    // A TLS listener's mode counts as part of its protocol: Wharf does not serve
-    // terminated and passed-through TLS on one port.
-    let mode = |l: &Listener<'_>| {
-        let tls = l.spec.tls.as_ref().and_then(|t| t.mode.clone());
-        (l.spec.protocol.clone(), if l.spec.protocol == "TLS" { tls } else { None })
-    };
+    // Listeners sharing a port must share its protocol and differ in hostname. TLS
+    // listeners of both modes share a port: the SNI decides whether a connection is
+    // passed through or terminated.
+    let mode = |l: &Listener<'_>| l.spec.protocol.clone();
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in out.iter().enumerate() {
         by_port.entry(l.spec.port).or_default().push(i);
@@ -593,7 +595,8 @@ fn kind(k: &str) -> GatewayStatusListenersSupportedKinds {
     GatewayStatusListenersSupportedKinds { group: Some(GATEWAY_GROUP.into()), kind: k.into() }
 }
 
-/// Resolves an HTTPS listener's certificateRefs into snapshot certificates.
+/// Resolves the certificateRefs of a listener that terminates TLS into snapshot
+/// certificates.
 fn certificates(
     l: &mut Listener<'_>,
     ns: &str,
@@ -612,7 +615,10 @@ fn certificates(
     }
     let refs = tls.and_then(|t| t.certificate_refs.as_deref()).unwrap_or_default();
     if refs.is_empty() {
-        l.bad_ref = Some(("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs".into()));
+        l.bad_ref = Some((
+            "InvalidCertificateRef",
+            format!("a {} listener that terminates TLS needs tls.certificateRefs", l.spec.protocol),
+        ));
     }
     for r in refs {
         let group = r.group.as_deref().unwrap_or("");
@@ -922,8 +928,8 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
 }
 
 /// A TLSRoute's rules: each a forward of every connection (its SNI matched by the
-/// hostnames) to one backend. Passthrough relays to one backend, so a rule with several
-/// backendRefs, or a route with several rules, is refused.
+/// hostnames) to its weighted backends. A connection carries no more than its SNI to
+/// match on, so a route with several rules is refused.
 fn tls_rules(
     route: &TlsRoute,
     ns: &str,
@@ -936,16 +942,16 @@ fn tls_rules(
     let mut refused = None;
     let mut unresolved = None;
     for (ri, rule) in route.spec.rules.iter().enumerate() {
-        if ri > 0 || rule.backend_refs.len() > 1 {
+        if ri > 0 {
             refused.get_or_insert(Refused {
                 reason: "UnsupportedValue",
-                message:
-                    "a TLSRoute is served with one rule of one backendRef; weighted TLS backends are not supported yet"
-                        .into(),
+                message: "a TLSRoute is served with one rule: its connections have nothing but the SNI to match on"
+                    .into(),
             });
             continue;
         }
-        let refs = rule.backend_refs.iter().map(|b| (backend_ref!(b), 1));
+        let refs =
+            rule.backend_refs.iter().map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
         out.push(relay(ri, resolve(refs, TLS_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved)));
     }
     (out, refused, unresolved)
@@ -1267,6 +1273,8 @@ fn ports(
             let (bind, edge) = bind(port)?;
             let mut tls_hosts = Vec::new();
             let mut hosts: BTreeMap<Host, Vec<(RouteKey, Route)>> = BTreeMap::new();
+            // The hosts whose TLS is terminated here, on a TLS port.
+            let mut terminated: HashSet<Host> = HashSet::new();
             for &li in &idx {
                 let l = &gw.listeners[li];
                 if let Some(cert) = l.certificates.first() {
@@ -1275,11 +1283,17 @@ fn ports(
                 // Every listener hostname has a host of its own, even without routes: a
                 // request for it never falls through to a less specific listener's routes.
                 hosts.entry(l.host.clone()).or_default();
+                if l.terminates {
+                    terminated.insert(l.host.clone());
+                }
                 let entries = attached.remove(&(gi, li)).unwrap_or_default();
                 let route_hosts: HashSet<Host> = entries.iter().map(|(h, _, _)| h.clone()).collect();
                 for h in route_hosts {
                     if more_specific_listener(&h, li, &idx, gw) {
                         continue;
+                    }
+                    if l.terminates {
+                        terminated.insert(h.clone());
                     }
                     // The host takes every route of this listener whose hostname covers it.
                     let routes = hosts.entry(h.clone()).or_default();
@@ -1299,15 +1313,21 @@ fn ports(
                 })
                 .collect();
             if protocol == PortProtocol::Passthrough {
-                // Each SNI goes to the backend of the first (oldest) route that names it;
-                // an SNI whose backend did not resolve is closed.
+                // Each SNI goes to the backends of the first (oldest) route that names it,
+                // passed through or, under a listener in mode Terminate, decrypted first; a
+                // connection given to a backend that did not resolve is closed.
                 let passthrough = virtual_hosts
                     .into_iter()
                     .filter_map(|vh| {
                         let first = vh.routes.into_iter().next()?;
                         let wharf_model::Action::Forward(f) = first.action else { return None };
-                        let b = f.backends.into_iter().next().filter(|b| !b.invalid)?;
-                        Some(wharf_model::PassthroughRoute { host: vh.host, cluster: b.cluster, source: first.source })
+                        let terminate = terminated.contains(&vh.host);
+                        Some(wharf_model::SniRoute {
+                            host: vh.host,
+                            backends: f.backends,
+                            terminate,
+                            source: first.source,
+                        })
                     })
                     .collect();
                 return Some(GatewayPort {
@@ -1315,7 +1335,7 @@ fn ports(
                     bind,
                     edge,
                     protocol,
-                    tls_hosts: Vec::new(),
+                    tls_hosts,
                     virtual_hosts: Vec::new(),
                     passthrough,
                     tcp: Vec::new(),

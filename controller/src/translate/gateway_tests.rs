@@ -589,62 +589,119 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
 }
 
 #[test]
-fn tls_routes_pass_connections_through_by_sni_and_tls_termination_is_refused() {
+fn tls_routes_pass_through_or_terminate_by_sni_and_both_modes_share_a_port() {
     use wharf_gateway_api::tlsroutes::TlsRoute;
-    let tls_route = |name: &str, age: u32, host: &str, backend: Value| -> TlsRoute {
+    let tls_route = |name: &str, age: u32, section: &str, host: &str, backends: Value| -> TlsRoute {
         obj(json!({
             "metadata": {"name": name, "namespace": "web", "generation": 1, "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
-            "spec": {"parentRefs": [{"name": "gw", "sectionName": "pass"}], "hostnames": [host], "rules": [{"backendRefs": [backend]}]},
+            "spec": {"parentRefs": [{"name": "gw", "sectionName": section}], "hostnames": [host], "rules": [{"backendRefs": backends}]},
         }))
     };
     let listeners = json!([
         {"name": "pass", "port": 443, "protocol": "TLS", "hostname": "*.example.com", "tls": {"mode": "Passthrough"}},
-        {"name": "term", "port": 8443, "protocol": "TLS", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "x"}]}},
-        {"name": "mixed-a", "port": 9443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
-        {"name": "mixed-b", "port": 9443, "protocol": "TLS", "hostname": "b.example.com", "tls": {"mode": "Terminate"}},
+        {"name": "term", "port": 8443, "protocol": "TLS", "hostname": "t.example.com", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]}},
+        {"name": "no-cert", "port": 8444, "protocol": "TLS", "tls": {"mode": "Terminate"}},
+        {"name": "mixed-pass", "port": 9443, "protocol": "TLS", "hostname": "a.example.com", "tls": {"mode": "Passthrough"}},
+        {"name": "mixed-term", "port": 9443, "protocol": "TLS", "hostname": "b.example.com", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]}},
     ]);
     let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
+    w.secrets = vec![tls_secret("cert", &["t.example.com", "b.example.com"])];
+    let app = json!([{"name": "app", "port": 80}]);
     w.tls_routes = vec![
-        tls_route("db", 0, "db.example.com", json!({"name": "app", "port": 80})),
-        tls_route("db-later", 1, "db.example.com", json!({"name": "app", "port": 80})),
-        tls_route("wild", 2, "*.example.com", json!({"name": "nope", "port": 80})),
-        tls_route("elsewhere", 3, "db.example.org", json!({"name": "app", "port": 80})),
+        tls_route("db", 0, "pass", "db.example.com", app.clone()),
+        tls_route("db-later", 1, "pass", "db.example.com", app.clone()),
+        tls_route("wild", 2, "pass", "*.example.com", json!([{"name": "nope", "port": 80}])),
+        tls_route("elsewhere", 3, "pass", "db.example.org", app.clone()),
+        tls_route(
+            "weighted",
+            4,
+            "term",
+            "t.example.com",
+            json!([{"name": "app", "port": 80, "weight": 3}, {"name": "nope", "port": 80, "weight": 1}]),
+        ),
+        tls_route("mixed-a", 5, "mixed-pass", "a.example.com", app.clone()),
+        tls_route("mixed-b", 6, "mixed-term", "b.example.com", app.clone()),
     ];
     let t = translate(&w, &opts(), None);
     let (pass, attached) = listener_conds(&t, "gw", "pass");
     assert!(has(&pass, "Accepted", "True", "Accepted") && has(&pass, "Programmed", "True", "Programmed"), "{pass:?}");
     assert_eq!(attached, 3);
-    assert!(has(&listener_conds(&t, "gw", "term").0, "Accepted", "False", "UnsupportedValue"));
-    for l in ["mixed-a", "mixed-b"] {
-        let c = listener_conds(&t, "gw", l).0;
-        assert!(
-            has(&c, "Accepted", "False", "ProtocolConflict") && has(&c, "Conflicted", "True", "ProtocolConflict"),
-            "{l}: {c:?}"
-        );
+    for l in ["term", "mixed-pass", "mixed-term"] {
+        let (c, attached) = listener_conds(&t, "gw", l);
+        assert!(has(&c, "Accepted", "True", "Accepted") && has(&c, "Programmed", "True", "Programmed"), "{l}: {c:?}");
+        assert_eq!(attached, 1, "{l}");
     }
+    let no_cert = listener_conds(&t, "gw", "no-cert").0;
+    assert!(has(&no_cert, "ResolvedRefs", "False", "InvalidCertificateRef"), "{no_cert:?}");
+    assert!(has(&no_cert, "Programmed", "False", "Invalid"), "{no_cert:?}");
     let (_, status) = &t.gateway_status.gateways[0];
     let kinds = |l: &str| -> Vec<String> {
         let l = status.listeners.iter().flatten().find(|x| x.name == l).unwrap();
         l.supported_kinds.iter().flatten().map(|k| k.kind.clone()).collect()
     };
     assert_eq!(kinds("pass"), ["TLSRoute"]);
-    assert!(kinds("term").is_empty());
+    assert_eq!(kinds("term"), ["TLSRoute"]);
     let route = |name: &str| {
         t.gateway_status.tls_routes.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions))
     };
     assert!(has(&route("wild").unwrap(), "ResolvedRefs", "False", "BackendNotFound"));
+    assert!(has(&route("weighted").unwrap(), "ResolvedRefs", "False", "BackendNotFound"));
     assert!(has(&route("elsewhere").unwrap(), "Accepted", "False", "NoMatchingListenerHostname"));
 
-    assert_eq!(ports(&t).len(), 1, "only the passthrough listener is served");
-    let p = &ports(&t)[0];
-    assert_eq!((p.bind.port(), p.protocol), (443, PortProtocol::Passthrough));
-    let routes: Vec<(String, String, String)> =
-        p.passthrough.iter().map(|r| (r.host.to_string(), r.cluster.clone(), r.source.name.clone())).collect();
+    let port = |n: u16| ports(&t).iter().find(|p| p.bind.port() == n).unwrap();
+    assert_eq!(ports(&t).len(), 3, "the listener without a certificate is not served");
+    // (host, backends with weights and validity, terminate, route)
+    type Backends = Vec<(String, u32, bool)>;
+    let routes = |p: &GatewayPort| -> Vec<(String, Backends, bool, String)> {
+        p.passthrough
+            .iter()
+            .map(|r| {
+                let b = r.backends.iter().map(|b| (b.cluster.clone(), b.weight, b.invalid)).collect();
+                (r.host.to_string(), b, r.terminate, r.source.name.clone())
+            })
+            .collect()
+    };
+    let app = |w| ("web/app:80".to_owned(), w, false);
+    let p = port(443);
+    assert_eq!(p.protocol, PortProtocol::Passthrough);
+    assert!(p.tls_hosts.is_empty(), "nothing is terminated on a passthrough port");
+    let r = routes(p);
+    assert!(r.contains(&("db.example.com".into(), vec![app(1)], false, "db".into())), "the oldest route: {r:?}");
+    assert!(r.iter().any(|(h, b, _, n)| h == "*.example.com" && b[0].2 && n == "wild"), "unresolved: closes: {r:?}");
+
+    let p = port(8443);
+    assert_eq!(p.tls_hosts.len(), 1);
+    assert_eq!(p.tls_hosts[0].host.to_string(), "t.example.com");
+    assert_eq!(routes(p), [("t.example.com".into(), vec![app(3), (String::new(), 1, true)], true, "weighted".into())]);
+
+    let p = port(9443);
+    assert_eq!(p.tls_hosts.iter().map(|t| t.host.to_string()).collect::<Vec<_>>(), ["b.example.com"]);
     assert_eq!(
-        routes,
-        [("db.example.com".to_owned(), "web/app:80".to_owned(), "db".to_owned())],
-        "the oldest route; an unresolved backend closes"
+        routes(p),
+        [
+            ("a.example.com".into(), vec![app(1)], false, "mixed-a".into()),
+            ("b.example.com".into(), vec![app(1)], true, "mixed-b".into()),
+        ]
     );
+}
+
+#[test]
+fn tls_listeners_on_one_port_still_conflict_with_other_protocols() {
+    let listeners = json!([
+        {"name": "tls", "port": 9443, "protocol": "TLS", "hostname": "a.example.com", "tls": {"mode": "Passthrough"}},
+        {"name": "https", "port": 9443, "protocol": "HTTPS", "hostname": "b.example.com", "tls": {"certificateRefs": [{"name": "cert"}]}},
+    ]);
+    let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
+    w.secrets = vec![tls_secret("cert", &["b.example.com"])];
+    let t = translate(&w, &opts(), None);
+    for l in ["tls", "https"] {
+        let c = listener_conds(&t, "gw", l).0;
+        assert!(
+            has(&c, "Accepted", "False", "ProtocolConflict") && has(&c, "Conflicted", "True", "ProtocolConflict"),
+            "{l}: {c:?}"
+        );
+    }
+    assert!(ports(&t).is_empty());
 }
 
 #[test]
@@ -794,7 +851,7 @@ fn grpc_and_tls_routes_refuse_what_they_cannot_serve() {
         assert!(has(&conds_of(&t.gateway_status.grpc_routes, name), "Accepted", "False", "UnsupportedValue"), "{name}");
     }
     assert!(has(&conds_of(&t.gateway_status.grpc_routes, "fine"), "Accepted", "True", "Accepted"));
-    assert!(has(&conds_of(&t.gateway_status.tls_routes, "two-backends"), "Accepted", "False", "UnsupportedValue"));
+    assert!(has(&conds_of(&t.gateway_status.tls_routes, "two-backends"), "Accepted", "True", "Accepted"));
     let two_rules = conds_of(&t.gateway_status.tls_routes, "two-rules");
     assert!(has(&two_rules, "PartiallyInvalid", "True", "UnsupportedValue"), "{two_rules:?}");
     assert!(has(&conds_of(&t.gateway_status.tls_routes, "one"), "Accepted", "True", "Accepted"));

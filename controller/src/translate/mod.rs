@@ -11,7 +11,7 @@ mod tls;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
-use wharf_model::{Host, ObjectRef, PassthroughRoute, PathMatch, Route, RouteMatch, Snapshot, TcpRoute, VirtualHost};
+use wharf_model::{Host, ObjectRef, PathMatch, Route, RouteMatch, Snapshot, SniRoute, TcpRoute, VirtualHost};
 
 use crate::World;
 use backend::Backends;
@@ -186,7 +186,7 @@ struct RouteTable {
     by_host: BTreeMap<Host, Vec<Route>>,
     claimed: HashMap<(Host, RouteMatch), ObjectRef>,
     default_backend: Option<Route>,
-    passthrough: BTreeMap<Host, PassthroughRoute>,
+    passthrough: BTreeMap<Host, SniRoute>,
 }
 
 impl RouteTable {
@@ -424,7 +424,7 @@ impl<'a> Translator<'a> {
                 self.diag(src, "HostPathConflict", msg);
                 continue;
             }
-            routes.passthrough.insert(host.clone(), PassthroughRoute { host, cluster, source: src.clone() });
+            routes.passthrough.insert(host.clone(), SniRoute::passthrough(host, &cluster, src.clone()));
         }
     }
 
@@ -445,11 +445,7 @@ impl<'a> Translator<'a> {
                 };
                 let sni = format!("outbound_.{}_._.{name}.{ns}.svc.{}", port.port, self.opts.cluster_domain);
                 if seen.insert(sni.clone()) {
-                    self.snapshot.passthrough.push(PassthroughRoute {
-                        host: Host::Exact(sni),
-                        cluster,
-                        source: src.clone(),
-                    });
+                    self.snapshot.passthrough.push(SniRoute::passthrough(Host::Exact(sni), &cluster, src.clone()));
                 }
             }
         }

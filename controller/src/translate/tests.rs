@@ -391,7 +391,7 @@ fn passthrough_annotation_and_auto_passthrough() {
     );
     let t = translate(&world(vec![ing, bad]), &Options { auto_passthrough: true, ..opts() }, None);
     let pt: Vec<(String, &str)> =
-        t.snapshot.passthrough.iter().map(|p| (p.host.to_string(), p.cluster.as_str())).collect();
+        t.snapshot.passthrough.iter().map(|p| (p.host.to_string(), p.backends[0].cluster.as_str())).collect();
     assert!(pt.contains(&("db.example.com".into(), "web/app:80")), "{pt:?}");
     assert!(pt.contains(&("outbound_.80_._.app.web.svc.cluster.local".into(), "web/app:80")), "{pt:?}");
     assert!(t.snapshot.virtual_hosts.is_empty(), "passthrough hosts get no HTTP routes");

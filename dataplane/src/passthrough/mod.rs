@@ -1,16 +1,21 @@
-//! TLS passthrough: read the ClientHello without answering it, route by SNI, relay bytes.
+//! TLS by SNI: read the ClientHello without answering it, route by SNI, then relay the
+//! bytes untouched (passthrough) or terminate TLS here and relay the plain bytes.
 
 pub mod client_hello;
 
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rustls::ServerConfig;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use wharf_model::PortProtocol;
 
 use crate::metrics::Listener;
-use crate::proxy::upstream::connect_any;
+use crate::proxy::upstream::{connect_any, Upstream};
 use crate::relay::relay;
 use crate::Shared;
 use client_hello::{parse_sni, ParseError, MAX_CLIENT_HELLO};
@@ -28,14 +33,9 @@ enum PeekError {
     Io(std::io::Error),
 }
 
-/// Serves one passthrough connection, from the edge listener (`gateway_port` `None`) or a
+/// Serves one connection of a TLS port, from the edge listener (`gateway_port` `None`) or a
 /// Gateway port.
-pub async fn serve(
-    shared: Arc<Shared>,
-    mut stream: TcpStream,
-    client: std::net::SocketAddr,
-    gateway_port: Option<std::net::SocketAddr>,
-) {
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: SocketAddr, gateway_port: Option<SocketAddr>) {
     let timeout = shared.opts.timeouts.handshake;
     let mut buf = Vec::with_capacity(2048);
     let sni = match tokio::time::timeout(timeout, peek(&mut stream, &mut buf)).await {
@@ -49,32 +49,144 @@ pub async fn serve(
             return;
         }
     };
-    let upstream = {
+    let found = {
         let cfg = shared.config.load();
-        let table = cfg.tables(gateway_port).map(|t| &t.passthrough);
         // The edge Gateway's TLSRoutes first, then the Ingress passthrough hosts.
-        let first = cfg.edge_gateway(gateway_port, PortProtocol::Passthrough).map(|t| &t.passthrough);
-        sni.as_deref().and_then(|s| first.and_then(|f| f.lookup(s)).or_else(|| table?.lookup(s))).cloned()
+        let tables = [cfg.edge_gateway(gateway_port, PortProtocol::Passthrough), cfg.tables(gateway_port)];
+        sni.as_deref().and_then(|s| {
+            tables
+                .into_iter()
+                .flatten()
+                .find_map(|t| Some((Arc::clone(t.passthrough.lookup(s)?), t.tls_stream.clone())))
+        })
     };
-    let Some(upstream) = upstream else {
+    let sni = sni.as_deref().unwrap_or("-");
+    let Some((route, tls_stream)) = found else {
         shared.metrics.passthrough_unknown_sni.inc();
-        tracing::info!(%client, sni = sni.as_deref().unwrap_or("-"), "passthrough: no route for this SNI; closing");
+        tracing::info!(%client, sni, "passthrough: no route for this SNI; closing");
         return;
     };
-    let (mut up, ep) = match connect_any(&upstream, &shared.dialer, client).await {
-        Ok(c) => c,
+    let upstream = match route.forward.pick() {
+        Ok(u) => Arc::clone(u),
         Err(e) => {
             shared.metrics.upstream_error(e);
-            tracing::warn!(%client, sni = sni.as_deref().unwrap_or("-"), cluster = %upstream.id, reason = e.reason(), "passthrough: upstream unreachable");
+            tracing::warn!(%client, sni, reason = e.reason(), "tls: no backend takes this connection; closing");
             return;
         }
     };
-    if up.write_all(&buf).await.is_err() {
+    match (route.terminate, tls_stream) {
+        (true, Some(config)) => terminate(&shared, Prefixed::new(buf, stream), config, &upstream, client, sni).await,
+        (true, None) => tracing::warn!(%client, sni, "tls: no certificate to terminate this connection with; closing"),
+        (false, _) => pass(&shared, stream, &buf, &upstream, client, sni).await,
+    }
+}
+
+/// Relays the connection untouched, starting with the ClientHello already read.
+async fn pass(
+    shared: &Shared,
+    mut stream: TcpStream,
+    hello: &[u8],
+    upstream: &Upstream,
+    client: SocketAddr,
+    sni: &str,
+) {
+    let (mut up, ep) = match connect_any(upstream, &shared.dialer, client).await {
+        Ok(c) => c,
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            tracing::warn!(%client, sni, cluster = %upstream.id, reason = e.reason(), "passthrough: upstream unreachable");
+            return;
+        }
+    };
+    if up.write_all(hello).await.is_err() {
         return;
     }
     let _in_flight = ep.start();
-    let (sent, received) = relay(&shared.metrics, Listener::Passthrough, &mut stream, &mut up, buf.len() as u64).await;
-    tracing::debug!(%client, sni = sni.as_deref().unwrap_or("-"), upstream = %ep.addr, sent, received, "passthrough connection done");
+    let (sent, received) =
+        relay(&shared.metrics, Listener::Passthrough, &mut stream, &mut up, hello.len() as u64).await;
+    tracing::debug!(%client, sni, upstream = %ep.addr, sent, received, "passthrough connection done");
+}
+
+/// Completes the TLS handshake here and relays the plain bytes.
+async fn terminate(
+    shared: &Shared,
+    stream: Prefixed<TcpStream>,
+    config: Arc<ServerConfig>,
+    upstream: &Upstream,
+    client: SocketAddr,
+    sni: &str,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let mut tls = match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => {
+            shared.metrics.handshake(true);
+            tls
+        }
+        Ok(Err(e)) => {
+            shared.metrics.handshake(false);
+            tracing::debug!(%client, sni, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            shared.metrics.handshake(false);
+            tracing::debug!(%client, sni, "TLS handshake timed out");
+            return;
+        }
+    };
+    let (mut up, ep) = match connect_any(upstream, &shared.dialer, client).await {
+        Ok(c) => c,
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            tracing::warn!(%client, sni, cluster = %upstream.id, reason = e.reason(), "tls: upstream unreachable");
+            return;
+        }
+    };
+    let _in_flight = ep.start();
+    let (sent, received) = relay(&shared.metrics, Listener::Passthrough, &mut tls, &mut up, 0).await;
+    tracing::debug!(%client, sni, upstream = %ep.addr, sent, received, "terminated TLS connection done");
+}
+
+/// A stream that first yields bytes already read from it (the ClientHello read to route
+/// by SNI), so a TLS handshake can start over from them.
+struct Prefixed<S> {
+    head: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(head: Vec<u8>, inner: S) -> Self {
+        Prefixed { head, at: 0, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.head.len() {
+            let n = buf.remaining().min(this.head.len() - this.at);
+            buf.put_slice(&this.head[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.head.len() {
+                this.head = Vec::new();
+                this.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 async fn peek(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<String>, PeekError> {
