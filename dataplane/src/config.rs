@@ -13,7 +13,9 @@ use crate::host_map::HostMap;
 
 use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
 use crate::proxy::upstream::{EndpointState, Upstream};
-pub use crate::routing::{CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router};
+pub use crate::routing::{
+    BackendEdits, CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router,
+};
 use crate::tls::{self, Resumption, SniResolver};
 
 /// Why a snapshot was refused. The previous config keeps serving.
@@ -314,6 +316,15 @@ impl Compiler {
                         f.backends.iter().map(|b| (target(upstreams, &b.cluster, b.invalid), b.weight)).collect(),
                         CompiledEdits::new(&f.request_headers),
                         CompiledEdits::new(&f.response_headers),
+                    )
+                    .editing_backends(
+                        f.backends
+                            .iter()
+                            .map(|b| BackendEdits {
+                                request: CompiledEdits::new(&b.request_headers),
+                                response: CompiledEdits::new(&b.response_headers),
+                            })
+                            .collect(),
                     )
                     .rewriting(f.rewrite.as_ref())
                     .timing_out(f.timeout_ms),

@@ -68,11 +68,24 @@ pub enum CompiledAction {
     Respond(Respond),
 }
 
+/// Header changes of one backend of a forward.
+#[derive(Debug, Default)]
+pub struct BackendEdits {
+    /// For the requests it gets, after the route's.
+    pub request: CompiledEdits,
+    /// For its responses, before the route's.
+    pub response: CompiledEdits,
+}
+
+static NO_EDITS: BackendEdits = BackendEdits { request: CompiledEdits::NONE, response: CompiledEdits::NONE };
+
 /// Weighted upstreams and header changes.
 #[derive(Debug)]
 pub struct CompiledForward {
     /// Upstreams and their weights; a backend without one answers with the error.
     backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
+    /// Each backend's own header changes, by index; empty when none has any.
+    backend_edits: Vec<BackendEdits>,
     total: u64,
     /// Changes to the request's headers.
     pub request_headers: CompiledEdits,
@@ -95,7 +108,23 @@ impl CompiledForward {
         response_headers: CompiledEdits,
     ) -> CompiledForward {
         let total = backends.iter().map(|(_, w)| u64::from(*w)).sum();
-        CompiledForward { backends, total, request_headers, response_headers, host: None, path: None, timeout: None }
+        CompiledForward {
+            backends,
+            backend_edits: Vec::new(),
+            total,
+            request_headers,
+            response_headers,
+            host: None,
+            path: None,
+            timeout: None,
+        }
+    }
+
+    /// With each backend's own header changes (by index, as the backends were given).
+    pub fn editing_backends(mut self, edits: Vec<BackendEdits>) -> CompiledForward {
+        let none = edits.iter().all(|e| e.request.is_empty() && e.response.is_empty());
+        self.backend_edits = if none { Vec::new() } else { edits };
+        self
     }
 
     /// With the request's URL rewritten (a host that is not a valid header value is left
@@ -117,29 +146,39 @@ impl CompiledForward {
     /// The upstream for one request, chosen by weight; an error when no backend takes
     /// requests or the chosen one has none (503), or is invalid (500).
     pub fn pick(&self) -> Result<&Arc<Upstream>, UpstreamError> {
-        if let [(up, w)] = self.backends.as_slice() {
-            return match up {
-                Ok(_) if *w == 0 => Err(UpstreamError::NoEndpoints),
-                Ok(u) => Ok(u),
-                Err(e) => Err(*e),
-            };
-        }
-        if self.total == 0 {
-            return Err(UpstreamError::NoEndpoints);
-        }
-        self.pick_at(fastrand::u64(..self.total))
+        self.pick_backend().map(|(u, _)| u)
+    }
+
+    /// [`CompiledForward::pick`], with the chosen backend's own header changes.
+    pub fn pick_backend(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+        let i = match self.backends.as_slice() {
+            [(Ok(_), 0)] => return Err(UpstreamError::NoEndpoints),
+            [_] => 0,
+            _ if self.total == 0 => return Err(UpstreamError::NoEndpoints),
+            _ => self.index_at(fastrand::u64(..self.total)).ok_or(UpstreamError::NoEndpoints)?,
+        };
+        let (up, _) = &self.backends[i];
+        let up = up.as_ref().map_err(|e| *e)?;
+        Ok((up, self.backend_edits.get(i).unwrap_or(&NO_EDITS)))
     }
 
     /// The backend whose share of `0..total` holds `point`.
-    fn pick_at(&self, mut point: u64) -> Result<&Arc<Upstream>, UpstreamError> {
-        for (up, w) in &self.backends {
+    #[cfg(test)]
+    fn pick_at(&self, point: u64) -> Result<&Arc<Upstream>, UpstreamError> {
+        let i = self.index_at(point).ok_or(UpstreamError::NoEndpoints)?;
+        self.backends[i].0.as_ref().map_err(|e| *e)
+    }
+
+    /// The index of the backend whose share of `0..total` holds `point`.
+    fn index_at(&self, mut point: u64) -> Option<usize> {
+        for (i, (_, w)) in self.backends.iter().enumerate() {
             let w = u64::from(*w);
             if point < w {
-                return up.as_ref().map_err(|e| *e);
+                return Some(i);
             }
             point -= w;
         }
-        Err(UpstreamError::NoEndpoints)
+        None
     }
 }
 
@@ -152,6 +191,14 @@ pub struct CompiledEdits {
 }
 
 impl CompiledEdits {
+    /// No changes.
+    pub const NONE: CompiledEdits = CompiledEdits { set: Vec::new(), add: Vec::new(), remove: Vec::new() };
+
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+
     /// Parses `edits`; an entry whose name or value is not valid HTTP is left out (the
     /// controller refuses them before they get here).
     pub fn new(edits: &HeaderEdits) -> CompiledEdits {

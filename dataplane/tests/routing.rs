@@ -319,8 +319,15 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
             RouteMatch::path(m_path("/split")),
             Action::Forward(Forward {
                 backends: vec![
-                    WeightedBackend::new("heavy", 3),
-                    WeightedBackend::new("light", 1),
+                    WeightedBackend {
+                        request_headers: HeaderEdits { set: pairs(&[("x-backend", "heavy")]), ..Default::default() },
+                        response_headers: HeaderEdits { add: pairs(&[("x-picked", "heavy")]), ..Default::default() },
+                        ..WeightedBackend::new("heavy", 3)
+                    },
+                    WeightedBackend {
+                        request_headers: HeaderEdits { set: pairs(&[("x-set", "by-light")]), ..Default::default() },
+                        ..WeightedBackend::new("light", 1)
+                    },
                     WeightedBackend::new("plain", 0),
                 ],
                 request_headers: HeaderEdits {
@@ -389,8 +396,19 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
         let served: Vec<&str> = seen.headers.get_all("x-served-by").iter().filter_map(|v| v.to_str().ok()).collect();
         assert_eq!(served, ["wharf"]);
         let j = seen.json();
-        assert_eq!(j["headers"]["x-set"], "by-route");
         assert!(j["headers"].get("x-drop").is_none(), "{j}");
+        // Each backend's own changes come after the route's, and only for the requests it gets.
+        let picked: Vec<&str> = seen.headers.get_all("x-picked").iter().filter_map(|v| v.to_str().ok()).collect();
+        match seen.echo_name().as_str() {
+            "heavy" => {
+                assert_eq!((&j["headers"]["x-set"], &j["headers"]["x-backend"]), (&"by-route".into(), &"heavy".into()));
+                assert_eq!(picked, ["heavy"]);
+            }
+            _ => {
+                assert_eq!(j["headers"]["x-set"], "by-light", "{j}");
+                assert!(j["headers"].get("x-backend").is_none() && picked.is_empty(), "{j}");
+            }
+        }
         *counts.entry(seen.echo_name()).or_default() += 1;
     }
     assert_eq!(counts.keys().map(String::as_str).collect::<Vec<_>>(), ["heavy", "light"], "weight 0 takes nothing");

@@ -135,17 +135,29 @@ pub struct WeightedBackend {
     /// take are answered 500.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub invalid: bool,
+    /// Changes to the headers of the requests this backend gets, after the route's.
+    #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
+    pub request_headers: HeaderEdits,
+    /// Changes to the headers of its responses, before the route's.
+    #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
+    pub response_headers: HeaderEdits,
 }
 
 impl WeightedBackend {
     /// A backend to `cluster` with `weight`.
     pub fn new(cluster: &str, weight: u32) -> WeightedBackend {
-        WeightedBackend { cluster: cluster.to_owned(), weight, invalid: false }
+        WeightedBackend { cluster: cluster.to_owned(), invalid: false, ..WeightedBackend::invalid(weight) }
     }
 
     /// A share of `weight` for a reference that did not resolve.
     pub fn invalid(weight: u32) -> WeightedBackend {
-        WeightedBackend { cluster: String::new(), weight, invalid: true }
+        WeightedBackend {
+            cluster: String::new(),
+            weight,
+            invalid: true,
+            request_headers: HeaderEdits::default(),
+            response_headers: HeaderEdits::default(),
+        }
     }
 }
 

@@ -197,6 +197,7 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
+    "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendTimeout",
@@ -977,13 +978,6 @@ fn grpc_rules(
     let mut refused = None;
     let mut unresolved = None;
     for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
-        if rule.backend_refs.iter().flatten().any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty())) {
-            refused.get_or_insert(Refused {
-                reason: "UnsupportedValue",
-                message: "filters on a backendRef are not supported yet; put them on the rule".into(),
-            });
-            continue;
-        }
         let matches = match grpc_matches(rule.matches.as_deref().unwrap_or_default()) {
             Ok(m) => m,
             Err(r) => {
@@ -996,7 +990,16 @@ fn grpc_rules(
             .iter()
             .flatten()
             .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
-        let weighted = resolve(refs, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let mut weighted = resolve(refs, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
+        if let Err(r) = filtered.try_for_each(|(b, w)| {
+            let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesBackendRefsFilters> =
+                b.filters.as_ref().and_then(same_shape).unwrap_or_default();
+            http_route::backend_filters(&filters, w)
+        }) {
+            refused.get_or_insert(r);
+            continue;
+        }
         let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
             rule.filters.as_ref().and_then(same_shape).unwrap_or_default();
         actions(ri, matches, &filters, &weighted, &mut out, &mut refused);
@@ -1096,10 +1099,6 @@ fn rules(
     let mut refused = None;
     let mut unresolved = None;
     for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
-        if let Some(why) = unsupported_rule_fields(rule) {
-            refused.get_or_insert(Refused { reason: "UnsupportedValue", message: why });
-            continue;
-        }
         let matches = match http_route::route_matches(rule.matches.as_deref().unwrap_or_default()) {
             Ok(m) => m,
             Err(r) => {
@@ -1123,7 +1122,14 @@ fn rules(
             .iter()
             .flatten()
             .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
-        let weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let mut weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
+        if let Err(r) =
+            filtered.try_for_each(|(b, w)| http_route::backend_filters(b.filters.as_deref().unwrap_or_default(), w))
+        {
+            refused.get_or_insert(r);
+            continue;
+        }
         let first = out.len();
         actions(ri, matches, rule.filters.as_deref().unwrap_or_default(), &weighted, &mut out, &mut refused);
         for (_, _, _, action) in out.iter_mut().skip(first) {
@@ -1133,15 +1139,6 @@ fn rules(
         }
     }
     (out, refused, unresolved)
-}
-
-/// Why a rule uses a field Wharf does not implement yet, if it does: such a rule is not
-/// served rather than served without it.
-fn unsupported_rule_fields(rule: &wharf_gateway_api::httproutes::HttpRouteRules) -> Option<String> {
-    if rule.backend_refs.iter().flatten().any(|b| b.filters.as_ref().is_some_and(|f| !f.is_empty())) {
-        return Some("filters on a backendRef are not supported yet; put them on the rule".into());
-    }
-    None
 }
 
 /// A rule's action for each of its matches, into `out`; a filter that cannot be served

@@ -478,8 +478,10 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
             {"matches": [{"path": {"value": "/timed"}}], "timeouts": {"request": "5s", "backendRequest": "2s"}, "backendRefs": [{"name": "app", "port": 80}]},
             {"matches": [{"path": {"value": "/forever"}}], "timeouts": {"request": "1d"}, "backendRefs": [{"name": "app", "port": 80}]},
             {"matches": [{"path": {"value": "/filtered"}}], "backendRefs": [{"name": "app", "port": 80,
-                "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"add": [{"name": "x", "value": "y"}]}}]}]},
-            {"matches": [{"path": {"value": "/fine"}}], "backendRefs": [{"name": "app", "port": 80}]},
+                "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "x.example.com"}}]}]},
+            {"matches": [{"path": {"value": "/fine"}}], "backendRefs": [{"name": "app", "port": 80}, {"name": "app", "port": 80,
+                "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"add": [{"name": "X-Canary", "value": "1"}]}},
+                            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"remove": ["server"]}}]}]},
         ],
     });
     let w =
@@ -500,6 +502,14 @@ fn rules_with_fields_not_implemented_are_dropped_and_the_route_says_so() {
         })
         .collect();
     assert_eq!(timeouts, [Some(2_000), None], "the shorter of request and backendRequest; else the default");
+    let wharf_model::Action::Forward(fine) = &ports(&t)[0].virtual_hosts[0].routes[1].action else { panic!() };
+    let edits: Vec<_> =
+        fine.backends.iter().map(|b| (b.request_headers.add.clone(), b.response_headers.remove.clone())).collect();
+    assert_eq!(
+        edits,
+        [(vec![], vec![]), (vec![("x-canary".to_owned(), "1".to_owned())], vec!["server".to_owned()])],
+        "a backendRef's header filters are its own"
+    );
 
     let only_bad = json!({"parentRefs": [{"name": "gw"}], "rules": [{"timeouts": {"request": "1d"}}]});
     let w = world(
@@ -847,10 +857,12 @@ fn grpc_and_tls_routes_refuse_what_they_cannot_serve() {
     let conds_of = |list: &[(ObjectRef, Vec<wharf_gateway_api::httproutes::HttpRouteStatusParents>)], name: &str| {
         list.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions)).unwrap()
     };
-    for name in ["backend-filter", "header-regex", "method-regex", "method-only"] {
+    for name in ["header-regex", "method-regex", "method-only"] {
         assert!(has(&conds_of(&t.gateway_status.grpc_routes, name), "Accepted", "False", "UnsupportedValue"), "{name}");
     }
-    assert!(has(&conds_of(&t.gateway_status.grpc_routes, "fine"), "Accepted", "True", "Accepted"));
+    for name in ["fine", "backend-filter"] {
+        assert!(has(&conds_of(&t.gateway_status.grpc_routes, name), "Accepted", "True", "Accepted"), "{name}");
+    }
     assert!(has(&conds_of(&t.gateway_status.tls_routes, "two-backends"), "Accepted", "True", "Accepted"));
     let two_rules = conds_of(&t.gateway_status.tls_routes, "two-rules");
     assert!(has(&two_rules, "PartiallyInvalid", "True", "UnsupportedValue"), "{two_rules:?}");

@@ -6,7 +6,8 @@
 //! so every default the CRDs declare is applied here too.
 
 use wharf_gateway_api::httproutes::{
-    HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
+    HttpRouteRulesBackendRefsFilters, HttpRouteRulesBackendRefsFiltersType as BackendFilterType, HttpRouteRulesFilters,
+    HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme as Scheme, HttpRouteRulesFiltersType as FilterType,
     HttpRouteRulesFiltersUrlRewritePathType as RewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType as HeaderType, HttpRouteRulesMatchesMethod as Method,
@@ -242,6 +243,35 @@ pub fn action(
         Some(r) => Action::Redirect(r),
         None => Action::Forward(fwd),
     })
+}
+
+/// Applies the filters of one backendRef to its backend: header changes for the requests
+/// it gets (after the rule's) and its responses (before the rule's). Other filters are
+/// refused: a redirect or rewrite decides the request before a backend is chosen.
+pub fn backend_filters(
+    filters: &[HttpRouteRulesBackendRefsFilters],
+    into: &mut WeightedBackend,
+) -> Result<(), Refused> {
+    for f in filters {
+        match f.r#type {
+            BackendFilterType::RequestHeaderModifier => {
+                let m = f.request_header_modifier.as_ref().ok_or_else(|| missing("requestHeaderModifier"))?;
+                modify!(into.request_headers, m);
+            }
+            BackendFilterType::ResponseHeaderModifier => {
+                let m = f.response_header_modifier.as_ref().ok_or_else(|| missing("responseHeaderModifier"))?;
+                modify!(into.response_headers, m);
+            }
+            ref other => {
+                let name = serde_json::to_value(other).ok().and_then(|v| v.as_str().map(str::to_owned));
+                return Err(unsupported(format!(
+                    "the {} filter is not supported on a backendRef (RequestHeaderModifier and ResponseHeaderModifier are); put it on the rule",
+                    name.unwrap_or_default()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A rule's `timeouts` as the time a backend may take to answer, in milliseconds (there
@@ -516,6 +546,32 @@ mod tests {
             let got = action(&filters_of(bad.clone()), backends(), &PathMatch::Exact("/x".into()));
             assert_eq!(got.map_err(|e| e.reason), Err("UnsupportedValue"), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_backend_ref_takes_header_filters_and_refuses_the_others() {
+        let of = |v: serde_json::Value| -> Vec<HttpRouteRulesBackendRefsFilters> { serde_json::from_value(v).unwrap() };
+        let mut b = WeightedBackend::new("c", 1);
+        let ok = of(json!([
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "Backend", "value": "v1"}], "remove": ["X-A"]}},
+            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "X-R", "value": "1"}]}},
+        ]));
+        assert_eq!(backend_filters(&ok, &mut b), Ok(()));
+        assert_eq!(b.request_headers.set, [("backend".to_owned(), "v1".to_owned())]);
+        assert_eq!(b.request_headers.remove, ["x-a"]);
+        assert_eq!(b.response_headers.add, [("x-r".to_owned(), "1".to_owned())]);
+        assert!(b.response_headers.set.is_empty() && b.request_headers.add.is_empty());
+        for bad in [
+            json!([{"type": "URLRewrite", "urlRewrite": {"hostname": "x"}}]),
+            json!([{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301}}]),
+            json!([{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}}}]),
+            json!([{"type": "RequestHeaderModifier"}]),
+        ] {
+            let got = backend_filters(&of(bad.clone()), &mut WeightedBackend::new("c", 1));
+            assert_eq!(got.as_ref().map_err(|e| e.reason), Err("UnsupportedValue"), "{bad}");
+        }
+        let why = backend_filters(&of(json!([{"type": "URLRewrite", "urlRewrite": {}}])), &mut b).unwrap_err().message;
+        assert!(why.contains("URLRewrite filter is not supported on a backendRef"), "{why}");
     }
 
     #[test]

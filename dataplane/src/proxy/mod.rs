@@ -438,7 +438,7 @@ async fn forward(
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
-    let upstream = route.pick()?;
+    let (upstream, own) = route.pick_backend()?;
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }
@@ -469,11 +469,16 @@ async fn forward(
         set_path(&mut req, &path);
     }
     route.request_headers.apply(req.headers_mut());
+    own.request.apply(req.headers_mut());
     set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
 
     if let Some(down) = downstream_upgrade {
         // Boxed like dialing: rare, and large.
-        return Box::pin(upgrade_tunnel(shared, upstream, req, down, conn.client)).await;
+        let mut tunnel = Box::pin(upgrade_tunnel(shared, upstream, req, down, conn.client)).await;
+        if let Ok((resp, _)) = &mut tunnel {
+            own.response.apply(resp.headers_mut());
+        }
+        return tunnel;
     }
     let timeouts = &shared.opts.timeouts;
     let limit = route.timeout.unwrap_or(Some(timeouts.request));
@@ -503,6 +508,7 @@ async fn forward(
             Ok(Ok(resp)) => {
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
+                own.response.apply(&mut parts.headers);
                 let pooled = match sender {
                     Some(s) => PooledBody::pooled(body, Arc::clone(ep), s, in_flight),
                     None => PooledBody::plain(body, in_flight),
