@@ -13,6 +13,7 @@ use crate::host_map::HostMap;
 
 use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
 use crate::proxy::upstream::{EndpointState, Upstream};
+use crate::proxy::upstream_tls::UpstreamTlsConfig;
 pub use crate::routing::{
     BackendEdits, CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router,
 };
@@ -92,8 +93,9 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
     Some(format!("outbound_.{port}_._.{fqdn}"))
 }
 
-/// Endpoint state is kept across configs for the same address, protocol and mesh route.
-type EndpointKey = (SocketAddr, AppProtocol, Option<wharf_model::Hbone>);
+/// Endpoint state is kept across configs for the same address, protocol, mesh route and
+/// TLS settings.
+type EndpointKey = (SocketAddr, AppProtocol, Option<wharf_model::Hbone>, Option<wharf_model::UpstreamTls>);
 
 /// Parsed certificates by id, with the PEM they came from (to notice changes).
 type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
@@ -202,16 +204,33 @@ impl Compiler {
         let mut endpoints = HashMap::new();
         let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::new();
         for (id, cluster) in &snapshot.clusters {
+            let tls = match cluster.tls.as_ref().map(|t| UpstreamTlsConfig::new(t, cluster.protocol)) {
+                Some(Err(e)) => {
+                    // The controller checks the CA bundle and name first; this is the
+                    // last line against speaking plain text where TLS was asked for.
+                    tracing::warn!(cluster = %id, error = %e, "TLS to this backend cannot be set up; it gets no requests");
+                    upstreams.insert(id, Arc::new(Upstream::new(id.clone(), cluster.protocol, Vec::new())));
+                    continue;
+                }
+                Some(Ok(t)) => Some(t),
+                None => None,
+            };
             let eps = cluster
                 .endpoints
                 .iter()
                 .map(|e| {
-                    let key = (e.addr, cluster.protocol, e.hbone.clone());
+                    let key = (e.addr, cluster.protocol, e.hbone.clone(), cluster.tls.clone());
                     let state = previous
                         .and_then(|p| p.endpoints.get(&key))
                         .or_else(|| endpoints.get(&key))
                         .cloned()
-                        .unwrap_or_else(|| Arc::new(EndpointState::new(e.addr, cluster.protocol, e.hbone.clone())));
+                        .unwrap_or_else(|| {
+                            let state = EndpointState::new(e.addr, cluster.protocol, e.hbone.clone());
+                            Arc::new(match &tls {
+                                Some(t) => state.with_tls(t.clone()),
+                                None => state,
+                            })
+                        });
                     endpoints.insert(key, Arc::clone(&state));
                     state
                 })
@@ -460,7 +479,11 @@ mod tests {
     }
 
     fn cluster(port: u16) -> Cluster {
-        Cluster { protocol: AppProtocol::Http1, endpoints: vec![Endpoint::direct(([127, 0, 0, 1], port).into())] }
+        Cluster {
+            protocol: AppProtocol::Http1,
+            endpoints: vec![Endpoint::direct(([127, 0, 0, 1], port).into())],
+            tls: None,
+        }
     }
 
     #[test]

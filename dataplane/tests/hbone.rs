@@ -308,6 +308,7 @@ async fn gateway_routes_http_and_tcp_over_hbone() {
     let mesh_cluster = |to: SocketAddr| wharf_model::Cluster {
         protocol: wharf_model::AppProtocol::Http1,
         endpoints: vec![wharf_model::Endpoint { addr: to, hbone: Some(target(hbone_addr, BACKEND, to)) }],
+        tls: None,
     };
     let mut s = snapshot(
         vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "web", false)])],
@@ -333,6 +334,7 @@ async fn mesh_endpoint_without_identity_is_a_clear_502() {
     let c = wharf_model::Cluster {
         protocol: wharf_model::AppProtocol::Http1,
         endpoints: vec![wharf_model::Endpoint { addr: backend, hbone: Some(target(backend, BACKEND, backend)) }],
+        tls: None,
     };
     r.gw.apply(snapshot(
         vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "c", false)])],

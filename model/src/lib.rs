@@ -18,5 +18,5 @@ pub use route::{
 };
 pub use snapshot::{
     parse_size, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef, PortProtocol, Route,
-    Snapshot, SniRoute, TcpRoute, TlsHost, VirtualHost,
+    Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls, VirtualHost,
 };

@@ -229,6 +229,32 @@ pub struct Cluster {
     pub protocol: AppProtocol,
     /// Endpoints to balance across. Empty means "no healthy upstream" (503).
     pub endpoints: Vec<Endpoint>,
+    /// TLS to the endpoints (Gateway API BackendTLSPolicy); plain text when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<UpstreamTls>,
+}
+
+/// TLS from the gateway to a cluster's endpoints, and how their certificates are checked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct UpstreamTls {
+    /// The SNI sent, and the name the certificate must cover when `subject_alt_names` is
+    /// empty.
+    pub server_name: String,
+    /// The CA certificates (PEM) the chain must lead to; `None`: the system's roots.
+    pub ca_pem: Option<Arc<str>>,
+    /// The certificate must have one of these, instead of `server_name`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// A subject alternative name an upstream certificate may be required to have.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubjectAltName {
+    /// A DNS name (wildcard certificates cover it as they would a server name).
+    Dns(String),
+    /// A URI, compared exactly (e.g. a SPIFFE ID).
+    Uri(String),
 }
 
 /// One upstream address.

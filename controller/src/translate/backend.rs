@@ -193,6 +193,7 @@ impl<'a> Backends<'a> {
                     Some(waypoint) => self.through_waypoint(svc, ns, name, sp, waypoint),
                     None => self.endpoints(ns, name, sp),
                 },
+                tls: None,
             };
             clusters.insert(id.clone(), cluster);
         }

@@ -4,6 +4,7 @@ mod body;
 pub mod headers;
 pub mod normalize;
 pub mod upstream;
+pub mod upstream_tls;
 
 use std::borrow::Cow;
 use std::convert::Infallible;

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use wharf_model::{AppProtocol, Hbone};
 
 use super::body::RequestBody;
+use super::upstream_tls::UpstreamTlsConfig;
 use crate::hbone::HboneClient;
 use crate::metrics::UpstreamError;
 
@@ -83,6 +84,7 @@ pub struct EndpointState {
     pub addr: SocketAddr,
     protocol: AppProtocol,
     hbone: Option<Hbone>,
+    tls: Option<UpstreamTlsConfig>,
     active: AtomicUsize,
     ejected_until: AtomicU64,
     idle: ArrayQueue<(http1::SendRequest<RequestBody>, Instant)>,
@@ -115,11 +117,18 @@ impl EndpointState {
             addr,
             protocol,
             hbone,
+            tls: None,
             active: AtomicUsize::new(0),
             ejected_until: AtomicU64::new(0),
             idle: ArrayQueue::new(IDLE_PER_ENDPOINT),
             h2: ArcSwapOption::empty(),
         }
+    }
+
+    /// Spoken to over TLS.
+    pub fn with_tls(mut self, tls: UpstreamTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Marks a request outstanding until the returned guard drops.
@@ -167,7 +176,21 @@ impl EndpointState {
     }
 
     async fn dial_new(&self, dialer: &Dialer, client: SocketAddr) -> Result<Conn, UpstreamError> {
-        let io = TokioIo::new(dialer.dial(self, Some(client)).await?);
+        let mut io = dialer.dial(self, Some(client)).await?;
+        if let Some(tls) = &self.tls {
+            io = match tokio::time::timeout(dialer.timeout, tls.connect(io)).await {
+                Ok(Ok(s)) => Box::new(s),
+                Ok(Err(e)) => {
+                    tracing::warn!(endpoint = %self.addr, error = %e, "TLS to the backend failed");
+                    return Err(UpstreamError::ConnectFailed);
+                }
+                Err(_) => {
+                    tracing::warn!(endpoint = %self.addr, "TLS to the backend: no handshake within the connect timeout");
+                    return Err(UpstreamError::ConnectTimeout);
+                }
+            };
+        }
+        let io = TokioIo::new(io);
         match self.protocol {
             AppProtocol::Http1 => {
                 let (sender, conn) = http1::handshake(io).await.map_err(|_| UpstreamError::ConnectFailed)?;

@@ -79,7 +79,7 @@ pub fn src(name: &str) -> ObjectRef {
 }
 
 pub fn cluster(addrs: &[SocketAddr]) -> Cluster {
-    Cluster { protocol: AppProtocol::Http1, endpoints: addrs.iter().map(|a| Endpoint::direct(*a)).collect() }
+    Cluster { protocol: AppProtocol::Http1, endpoints: addrs.iter().map(|a| Endpoint::direct(*a)).collect(), tls: None }
 }
 
 pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {

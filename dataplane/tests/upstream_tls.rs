@@ -1,0 +1,124 @@
+//! TLS to backends (BackendTLSPolicy): the backend gets the policy's SNI and ALPN, and
+//! its certificate is checked against the policy's CA and name, or its SANs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use wharf_dataplane::testing::{Leaf, TestCa};
+use wharf_model::{AppProtocol, Cluster, Endpoint, PathMatch, SubjectAltName, UpstreamTls};
+
+/// An HTTPS backend serving `leaf`, answering every request with
+/// `<sni> <alpn> <http version>`.
+async fn https_backend(leaf: &Leaf) -> SocketAddr {
+    let ck = wharf_model::tls::load(leaf.chain_pem.as_bytes(), leaf.key_pem.as_bytes(), 0).unwrap().certified_key;
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)));
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else { return };
+                let (_, conn) = tls.get_ref();
+                let sni = conn.server_name().unwrap_or("-").to_owned();
+                let alpn = conn.alpn_protocol().map(|a| String::from_utf8_lossy(a).into_owned()).unwrap_or("-".into());
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let body = format!("{sni} {alpn} {:?}", req.version());
+                    async move { Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body)))) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+fn tls_cluster(addr: SocketAddr, protocol: AppProtocol, tls: UpstreamTls) -> Cluster {
+    Cluster { protocol, endpoints: vec![Endpoint::direct(addr)], tls: Some(tls) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts() {
+    let r = start().await;
+    let (ca, other_ca) = (TestCa::new("Backend CA"), TestCa::new("Someone else's CA"));
+    let leaf = ca.leaf(&["backend.test", "alt.test"]);
+    let spiffe = ca.workload("spiffe://cluster.local/ns/web/sa/backend");
+    let (backend, spiffe_backend) = (https_backend(&leaf).await, https_backend(&spiffe).await);
+    let trusted = |name: &str, sans: Vec<SubjectAltName>| UpstreamTls {
+        server_name: name.into(),
+        ca_pem: Some(ca.root_pem.as_str().into()),
+        subject_alt_names: sans,
+    };
+    let clusters = vec![
+        ("ok", tls_cluster(backend, AppProtocol::Http1, trusted("backend.test", vec![]))),
+        ("h2", tls_cluster(backend, AppProtocol::H2c, trusted("alt.test", vec![]))),
+        ("wrong-name", tls_cluster(backend, AppProtocol::Http1, trusted("mismatch.test", vec![]))),
+        (
+            "wrong-ca",
+            tls_cluster(
+                backend,
+                AppProtocol::Http1,
+                UpstreamTls { ca_pem: Some(other_ca.root_pem.as_str().into()), ..trusted("backend.test", vec![]) },
+            ),
+        ),
+        (
+            "dns-san",
+            tls_cluster(backend, AppProtocol::Http1, trusted("sni.only", vec![SubjectAltName::Dns("alt.test".into())])),
+        ),
+        (
+            "uri-san",
+            tls_cluster(
+                spiffe_backend,
+                AppProtocol::Http1,
+                trusted("backend.test", vec![SubjectAltName::Uri("spiffe://cluster.local/ns/web/sa/backend".into())]),
+            ),
+        ),
+        (
+            "uri-san-mismatch",
+            tls_cluster(
+                spiffe_backend,
+                AppProtocol::Http1,
+                trusted("backend.test", vec![SubjectAltName::Uri("spiffe://cluster.local/ns/web/sa/other".into())]),
+            ),
+        ),
+        ("plain", cluster(&[backend])),
+    ];
+    let routes = clusters.iter().map(|(name, _)| route(PathMatch::prefix(&format!("/{name}")).unwrap(), name, false));
+    let mut routes: Vec<_> = routes.collect();
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], clusters)).unwrap();
+
+    let get = |path: &'static str| async move { http_get(r.http, "a.test", path).await.unwrap() };
+    let ok = get("/ok").await;
+    assert_eq!((ok.status, ok.body.as_str()), (200, "backend.test http/1.1 HTTP/1.1"));
+    let h2 = get("/h2").await;
+    assert_eq!((h2.status, h2.body.as_str()), (200, "alt.test h2 HTTP/2.0"), "the SNI is the policy's hostname");
+    let dns = get("/dns-san").await;
+    assert_eq!((dns.status, dns.body.as_str()), (200, "sni.only http/1.1 HTTP/1.1"), "a SAN stands in for the name");
+    assert_eq!(get("/uri-san").await.status, 200);
+    for refused in ["/wrong-name", "/wrong-ca", "/uri-san-mismatch", "/plain"] {
+        assert_eq!(get(refused).await.status, 502, "{refused}");
+    }
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("reason=\"connect_failed\""), "{m}");
+}
