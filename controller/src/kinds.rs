@@ -6,13 +6,14 @@
 use std::any::TypeId;
 use std::fmt::Debug;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::ByteString;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
+use wharf_gateway_api::backendtlspolicies::BackendTlsPolicy;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
@@ -56,6 +57,24 @@ impl Kind for GrpcRoute {}
 impl Kind for TlsRoute {}
 impl Kind for TcpRoute {}
 impl Kind for ReferenceGrant {}
+impl Kind for BackendTlsPolicy {}
+
+impl Kind for ConfigMap {
+    /// Keeps only `ca.crt` (what a BackendTLSPolicy's caCertificateRefs read): the rest of
+    /// a ConfigMap is never read, and there are many of them.
+    fn slim(self) -> Self {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let ca = self.data.and_then(|mut d| d.remove(CA_CERT_KEY));
+        ConfigMap {
+            metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
+            data: ca.map(|ca| [(CA_CERT_KEY.to_owned(), ca)].into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The ConfigMap key a BackendTLSPolicy's CA certificates are read from.
+pub const CA_CERT_KEY: &str = "ca.crt";
 
 impl Kind for Secret {
     /// Only TLS Secrets: other Secrets are never listed (or logged).
@@ -222,6 +241,10 @@ kinds! {
     tcp_routes: TcpRoute => TcpRoute;
     /// ReferenceGrants: which cross-namespace references are permitted.
     reference_grants: ReferenceGrant => ReferenceGrant;
+    /// BackendTLSPolicies: TLS from the gateway to the Services they target.
+    backend_tls_policies: BackendTlsPolicy => BackendTlsPolicy;
+    /// ConfigMaps, holding only `ca.crt` (the CA certificates of BackendTLSPolicies).
+    config_maps: ConfigMap => ConfigMap;
 }
 
 #[cfg(test)]
@@ -269,7 +292,9 @@ mod tests {
             GrpcRoute,
             TlsRoute,
             TcpRoute,
-            ReferenceGrant
+            ReferenceGrant,
+            BackendTlsPolicy,
+            ConfigMap
         );
         // Every field of World is checked above.
         let World {
@@ -287,7 +312,25 @@ mod tests {
             tls_routes: _,
             tcp_routes: _,
             reference_grants: _,
+            backend_tls_policies: _,
+            config_maps: _,
         } = World::default();
+    }
+
+    #[test]
+    fn config_maps_keep_only_their_ca_certificates() {
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ca", "namespace": "web", "labels": {"a": "b"}, "resourceVersion": "3"},
+            "data": {"ca.crt": "PEM", "other": "x"},
+        }))
+        .unwrap();
+        let slim = cm.slim();
+        assert_eq!(slim.data, Some([("ca.crt".to_owned(), "PEM".to_owned())].into()));
+        assert_eq!((slim.metadata.name.as_deref(), slim.metadata.namespace.as_deref()), (Some("ca"), Some("web")));
+        assert!(slim.metadata.labels.is_none());
+        let none: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}, "data": {"k": "v"}})).unwrap();
+        assert_eq!(none.slim().data, None);
     }
 
     #[test]

@@ -119,6 +119,15 @@ pub fn covers(dns_names: &[String], host: &str) -> bool {
     })
 }
 
+/// How many of the PEM certificates in `pem` can serve as trust anchors (CA certificates
+/// that parse); the others are left out.
+pub fn trust_anchors(pem: &[u8]) -> usize {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let ders = rustls_pki_types::CertificateDer::pem_slice_iter(pem).flatten();
+    roots.add_parsable_certificates(ders).0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,9 @@ use k8s_openapi::api::networking::v1::IngressLoadBalancerIngress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
+use wharf_gateway_api::backendtlspolicies::{
+    BackendTlsPolicy, BackendTlsPolicyStatus, BackendTlsPolicyStatusAncestors,
+};
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::{Gateway, GatewayStatusAddresses};
 use wharf_gateway_api::grpcroutes::GrpcRoute;
@@ -45,6 +48,8 @@ pub enum StatusKind {
     TlsRoute,
     /// TCPRoute.
     TcpRoute,
+    /// BackendTLSPolicy.
+    BackendTlsPolicy,
 }
 
 impl StatusKind {
@@ -57,6 +62,7 @@ impl StatusKind {
             StatusKind::GrpcRoute => "GRPCRoute",
             StatusKind::TlsRoute => "TLSRoute",
             StatusKind::TcpRoute => "TCPRoute",
+            StatusKind::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
 }
@@ -150,7 +156,41 @@ pub fn plan(
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::TcpRoute, tcp, &statuses.tcp_routes, controller, &mut out);
+    policies(index, &statuses.backend_tls_policies, controller, &mut out);
     out
+}
+
+/// The writes that make BackendTLSPolicies show our `status.ancestors` entries, keeping
+/// other controllers' entries; policies with entries of ours that should have none lose
+/// them.
+fn policies(
+    index: &Index,
+    desired: &[(wharf_model::ObjectRef, Vec<BackendTlsPolicyStatusAncestors>)],
+    controller: &str,
+    out: &mut StatusWrites,
+) {
+    let desired: BTreeMap<Key, &Vec<BackendTlsPolicyStatusAncestors>> =
+        desired.iter().map(|(o, a)| ((o.namespace.clone(), o.name.clone()), a)).collect();
+    for (key, policy) in index.backend_tls_policies() {
+        let current = policy.status.as_ref().map(|s| s.ancestors.clone()).unwrap_or_default();
+        let ours = desired.get(key);
+        if ours.is_none() && !current.iter().any(|a| a.controller_name == controller) {
+            continue;
+        }
+        let mut ancestors: Vec<BackendTlsPolicyStatusAncestors> =
+            current.iter().filter(|a| a.controller_name != controller).cloned().collect();
+        for a in ours.into_iter().flat_map(|v| v.iter()) {
+            let mut a = a.clone();
+            let had = current.iter().find(|c| c.controller_name == controller && c.ancestor_ref == a.ancestor_ref);
+            settle(&mut a.conditions, had.map(|h| h.conditions.as_slice()).unwrap_or_default());
+            ancestors.push(a);
+        }
+        if ancestors != current {
+            let status = BackendTlsPolicyStatus { ancestors };
+            let rv = policy.metadata.resource_version.clone();
+            out.extend(body(&status, rv).map(|b| ((StatusKind::BackendTlsPolicy, key.clone()), b)));
+        }
+    }
 }
 
 /// Ingress status addresses as Gateway status addresses.
@@ -235,6 +275,10 @@ pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBo
                 .await
                 .map(drop),
             StatusKind::TcpRoute => Api::<TcpRoute>::namespaced(client.clone(), &key.0)
+                .patch_status(&key.1, &params, &patch)
+                .await
+                .map(drop),
+            StatusKind::BackendTlsPolicy => Api::<BackendTlsPolicy>::namespaced(client.clone(), &key.0)
                 .patch_status(&key.1, &params, &patch)
                 .await
                 .map(drop),
@@ -471,5 +515,43 @@ mod tests {
         assert_eq!(grpc.resource_version.as_deref(), Some("9"));
         let tls = &w[&(StatusKind::TlsRoute, ("web".into(), "t".into()))];
         assert_eq!(tls.status["parents"][0]["controllerName"], FIELD_MANAGER);
+    }
+
+    #[test]
+    fn backend_tls_policies_keep_other_controllers_ancestors_and_lose_ours_when_unused() {
+        let mut index = index(json!(null), json!(null));
+        index.apply(Change::HttpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "r", "namespace": "web", "generation": 1, "resourceVersion": "42"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "app", "port": 443}]}]},
+        })))));
+        let theirs = json!({"controllerName": "example.com/other", "ancestorRef": {"name": "x"},
+                            "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z")]});
+        let policy = |name: &str, service: &str, ancestors: serde_json::Value| {
+            Change::BackendTlsPolicy(Event::Apply(obj(json!({
+                "metadata": {"name": name, "namespace": "web", "generation": 2, "resourceVersion": "7"},
+                "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": service}],
+                         "validation": {"wellKnownCACertificates": "System", "hostname": "app.example.com"}},
+                "status": {"ancestors": ancestors},
+            }))))
+        };
+        let stale = json!({"controllerName": FIELD_MANAGER, "ancestorRef": {"name": "gw", "namespace": "web"},
+                           "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z")]});
+        index.apply(policy("used", "app", json!([theirs.clone()])));
+        index.apply(policy("unused", "nobody", json!([theirs.clone(), stale])));
+        index.apply(policy("untouched", "nobody", json!([theirs.clone()])));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
+        let used = &w[&(StatusKind::BackendTlsPolicy, ("web".into(), "used".into()))];
+        assert_eq!(used.status["ancestors"][0], theirs);
+        let ours = &used.status["ancestors"][1];
+        assert_eq!((&ours["ancestorRef"]["name"], &ours["controllerName"]), (&json!("gw"), &json!(FIELD_MANAGER)));
+        assert_eq!(ours["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(used.resource_version.as_deref(), Some("7"));
+        let unused = &w[&(StatusKind::BackendTlsPolicy, ("web".into(), "unused".into()))];
+        assert_eq!(
+            unused.status["ancestors"],
+            json!([theirs]),
+            "our entry goes once no route of ours uses the Service"
+        );
+        assert!(!w.contains_key(&(StatusKind::BackendTlsPolicy, ("web".into(), "untouched".into()))));
     }
 }

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::watcher::Event;
 use kube::ResourceExt;
+use wharf_gateway_api::backendtlspolicies::BackendTlsPolicy;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::grpcroutes::GrpcRoute;
@@ -145,6 +146,11 @@ impl Index {
     /// All TCPRoutes.
     pub fn tcp_routes(&self) -> impl Iterator<Item = (&Key, &TcpRoute)> {
         self.stores.tcp_routes.objects.iter()
+    }
+
+    /// All BackendTLSPolicies.
+    pub fn backend_tls_policies(&self) -> impl Iterator<Item = (&Key, &BackendTlsPolicy)> {
+        self.stores.backend_tls_policies.objects.iter()
     }
 }
 

@@ -61,6 +61,8 @@ pub(super) struct Backends<'a> {
     namespaces: HashMap<&'a str, &'a Namespace>,
     trust_domain: &'a str,
     cluster_domain: &'a str,
+    /// BackendTLSPolicies, for Gateway API backends.
+    pub(super) tls_policies: super::backend_tls::Policies,
 }
 
 fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {
@@ -95,7 +97,8 @@ impl<'a> Backends<'a> {
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         let namespaces = world.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
-        Backends { services, slices, pods, ambient_namespaces, namespaces, trust_domain, cluster_domain }
+        let tls_policies = super::backend_tls::Policies::new(world);
+        Backends { services, slices, pods, ambient_namespaces, namespaces, trust_domain, cluster_domain, tls_policies }
     }
 
     /// How to reach a slice endpoint: through HBONE when its pod is in the ambient mesh
@@ -122,6 +125,13 @@ impl<'a> Backends<'a> {
     }
 
     /// Resolves `ns/name:port` into a cluster (added to `clusters` once) and returns its id.
+    /// The name of port `number` of Service `ns/name`, if it has one.
+    pub(super) fn port_name(&self, ns: &str, name: &str, number: i32) -> Option<&'a str> {
+        let svc = self.services.get(&(ns, name))?;
+        let ports = svc.spec.as_ref()?.ports.as_deref()?;
+        ports.iter().find(|p| p.port == number)?.name.as_deref()
+    }
+
     /// `None`, with a diagnostic on `src`, when the Service or its port does not exist.
     pub(super) fn cluster(
         &self,

@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use wharf_gateway_api::backendtlspolicies::{
+    BackendTlsPolicyStatusAncestors, BackendTlsPolicyStatusAncestorsAncestorRef,
+};
 use wharf_gateway_api::gatewayclasses::{GatewayClassStatus, GatewayClassStatusSupportedFeatures};
 use wharf_gateway_api::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as FromNamespaces,
@@ -83,6 +86,9 @@ pub struct Statuses {
     pub tls_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
     /// TCPRoutes, as for HTTPRoutes.
     pub tcp_routes: Vec<(ObjectRef, Vec<HttpRouteStatusParents>)>,
+    /// BackendTLSPolicies: an entry of ours in `status.ancestors` for each of our Gateways
+    /// whose routes use a Service the policy targets.
+    pub backend_tls_policies: Vec<(ObjectRef, Vec<BackendTlsPolicyStatusAncestors>)>,
     /// The edge Gateway, when it exists and is ours: its `status.addresses` are the
     /// addresses Wharf publishes for Ingresses, filled in when status is written.
     pub edge_gateway: Option<ObjectRef>,
@@ -188,6 +194,8 @@ const TCP_ROUTE: &str = "TCPRoute";
 /// shows them (sorted): exactly those whose conformance tests pass (e2e/conformance.sh,
 /// which reads this list back from the GatewayClass).
 pub const SUPPORTED_FEATURES: &[&str] = &[
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "Gateway",
     "GatewayAddressEmpty",
@@ -197,9 +205,9 @@ pub const SUPPORTED_FEATURES: &[&str] = &[
     "HTTPRoute303RedirectStatusCode",
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
-    "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendProtocolH2C",
     "HTTPRouteBackendProtocolWebSocket",
+    "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
@@ -401,7 +409,94 @@ pub(super) fn translate(
         snapshot.gateway_ports.extend(ports(gi, gw, bind, &mut attached));
         out.gateways.push((gw.oref.clone(), gateway_status(gw, now)));
     }
+    out.backend_tls_policies = policy_statuses(world, &out, backends, &opts.controller_name, now);
     out
+}
+
+/// Each BackendTLSPolicy's entries: one per Gateway of ours that accepted an HTTPRoute or
+/// GRPCRoute using a Service the policy targets.
+fn policy_statuses(
+    world: &World,
+    out: &Statuses,
+    backends: &Backends<'_>,
+    controller: &str,
+    now: &Time,
+) -> Vec<(ObjectRef, Vec<BackendTlsPolicyStatusAncestors>)> {
+    // A parentRef without namespace is in the route's.
+    let accepted_by = |parents: &[HttpRouteStatusParents], route_ns: &str| -> Vec<(String, String)> {
+        parents
+            .iter()
+            .filter(|p| p.conditions.iter().any(|c| c.type_ == "Accepted" && c.status == "True"))
+            .map(|p| (p.parent_ref.namespace.clone().unwrap_or_else(|| route_ns.to_owned()), p.parent_ref.name.clone()))
+            .collect()
+    };
+    // (Service namespace, name) -> the Gateways whose accepted routes use it.
+    let mut used: HashMap<(String, String), std::collections::BTreeSet<(String, String)>> = HashMap::new();
+    let mut note = |route_ns: &str,
+                    refs: &mut dyn Iterator<Item = (Option<&str>, Option<&str>, &str, Option<&str>)>,
+                    gws: &[(String, String)]| {
+        for (group, kind, name, namespace) in refs {
+            if group.unwrap_or("").is_empty() && kind.unwrap_or("Service") == "Service" {
+                let key = (namespace.unwrap_or(route_ns).to_owned(), name.to_owned());
+                used.entry(key).or_default().extend(gws.iter().cloned());
+            }
+        }
+    };
+    let parents_of = |list: &[(ObjectRef, Vec<HttpRouteStatusParents>)], ns: &str, name: &str| {
+        list.iter()
+            .find(|(o, _)| o.namespace == ns && o.name == name)
+            .map(|(_, p)| accepted_by(p, ns))
+            .unwrap_or_default()
+    };
+    for r in &world.http_routes {
+        let (ns, name) = (r.metadata.namespace.as_deref().unwrap_or(""), r.metadata.name.as_deref().unwrap_or(""));
+        let gws = parents_of(&out.http_routes, ns, name);
+        let mut refs = r
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.backend_refs.iter().flatten())
+            .map(|b| (b.group.as_deref(), b.kind.as_deref(), b.name.as_str(), b.namespace.as_deref()));
+        note(ns, &mut refs, &gws);
+    }
+    for r in &world.grpc_routes {
+        let (ns, name) = (r.metadata.namespace.as_deref().unwrap_or(""), r.metadata.name.as_deref().unwrap_or(""));
+        let gws = parents_of(&out.grpc_routes, ns, name);
+        let mut refs = r
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.backend_refs.iter().flatten())
+            .map(|b| (b.group.as_deref(), b.kind.as_deref(), b.name.as_str(), b.namespace.as_deref()));
+        note(ns, &mut refs, &gws);
+    }
+    backends
+        .tls_policies
+        .states
+        .iter()
+        .filter_map(|state| {
+            let gws: std::collections::BTreeSet<&(String, String)> =
+                state.services.iter().filter_map(|s| used.get(s)).flatten().collect();
+            let conditions = state.conditions(now);
+            let ancestors: Vec<BackendTlsPolicyStatusAncestors> = gws
+                .into_iter()
+                .map(|(gns, gname)| BackendTlsPolicyStatusAncestors {
+                    ancestor_ref: BackendTlsPolicyStatusAncestorsAncestorRef {
+                        group: Some(GATEWAY_GROUP.to_owned()),
+                        kind: Some("Gateway".to_owned()),
+                        name: gname.clone(),
+                        namespace: Some(gns.clone()),
+                        ..Default::default()
+                    },
+                    conditions: conditions.clone(),
+                    controller_name: controller.to_owned(),
+                })
+                .collect();
+            (!ancestors.is_empty()).then(|| (state.oref.clone(), ancestors))
+        })
+        .collect()
 }
 
 /// Addresses for the Gateways, oldest first: the one `spec.addresses` asks for, else the
@@ -1193,7 +1288,9 @@ fn resolve<'r>(
     let mut weighted = Vec::new();
     for (r, weight) in refs {
         match backend(r, route_kind, ns, rref, world, backends, snapshot) {
-            Ok(cluster) => weighted.push(WeightedBackend::new(&cluster, weight)),
+            Ok(Some(cluster)) => weighted.push(WeightedBackend::new(&cluster, weight)),
+            // Its BackendTLSPolicy cannot be used (the policy says why): 500, never plain text.
+            Ok(None) => weighted.push(WeightedBackend::invalid(weight)),
             Err(why) => {
                 unresolved.get_or_insert(why);
                 weighted.push(WeightedBackend::invalid(weight));
@@ -1216,7 +1313,9 @@ struct BackendRef<'r> {
 }
 
 /// Resolves one backendRef of a route of `route_kind` into a cluster id. GRPCRoute
-/// backends are always spoken to over HTTP/2.
+/// backends are always spoken to over HTTP/2. An HTTPRoute's or GRPCRoute's backend
+/// targeted by a BackendTLSPolicy is spoken to over TLS (a cluster of its own), or, when
+/// the policy cannot be used, not at all (`Ok(None)`).
 fn backend(
     b: BackendRef<'_>,
     route_kind: &str,
@@ -1225,7 +1324,7 @@ fn backend(
     world: &World,
     backends: &Backends<'_>,
     snapshot: &mut Snapshot,
-) -> Result<String, (&'static str, String)> {
+) -> Result<Option<String>, (&'static str, String)> {
     let (group, kind, name) = (b.group.unwrap_or(""), b.kind.unwrap_or("Service"), b.name);
     if !group.is_empty() || kind != "Service" {
         return Err(("InvalidKind", format!("backendRef {group}/{kind} {name}: only Services are supported")));
@@ -1244,10 +1343,28 @@ fn backend(
     let mut diags = Vec::new();
     let port = ServicePortRef::Number(port);
     let h2 = route_kind == GRPC_ROUTE;
-    backends.cluster_for(bns, name, &port, h2, rref, &mut diags, &mut snapshot.clusters).ok_or_else(|| {
+    let id = backends.cluster_for(bns, name, &port, h2, rref, &mut diags, &mut snapshot.clusters).ok_or_else(|| {
         let why = diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found"));
         ("BackendNotFound", why)
-    })
+    })?;
+    if route_kind != HTTP_ROUTE && route_kind != GRPC_ROUTE {
+        return Ok(Some(id));
+    }
+    let port_name = b.port.and_then(|p| backends.port_name(bns, name, p));
+    match backends.tls_policies.lookup(bns, name, port_name) {
+        None => Ok(Some(id)),
+        Some(Err(())) => Ok(None),
+        Some(Ok(tls)) => {
+            let tls_id = format!("{id}/tls");
+            if !snapshot.clusters.contains_key(&tls_id) {
+                if let Some(plain) = snapshot.clusters.get(&id) {
+                    let cluster = wharf_model::Cluster { tls: Some(tls.clone()), ..plain.clone() };
+                    snapshot.clusters.insert(tls_id.clone(), cluster);
+                }
+            }
+            Ok(Some(tls_id))
+        }
+    }
 }
 
 /// The ports of one Gateway: its ready listeners grouped by port, with their routes.

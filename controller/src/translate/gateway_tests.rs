@@ -1052,3 +1052,140 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
     let msg = &s2.listeners.as_ref().unwrap()[0].conditions.iter().find(|c| c.type_ == "Accepted").unwrap().message;
     assert!(msg.contains("port 80 of this Gateway is Wharf's HTTP listener; use protocol HTTP"), "{msg}");
 }
+
+#[test]
+fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use wharf_gateway_api::backendtlspolicies::BackendTlsPolicy;
+    let ca = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap())
+        .unwrap()
+        .pem();
+    let cm = |name: &str, data: Value| -> ConfigMap {
+        obj(json!({"metadata": {"name": name, "namespace": "web"}, "data": data}))
+    };
+    let policy = |name: &str, age: u32, target: Value, validation: Value| -> BackendTlsPolicy {
+        obj(json!({
+            "metadata": {"name": name, "namespace": "web", "generation": 4, "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"targetRefs": [target], "validation": validation},
+        }))
+    };
+    let svc = |name: &str| json!({"group": "", "kind": "Service", "name": name});
+    let port =
+        |name: &str, section: &str| json!({"group": "", "kind": "Service", "name": name, "sectionName": section});
+    let with_ca = |cm: &str| json!({"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": cm}], "hostname": "app.example.com"});
+    let services = ["app", "named", "other", "bad-kind", "no-cm", "garbage", "system", "sans"];
+    let spec = json!({
+        "parentRefs": [{"name": "gw"}],
+        "rules": services.iter().map(|s| json!({
+            "matches": [{"path": {"type": "PathPrefix", "value": format!("/{s}")}}],
+            "backendRefs": [{"name": s, "port": 443}],
+        })).collect::<Vec<_>>(),
+    });
+    let mut w =
+        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    w.services = services.iter().map(|s| service(s, json!([{"name": "https", "port": 443}]))).collect();
+    w.endpoint_slices =
+        services.iter().map(|s| slice(s, "https", 8443, json!([{"addresses": ["10.0.0.1"]}]))).collect();
+    w.config_maps = vec![
+        cm("ca", json!({"ca.crt": ca})),
+        cm("empty", json!({})),
+        cm("garbage", json!({"ca.crt": "not a certificate"})),
+    ];
+    w.backend_tls_policies = vec![
+        policy("app", 0, svc("app"), with_ca("ca")),
+        policy("app-later", 1, svc("app"), with_ca("ca")),
+        policy(
+            "named-service",
+            2,
+            svc("named"),
+            json!({"wellKnownCACertificates": "System", "hostname": "service.example.com"}),
+        ),
+        policy("named-port", 3, port("named", "https"), with_ca("ca")),
+        policy(
+            "bad-kind",
+            4,
+            svc("bad-kind"),
+            json!({"caCertificateRefs": [{"group": "", "kind": "Secret", "name": "ca"}], "hostname": "x"}),
+        ),
+        policy("no-cm", 5, svc("no-cm"), with_ca("empty")),
+        policy("garbage", 6, svc("garbage"), with_ca("garbage")),
+        policy("system", 7, svc("system"), json!({"wellKnownCACertificates": "System", "hostname": "s.example.com"})),
+        policy(
+            "sans",
+            8,
+            svc("sans"),
+            json!({
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}], "hostname": "sni.example.com",
+                "subjectAltNames": [{"type": "Hostname", "hostname": "a.example.com"}, {"type": "URI", "uri": "spiffe://td/ns/web/sa/app"}],
+            }),
+        ),
+        policy("unused", 9, svc("nobody-routes-here"), with_ca("ca")),
+    ];
+    let t = translate(&w, &opts(), None);
+
+    // What each path's backend is: its cluster's TLS settings, or refused (None).
+    let p = &ports(&t)[0];
+    let backend = |path: &str| -> Option<Option<wharf_model::UpstreamTls>> {
+        let r = p.virtual_hosts[0].routes.iter().find(|r| r.matches.path.path() == path).unwrap();
+        let wharf_model::Action::Forward(f) = &r.action else { panic!("{path}") };
+        let b = &f.backends[0];
+        (!b.invalid).then(|| t.snapshot.clusters[&b.cluster].tls.clone())
+    };
+    let tls = backend("/app").unwrap().unwrap();
+    assert_eq!((tls.server_name.as_str(), tls.ca_pem.as_deref()), ("app.example.com", Some(ca.as_str())));
+    assert_eq!(backend("/other"), Some(None), "a Service no policy targets is spoken to in plain text");
+    let named = backend("/named").unwrap().unwrap();
+    assert_eq!(named.server_name, "app.example.com", "the policy naming the port wins over the one naming the Service");
+    for refused in ["/bad-kind", "/no-cm", "/garbage"] {
+        assert_eq!(backend(refused), None, "{refused}: answered 500, never plain text");
+    }
+    let system = backend("/system").unwrap().unwrap();
+    assert_eq!((system.server_name.as_str(), system.ca_pem), ("s.example.com", None));
+    let sans = backend("/sans").unwrap().unwrap().subject_alt_names;
+    assert_eq!(
+        sans,
+        [
+            wharf_model::SubjectAltName::Dns("a.example.com".into()),
+            wharf_model::SubjectAltName::Uri("spiffe://td/ns/web/sa/app".into())
+        ]
+    );
+    assert_eq!(route_conds(&t, "r")[0].iter().filter(|c| c.1 == "False").count(), 0, "the route itself is fine");
+
+    // Each policy's conditions, on the Gateway whose route uses its Service.
+    let status = |name: &str| {
+        let (_, ancestors) = t.gateway_status.backend_tls_policies.iter().find(|(o, _)| o.name == name)?;
+        assert_eq!(ancestors.len(), 1);
+        let a = &ancestors[0];
+        assert_eq!((a.ancestor_ref.name.as_str(), a.ancestor_ref.namespace.as_deref()), ("gw", Some("web")));
+        assert_eq!(a.controller_name, CONTROLLER);
+        assert!(a.conditions.iter().all(|c| c.observed_generation == Some(4)));
+        Some(conds(&a.conditions))
+    };
+    let ok = |name: &str| {
+        let c = status(name).unwrap();
+        assert!(
+            has(&c, "Accepted", "True", "Accepted") && has(&c, "ResolvedRefs", "True", "ResolvedRefs"),
+            "{name}: {c:?}"
+        );
+    };
+    for name in ["app", "named-service", "named-port", "system", "sans"] {
+        ok(name);
+    }
+    assert!(has(&status("app-later").unwrap(), "Accepted", "False", "Conflicted"));
+    let bad_kind = status("bad-kind").unwrap();
+    assert!(
+        has(&bad_kind, "Accepted", "False", "NoValidCACertificate")
+            && has(&bad_kind, "ResolvedRefs", "False", "InvalidKind")
+    );
+    for name in ["no-cm", "garbage"] {
+        let c = status(name).unwrap();
+        assert!(
+            has(&c, "Accepted", "False", "NoValidCACertificate")
+                && has(&c, "ResolvedRefs", "False", "InvalidCACertificateRef"),
+            "{name}: {c:?}"
+        );
+    }
+    assert!(status("unused").is_none(), "no Gateway of ours uses its Service");
+}

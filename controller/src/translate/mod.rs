@@ -1,6 +1,7 @@
 //! networking.k8s.io/v1 Ingress semantics, as a pure function.
 
 mod backend;
+mod backend_tls;
 mod class;
 pub mod edge;
 pub mod gateway;
