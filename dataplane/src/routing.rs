@@ -343,9 +343,35 @@ mod tests {
             CompiledEdits::default(),
         );
         assert_eq!(invalid.pick().err(), Some(UpstreamError::InvalidBackend));
+        let invalid_unweighted = CompiledForward::new(
+            vec![(Err(UpstreamError::InvalidBackend), 0)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        assert_eq!(invalid_unweighted.pick().err(), Some(UpstreamError::InvalidBackend), "a lone backend says why");
         let none =
             CompiledForward::new(vec![(u("a"), 0), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
         assert_eq!(none.pick().err(), Some(UpstreamError::NoEndpoints));
+    }
+
+    #[test]
+    fn each_backend_keeps_its_own_edits_and_none_are_stored_when_there_are_none() {
+        let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
+        let f =
+            || CompiledForward::new(vec![(u("a"), 1), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
+        let request_only = BackendEdits {
+            request: CompiledEdits::new(&HeaderEdits { set: vec![("x-a".into(), "1".into())], ..Default::default() }),
+            response: CompiledEdits::default(),
+        };
+        let edited = f().editing_backends(vec![request_only, BackendEdits::default()]);
+        let (up, edits) = edited.pick_backend().unwrap();
+        assert_eq!(up.id, "a");
+        let mut h = HeaderMap::new();
+        edits.request.apply(&mut h);
+        assert_eq!(h.get("x-a").map(|v| v.as_bytes()), Some(&b"1"[..]), "an edit of the requests alone is kept");
+        let plain = f().editing_backends(vec![BackendEdits::default(), BackendEdits::default()]);
+        assert!(plain.backend_edits.is_empty(), "nothing stored per backend without edits");
+        assert!(plain.pick_backend().unwrap().1.request.is_empty());
     }
 
     #[test]
