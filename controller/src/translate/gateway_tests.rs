@@ -1076,15 +1076,25 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
         |name: &str, section: &str| json!({"group": "", "kind": "Service", "name": name, "sectionName": section});
     let with_ca = |cm: &str| json!({"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": cm}], "hostname": "app.example.com"});
     let services = ["app", "named", "other", "bad-kind", "no-cm", "garbage", "system", "sans"];
-    let spec = json!({
-        "parentRefs": [{"name": "gw"}],
-        "rules": services.iter().map(|s| json!({
-            "matches": [{"path": {"type": "PathPrefix", "value": format!("/{s}")}}],
-            "backendRefs": [{"name": s, "port": 443}],
-        })).collect::<Vec<_>>(),
-    });
-    let mut w =
-        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    let mut rules: Vec<Value> = services
+        .iter()
+        .map(|s| {
+            json!({
+                "matches": [{"path": {"type": "PathPrefix", "value": format!("/{s}")}}],
+                "backendRefs": [{"name": s, "port": 443}],
+            })
+        })
+        .collect();
+    // Not a Service, though it has the name of one a policy targets.
+    rules.push(json!({"matches": [{"path": {"value": "/thing"}}], "backendRefs": [{"kind": "Thing", "name": "ghost", "port": 443}]}));
+    let spec = json!({"parentRefs": [{"name": "gw"}], "rules": rules});
+    // A route of the same name elsewhere, which the Gateway does not accept.
+    let elsewhere = json!({"parentRefs": [{"name": "gw", "namespace": "web"}],
+                           "rules": [{"backendRefs": [{"name": "lonely", "namespace": "web", "port": 443}]}]});
+    let mut w = world(
+        vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))],
+        vec![http_route("web", "r", 0, spec), http_route("shop", "r", 1, elsewhere)],
+    );
     w.services = services.iter().map(|s| service(s, json!([{"name": "https", "port": 443}]))).collect();
     w.endpoint_slices =
         services.iter().map(|s| slice(s, "https", 8443, json!([{"addresses": ["10.0.0.1"]}]))).collect();
@@ -1122,6 +1132,8 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
             }),
         ),
         policy("unused", 9, svc("nobody-routes-here"), with_ca("ca")),
+        policy("ghost", 10, svc("ghost"), with_ca("ca")),
+        policy("lonely", 11, svc("lonely"), with_ca("ca")),
     ];
     let t = translate(&w, &opts(), None);
 
@@ -1151,14 +1163,18 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
             wharf_model::SubjectAltName::Uri("spiffe://td/ns/web/sa/app".into())
         ]
     );
-    assert_eq!(route_conds(&t, "r")[0].iter().filter(|c| c.1 == "False").count(), 0, "the route itself is fine");
+    let route = &route_conds(&t, "r")[0];
+    let refused: Vec<_> = route.iter().filter(|c| c.1 == "False").collect();
+    assert_eq!(refused, [&("ResolvedRefs".into(), "False".into(), "InvalidKind".into())], "only the Thing: {route:?}");
 
     // Each policy's conditions, on the Gateway whose route uses its Service.
     let status = |name: &str| {
         let (_, ancestors) = t.gateway_status.backend_tls_policies.iter().find(|(o, _)| o.name == name)?;
         assert_eq!(ancestors.len(), 1);
         let a = &ancestors[0];
-        assert_eq!((a.ancestor_ref.name.as_str(), a.ancestor_ref.namespace.as_deref()), ("gw", Some("web")));
+        let r = &a.ancestor_ref;
+        assert_eq!((r.name.as_str(), r.namespace.as_deref()), ("gw", Some("web")));
+        assert_eq!((r.group.as_deref(), r.kind.as_deref()), (Some("gateway.networking.k8s.io"), Some("Gateway")));
         assert_eq!(a.controller_name, CONTROLLER);
         assert!(a.conditions.iter().all(|c| c.observed_generation == Some(4)));
         Some(conds(&a.conditions))
@@ -1187,5 +1203,7 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
             "{name}: {c:?}"
         );
     }
-    assert!(status("unused").is_none(), "no Gateway of ours uses its Service");
+    for unused in ["unused", "ghost", "lonely"] {
+        assert!(status(unused).is_none(), "{unused}: no route a Gateway of ours accepted uses its Service");
+    }
 }
