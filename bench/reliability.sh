@@ -27,7 +27,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 profile=release dir=release
 if [ "${1:-}" = --smoke ]; then profile=dev dir=debug; fi
-cargo build --profile "$profile" --locked -p wharf -p wharf-loadgen >&2
+# The smoke run's debug build is the one the e2e suite uses (e2e/build.sh: no rebuild).
+if [ "$profile" = dev ]; then
+  e2e/build.sh >&2
+else
+  cargo build --profile "$profile" --locked -p wharf -p wharf-loadgen >&2
+fi
 run() { "target/$dir/wharf-loadgen" reliability --wharf "target/$dir/wharf" --work target/reliability "$@"; }
 # R4 needs an API server: the e2e harness, in a directory of its own.
 export E2E_DIR="$root/target/reliability-harness"

@@ -55,7 +55,12 @@ fi
 service nginx stop >/dev/null 2>&1 || true
 service haproxy stop >/dev/null 2>&1 || true
 service iperf3 stop >/dev/null 2>&1 || true
-(cd "$root" && cargo build --profile "$profile" --locked -p wharf -p wharf-loadgen >&2)
+# The smoke run's debug build is the one the e2e suite uses (e2e/build.sh: no rebuild).
+if [ "$profile" = dev ]; then
+  "$root/e2e/build.sh" >&2
+else
+  (cd "$root" && cargo build --profile "$profile" --locked -p wharf -p wharf-loadgen >&2)
+fi
 # Where the binaries are, for bench/wharf-only.sh and bench/apiserver.sh too.
 WHARF_BENCH_BIN="$root/target/$([ "$profile" = dev ] && echo debug || echo "$profile")"
 export WHARF_BENCH_BIN

@@ -26,7 +26,7 @@ profiles="GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP"
 log() { echo "conformance: $*" >&2; }
 
 cd "$root"
-cargo build -p wharf -p wharf-e2e --bins --locked
+"$here/build.sh"
 tools="$("$here/harness/build-tools.sh")"
 "$here/harness/up.sh"
 pids=()

@@ -128,7 +128,7 @@ users: [{name: wharf, user: {token: "$token"}}]
 contexts: [{name: kind, context: {cluster: kind, user: wharf}}]
 current-context: kind
 KC
-cargo build -p wharf --locked
+"$root/e2e/build.sh"
 export WHARF_CONTROLLER_KUBECONFIG="$work/controller.kubeconfig" WHARF_BIN="$root/target/debug/wharf"
 export WHARF_E2E_BACKEND_IP=198.18.0.2 WHARF_E2E_BACKEND_EXEC="ip netns exec wharf-e2e"
-cargo test -p wharf-e2e --locked --no-fail-fast --test controller --test replicas -- --test-threads 3
+cargo test -p wharf -p wharf-e2e -p wharf-loadgen --locked --no-fail-fast --test controller --test replicas -- --test-threads 3

@@ -5,7 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 cd "$root"
-cargo build -p wharf --locked
+"$here/build.sh"
 "$here/harness/up.sh"
 trap '"$here/harness/down.sh"' EXIT
 # The gateway image from the Dockerfile, run by the suite as the chart's pod spec says.
@@ -16,4 +16,9 @@ export WHARF_BIN="$root/target/debug/wharf"
 # The chart's renderings must be accepted by a real API server (up.sh installed the
 # pinned Gateway API CRDs).
 "$root/charts/check.sh" --server
-cargo test -p wharf-e2e --locked --no-fail-fast "$@" -- --test-threads 3
+# The suite's tests in the selection build.sh built (no recompilation); tests named as
+# arguments (--test NAME) replace the whole suite.
+suite=(--bin wharf-e2e-pods)
+for t in "$here"/tests/*.rs; do suite+=(--test "$(basename "$t" .rs)"); done
+case " $* " in *" --test "* | *" --bin "*) suite=() ;; esac
+cargo test -p wharf -p wharf-e2e -p wharf-loadgen --locked --no-fail-fast "${suite[@]}" "$@" -- --test-threads 3
