@@ -345,6 +345,12 @@ impl Compiler {
                             })
                             .collect(),
                     )
+                    .mirroring(
+                        f.mirrors
+                            .iter()
+                            .filter_map(|m| Some((Arc::clone(upstreams.get(m.cluster.as_str())?), m.per_million)))
+                            .collect(),
+                    )
                     .rewriting(f.rewrite.as_ref())
                     .timing_out(f.timeout_ms),
                 ),
@@ -705,6 +711,7 @@ mod tests {
                 response_headers: Default::default(),
                 rewrite: None,
                 timeout_ms: None,
+                mirrors: Vec::new(),
             }),
             ..route("bad", prefix("/bad"), "c")
         };

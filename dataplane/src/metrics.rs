@@ -120,6 +120,7 @@ pub struct Metrics {
     requests: IntCounterVec,
     duration: HistogramVec,
     handshakes: [IntCounter; 2],
+    mirrored: [IntCounter; 2],
     sni_match: [IntCounter; 3],
     active: IntGaugeVec,
     upstream_errors: [IntCounter; 9],
@@ -221,6 +222,14 @@ impl Metrics {
                     let h = handshakes?;
                     registry.register(Box::new(h.clone()))?;
                     ["ok", "error"].map(|r| h.with_label_values(&["https", r]))
+                },
+                mirrored: {
+                    let m = IntCounterVec::new(
+                        Opts::new("wharf_mirrored_requests_total", "Mirrored copies of requests by result (ok: answered)"),
+                        &["result"],
+                    )?;
+                    registry.register(Box::new(m.clone()))?;
+                    ["ok", "error"].map(|r| m.with_label_values(&[r]))
                 },
                 sni_match: {
                     let sni = sni?;
@@ -329,6 +338,11 @@ impl Metrics {
     pub fn upstream_error(&self, e: UpstreamError) {
         let i = UpstreamError::ALL.iter().position(|x| *x == e).unwrap_or(0);
         self.upstream_errors[i].inc();
+    }
+
+    /// Counts a mirrored request: answered, or not.
+    pub fn mirror(&self, ok: bool) {
+        self.mirrored[usize::from(!ok)].inc();
     }
 
     /// Counts a certificate selection.

@@ -58,6 +58,9 @@ pub struct CompiledRoute {
 }
 
 /// A route's action with its upstreams resolved.
+// Built once per config and read in place by every request, never moved on the hot path:
+// boxing the common variant would add a pointer chase per request to save table memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum CompiledAction {
     /// Proxy.
@@ -86,6 +89,8 @@ pub struct CompiledForward {
     backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
     /// Each backend's own header changes, by index; empty when none has any.
     backend_edits: Vec<BackendEdits>,
+    /// Where copies of the requests go, each with its share in millionths.
+    pub mirrors: Vec<(Arc<Upstream>, u32)>,
     total: u64,
     /// Changes to the request's headers.
     pub request_headers: CompiledEdits,
@@ -111,6 +116,7 @@ impl CompiledForward {
         CompiledForward {
             backends,
             backend_edits: Vec::new(),
+            mirrors: Vec::new(),
             total,
             request_headers,
             response_headers,
@@ -134,6 +140,12 @@ impl CompiledForward {
             self.host = r.host.as_deref().and_then(|h| HeaderValue::from_str(h).ok());
             self.path = r.path.clone();
         }
+        self
+    }
+
+    /// With copies of the requests sent to `mirrors` (upstream, share in millionths).
+    pub fn mirroring(mut self, mirrors: Vec<(Arc<Upstream>, u32)>) -> CompiledForward {
+        self.mirrors = mirrors;
         self
     }
 

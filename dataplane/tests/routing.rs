@@ -338,6 +338,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
                 rewrite: None,
                 timeout_ms: None,
+                mirrors: Vec::new(),
             }),
         ),
         with(
@@ -351,6 +352,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 request_headers: HeaderEdits::default(),
                 response_headers: HeaderEdits::default(),
                 timeout_ms: None,
+                mirrors: Vec::new(),
             }),
         ),
         with(
@@ -372,6 +374,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 response_headers: HeaderEdits::default(),
                 rewrite: None,
                 timeout_ms: None,
+                mirrors: Vec::new(),
             }),
         ),
     ];

@@ -13,8 +13,8 @@ pub use host::{Host, HostError};
 pub use identity::Identity;
 pub use path::{PathMatch, PathMatchError};
 pub use route::{
-    Action, Forward, HeaderEdits, HeaderMatch, PathRewrite, QueryMatch, Redirect, Respond, RouteMatch, UrlRewrite,
-    WeightedBackend,
+    Action, Forward, HeaderEdits, HeaderMatch, Mirror, PathRewrite, QueryMatch, Redirect, Respond, RouteMatch,
+    UrlRewrite, WeightedBackend,
 };
 pub use snapshot::{
     parse_size, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef, PortProtocol, Route,

@@ -87,6 +87,7 @@ impl Action {
             response_headers: HeaderEdits::default(),
             rewrite: None,
             timeout_ms: None,
+            mirrors: Vec::new(),
         })
     }
 }
@@ -110,6 +111,19 @@ pub struct Forward {
     /// `Some(0)` waits as long as it takes, `None` uses the gateway's `--request-timeout`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Where copies of the requests go (their answers are dropped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A copy of each request (or of a share of them) sent to another cluster, whose answer
+/// is dropped: the client only ever gets the forward's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mirror {
+    /// Key into [`crate::Snapshot::clusters`].
+    pub cluster: String,
+    /// The share of requests mirrored, in millionths (1,000,000: all).
+    pub per_million: u32,
 }
 
 /// How a forwarded request's URL changes. The client's host stays in `X-Forwarded-Host`.

@@ -1019,6 +1019,7 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
         response_headers: Default::default(),
         rewrite: None,
         timeout_ms: None,
+        mirrors: Vec::new(),
     });
     (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)
 }
@@ -1097,7 +1098,14 @@ fn grpc_rules(
         }
         let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
             rule.filters.as_ref().and_then(same_shape).unwrap_or_default();
+        let mirrors = mirrors(&filters, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let first = out.len();
         actions(ri, matches, &filters, &weighted, &mut out, &mut refused);
+        for (_, _, _, action) in out.iter_mut().skip(first) {
+            if let wharf_model::Action::Forward(f) = action {
+                f.mirrors.clone_from(&mirrors);
+            }
+        }
     }
     (out, refused, unresolved)
 }
@@ -1225,11 +1233,14 @@ fn rules(
             refused.get_or_insert(r);
             continue;
         }
+        let filters = rule.filters.as_deref().unwrap_or_default();
+        let mirrors = mirrors(filters, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
         let first = out.len();
-        actions(ri, matches, rule.filters.as_deref().unwrap_or_default(), &weighted, &mut out, &mut refused);
+        actions(ri, matches, filters, &weighted, &mut out, &mut refused);
         for (_, _, _, action) in out.iter_mut().skip(first) {
             if let wharf_model::Action::Forward(f) = action {
                 f.timeout_ms = timeout;
+                f.mirrors.clone_from(&mirrors);
             }
         }
     }
@@ -1255,6 +1266,36 @@ fn actions(
             }
         }
     }
+}
+
+/// A rule's RequestMirror filters as mirrors to their resolved backends; one whose
+/// backend does not resolve is left out, and the first such reason goes to `unresolved`.
+#[allow(clippy::too_many_arguments)]
+fn mirrors(
+    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+    route_kind: &str,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+    unresolved: &mut Option<(&'static str, String)>,
+) -> Vec<wharf_model::Mirror> {
+    let mut out = Vec::new();
+    let mirror_filters =
+        filters.iter().filter(|f| f.r#type == wharf_gateway_api::httproutes::HttpRouteRulesFiltersType::RequestMirror);
+    for m in mirror_filters.filter_map(|f| f.request_mirror.as_ref()) {
+        let fraction = m.fraction.as_ref().map(|f| (f.numerator, f.denominator));
+        let per_million = http_route::mirror_share(m.percent, fraction);
+        match backend(backend_ref!(m.backend_ref), route_kind, ns, rref, world, backends, snapshot) {
+            Ok(Some(cluster)) => out.push(wharf_model::Mirror { cluster, per_million }),
+            Ok(None) => {}
+            Err(why) => {
+                unresolved.get_or_insert(why);
+            }
+        }
+    }
+    out
 }
 
 /// A backendRef of any route kind as a [`BackendRef`].

@@ -1207,3 +1207,25 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
         assert!(status(unused).is_none(), "{unused}: no route a Gateway of ours accepted uses its Service");
     }
 }
+
+#[test]
+fn request_mirror_filters_copy_requests_to_their_resolved_backends() {
+    let spec = json!({
+        "parentRefs": [{"name": "gw"}],
+        "rules": [
+            {"matches": [{"path": {"value": "/shadow"}}], "backendRefs": [{"name": "app", "port": 80}],
+             "filters": [
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "app", "port": 80}, "percent": 30}},
+                {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "nope", "port": 80}}},
+             ]},
+        ],
+    });
+    let w =
+        world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![http_route("web", "r", 0, spec)]);
+    let t = translate(&w, &opts(), None);
+    let c = &route_conds(&t, "r")[0];
+    assert!(has(c, "Accepted", "True", "Accepted") && has(c, "ResolvedRefs", "False", "BackendNotFound"), "{c:?}");
+    let wharf_model::Action::Forward(f) = &ports(&t)[0].virtual_hosts[0].routes[0].action else { panic!() };
+    assert_eq!(f.backends[0].cluster, "web/app:80");
+    assert_eq!(f.mirrors, [wharf_model::Mirror { cluster: "web/app:80".into(), per_million: 300_000 }]);
+}

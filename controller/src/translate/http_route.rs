@@ -168,6 +168,7 @@ pub fn action(
         response_headers: HeaderEdits::default(),
         rewrite: None,
         timeout_ms: None,
+        mirrors: Vec::new(),
     };
     let mut redirect = None;
     for f in filters {
@@ -230,7 +231,8 @@ pub fn action(
                     .transpose()?;
                 fwd.rewrite = Some(UrlRewrite { host: u.hostname.clone(), path });
             }
-            FilterType::RequestMirror => return Err(unsupported("the RequestMirror filter is not supported".into())),
+            // It names a backend: the caller resolves it (see `mirror_share`).
+            FilterType::RequestMirror => {}
             FilterType::ExtensionRef => {
                 return Err(unsupported(
                     "ExtensionRef filters are not supported: Wharf defines no extension kinds".into(),
@@ -272,6 +274,21 @@ pub fn backend_filters(
         }
     }
     Ok(())
+}
+
+/// The share of requests a RequestMirror filter copies, in millionths: `percent`, or
+/// `fraction` (denominator 100 unless given), else all. Out-of-range values are clamped
+/// (the CRD refuses them).
+pub fn mirror_share(percent: Option<i32>, fraction: Option<(i32, Option<i32>)>) -> u32 {
+    let share = match (percent, fraction) {
+        (Some(p), _) => i64::from(p) * 10_000,
+        (None, Some((n, d))) => match d.unwrap_or(100) {
+            d if d <= 0 => 0,
+            d => i64::from(n) * 1_000_000 / i64::from(d),
+        },
+        (None, None) => 1_000_000,
+    };
+    u32::try_from(share.clamp(0, 1_000_000)).unwrap_or(0)
 }
 
 /// A rule's `timeouts` as the time a backend may take to answer, in milliseconds (there
@@ -530,7 +547,6 @@ mod tests {
     #[test]
     fn filters_wharf_does_not_serve_or_that_cannot_apply_are_refused() {
         for bad in [
-            json!([{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}}}]),
             json!([{"type": "ExtensionRef", "extensionRef": {"group": "x.io", "kind": "K", "name": "n"}}]),
             json!([{"type": "CORS", "cors": {}}]),
             json!([{"type": "RequestHeaderModifier"}]),
@@ -572,6 +588,21 @@ mod tests {
         }
         let why = backend_filters(&of(json!([{"type": "URLRewrite", "urlRewrite": {}}])), &mut b).unwrap_err().message;
         assert!(why.contains("URLRewrite filter is not supported on a backendRef"), "{why}");
+    }
+
+    #[test]
+    fn mirror_shares_come_from_percent_or_fraction() {
+        assert_eq!(mirror_share(None, None), 1_000_000);
+        assert_eq!(mirror_share(Some(25), None), 250_000);
+        assert_eq!(mirror_share(Some(25), Some((1, Some(2)))), 250_000, "percent wins");
+        assert_eq!(mirror_share(None, Some((1, Some(3)))), 333_333);
+        assert_eq!(mirror_share(None, Some((42, None))), 420_000, "denominator 100 by default");
+        assert_eq!(mirror_share(Some(100), None), 1_000_000);
+        assert_eq!(mirror_share(Some(0), None), 0);
+        assert_eq!(mirror_share(Some(150), None), 1_000_000);
+        assert_eq!(mirror_share(Some(-1), None), 0);
+        assert_eq!(mirror_share(None, Some((1, Some(0)))), 0);
+        assert_eq!(mirror_share(None, Some((5, Some(2)))), 1_000_000);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
+use tokio::sync::mpsc;
 
 use super::upstream::{EndpointState, InFlight};
 
@@ -76,16 +77,33 @@ impl Body for PooledBody {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The client's request body on its way to the backend; past `limit` bytes it fails,
-    /// and the request is answered 413.
-    pub struct RequestBody {
-        #[pin]
-        inner: Incoming,
-        remaining: u64,
-        tripped: Option<Arc<AtomicBool>>,
-    }
+/// The client's request body on its way to the backend; past `limit` bytes it fails, and
+/// the request is answered 413. Its data can be teed to mirrors as it streams; a mirror's
+/// request carries such a copy.
+#[derive(Debug)]
+pub struct RequestBody {
+    source: Source,
+    remaining: u64,
+    tripped: Option<Arc<AtomicBool>>,
+    tee: Vec<Tap>,
 }
+
+/// The sending end of a mirror's copy of a body: data goes through a small channel, and
+/// a mirror that falls behind is cut off (`broken`) rather than slowing the request.
+#[derive(Debug)]
+struct Tap {
+    tx: mpsc::Sender<Bytes>,
+    broken: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+enum Source {
+    Client(Incoming),
+    Copy { rx: mpsc::Receiver<Bytes>, broken: Arc<AtomicBool>, hint: SizeHint },
+}
+
+/// Data frames a mirror may be behind the request by before it is cut off.
+const MIRROR_BACKLOG: usize = 16;
 
 /// Why a request body stopped.
 #[derive(Debug, thiserror::Error)]
@@ -96,17 +114,37 @@ pub enum RequestBodyError {
     /// The body went past the route's limit.
     #[error("the request body is larger than the limit")]
     TooLarge,
+    /// A mirror's copy: the mirror fell behind the request, or the request's body failed.
+    #[error("the mirrored request's body was cut off")]
+    MirrorCutOff,
 }
 
 impl RequestBody {
     /// No limit.
     pub fn unlimited(inner: Incoming) -> Self {
-        RequestBody { inner, remaining: u64::MAX, tripped: None }
+        RequestBody { source: Source::Client(inner), remaining: u64::MAX, tripped: None, tee: Vec::new() }
     }
 
     /// At most `limit` bytes; `tripped` is set when the limit was passed.
     pub fn limited(inner: Incoming, limit: u64, tripped: Arc<AtomicBool>) -> Self {
-        RequestBody { inner, remaining: limit, tripped: Some(tripped) }
+        RequestBody { source: Source::Client(inner), remaining: limit, tripped: Some(tripped), tee: Vec::new() }
+    }
+
+    /// A copy of this body for a mirror's request: it gets every data frame this body
+    /// yields from now on, and ends with it (or fails, if the mirror fell behind or the
+    /// client's body failed).
+    pub fn copy(&mut self) -> RequestBody {
+        let (tx, rx) = mpsc::channel(MIRROR_BACKLOG);
+        let broken = Arc::new(AtomicBool::new(false));
+        self.tee.push(Tap { tx, broken: Arc::clone(&broken) });
+        let source = Source::Copy { rx, broken, hint: self.size_hint() };
+        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new() }
+    }
+
+    fn cut_off_copies(&mut self) {
+        for c in self.tee.drain(..) {
+            c.broken.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -115,32 +153,64 @@ impl Body for RequestBody {
     type Error = RequestBodyError;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
-        let this = self.project();
-        match this.inner.poll_frame(cx) {
+        let this = self.get_mut();
+        let polled = match &mut this.source {
+            Source::Client(inner) => Pin::new(inner).poll_frame(cx).map_err(RequestBodyError::from),
+            Source::Copy { rx, broken, .. } => match rx.poll_recv(cx) {
+                Poll::Ready(Some(data)) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                Poll::Ready(None) if broken.load(Ordering::Relaxed) => {
+                    Poll::Ready(Some(Err(RequestBodyError::MirrorCutOff)))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+        };
+        match polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     let n = data.len() as u64;
-                    if n > *this.remaining {
-                        if let Some(t) = this.tripped {
+                    if n > this.remaining {
+                        if let Some(t) = &this.tripped {
                             t.store(true, Ordering::Relaxed);
                         }
+                        this.cut_off_copies();
                         return Poll::Ready(Some(Err(RequestBodyError::TooLarge)));
                     }
-                    *this.remaining -= n;
+                    this.remaining -= n;
+                    this.tee.retain(|c| match c.tx.try_send(data.clone()) {
+                        Ok(()) => true,
+                        Err(_) => {
+                            c.broken.store(true, Ordering::Relaxed);
+                            false
+                        }
+                    });
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => {
+                this.cut_off_copies();
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                // The copies end where this body ends.
+                this.tee.clear();
+                Poll::Ready(None)
+            }
             Poll::Pending => Poll::Pending,
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.source {
+            Source::Client(inner) => inner.is_end_stream(),
+            Source::Copy { hint, .. } => hint.exact() == Some(0),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.source {
+            Source::Client(inner) => inner.size_hint(),
+            Source::Copy { hint, .. } => *hint,
+        }
     }
 }

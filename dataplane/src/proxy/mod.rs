@@ -2,6 +2,7 @@
 
 mod body;
 pub mod headers;
+mod mirror;
 pub mod normalize;
 pub mod upstream;
 pub mod upstream_tls;
@@ -471,6 +472,12 @@ async fn forward(
     }
     route.request_headers.apply(req.headers_mut());
     own.request.apply(req.headers_mut());
+    let timeouts = &shared.opts.timeouts;
+    let limit = route.timeout.unwrap_or(Some(timeouts.request));
+    if !route.mirrors.is_empty() && downstream_upgrade.is_none() {
+        let t = (timeouts.upstream_idle, limit);
+        mirror::start(&route.mirrors, &mut req, &shared.dialer, &shared.metrics, conn.client, t);
+    }
     set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
 
     if let Some(down) = downstream_upgrade {
@@ -481,8 +488,6 @@ async fn forward(
         }
         return tunnel;
     }
-    let timeouts = &shared.opts.timeouts;
-    let limit = route.timeout.unwrap_or(Some(timeouts.request));
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
