@@ -9,7 +9,8 @@
 # kube-controller-manager (Deployments, ReplicaSets, EndpointSlices, service accounts,
 # namespaces, garbage collection; no node lifecycle), and wharf-e2e-pods in place of a
 # kubelet: it registers a Node, binds the suite's pods and runs each echo server in a
-# network namespace of its own (198.18.64.0/18 on bridge wharfpods0). Wharf binds each
+# network namespace of its own (198.18.64.0/18 on bridge wharfpods0), and serves their
+# logs to the API server as a kubelet does (the mirror tests read them). Wharf binds each
 # Gateway on an address of 127.103.0.0/16, which the suite reaches directly.
 #
 # Extra arguments go to the suite (e.g. --run-test HTTPRouteSimpleSameNamespace, --debug).

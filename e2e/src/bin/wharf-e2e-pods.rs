@@ -3,7 +3,8 @@
 //! scheduler binds, starts each pod's containers in a network namespace of its own with
 //! an address on a bridge of this host, reports the pod Running and Ready once its ports
 //! accept connections, and stops it and removes it when it is deleted, as the kubelet
-//! does.
+//! does. Its containers' output is served to the API server as a kubelet serves it
+//! (`kubectl logs`).
 //!
 //! What a container runs comes from its image: `--image NAME=PATH` maps an image name
 //! (without registry and tag) to a program on this host, run with the container's
@@ -16,7 +17,7 @@
 //! Needs root (network namespaces) and `ip`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -32,6 +33,8 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 const BRIDGE: &str = "wharfpods0";
+/// Where the API server fetches container logs (`kubectl logs`), as from a kubelet.
+const KUBELET_PORT: u16 = 10250;
 
 struct Args {
     node: String,
@@ -107,6 +110,9 @@ struct Runner {
     pods: Mutex<HashMap<String, Running>>,
     /// Pod uids starting or started, with their slot in the address range.
     slots: Mutex<BTreeMap<u32, String>>,
+    /// Each pod's directory (its containers' logs) by namespace and name, for the logs
+    /// endpoint.
+    logs: Arc<std::sync::Mutex<HashMap<(String, String), PathBuf>>>,
 }
 
 #[tokio::main]
@@ -117,7 +123,10 @@ async fn main() -> Result<()> {
     bridge(args.gateway)?;
     node(&client, &args).await?;
     std::fs::create_dir_all(&args.state)?;
-    let runner = Arc::new(Runner { client: client.clone(), args, pods: Mutex::default(), slots: Mutex::default() });
+    let logs = Arc::new(std::sync::Mutex::new(HashMap::new()));
+    tokio::spawn(kubelet_logs(SocketAddr::from((args.gateway, KUBELET_PORT)), Arc::clone(&logs)));
+    let runner =
+        Arc::new(Runner { client: client.clone(), args, pods: Mutex::default(), slots: Mutex::default(), logs });
     eprintln!("wharf-e2e-pods: node {} ready, pods on {BRIDGE}", runner.args.node);
     let pods: Api<Pod> = Api::all(client);
     let mut stream = watcher(pods, watcher::Config::default()).boxed();
@@ -199,7 +208,10 @@ async fn node(client: &Client, args: &Args) -> Result<()> {
     let status = json!({"status": {
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "wharf-e2e-pods runs this node",
                         "lastHeartbeatTime": now, "lastTransitionTime": now}],
-        "addresses": [{"type": "InternalIP", "address": args.gateway.to_string()}, {"type": "Hostname", "address": args.node}],
+        // No Hostname address: the API server would prefer it for reaching the logs
+        // endpoint and look the node's name up in DNS.
+        "addresses": [{"type": "InternalIP", "address": args.gateway.to_string()}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
     }});
     nodes.patch_status(&args.node, &PatchParams::default(), &Patch::Merge(&status)).await?;
     Ok(())
@@ -343,6 +355,9 @@ impl Runner {
                 .with_context(|| format!("cannot start {}", program.display()))?;
             running.children.push(child);
         }
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.insert((ns.clone(), name.clone()), dir.clone());
+        }
         self.pods.lock().await.insert(uid.clone(), running);
 
         // Ready once something listens: the conformance manifests declare no ports and no
@@ -463,6 +478,69 @@ fn environment(
     out
 }
 
+/// The kubelet's container-logs endpoint, which the API server proxies `pods/log` to:
+/// `GET /containerLogs/NAMESPACE/POD/CONTAINER` answers with what the container wrote so
+/// far (its stdout and stderr). HTTPS with a self-signed certificate: the harness's API
+/// server does not check kubelet certificates.
+async fn kubelet_logs(addr: SocketAddr, logs: Arc<std::sync::Mutex<HashMap<(String, String), PathBuf>>>) {
+    let tls = match wharf_dataplane::tls::fallback_certificate().and_then(|ck| {
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_no_client_auth().with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck))))
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(cfg) => tokio_rustls::TlsAcceptor::from(Arc::new(cfg)),
+        Err(e) => return eprintln!("wharf-e2e-pods: no logs endpoint: {e}"),
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => return eprintln!("wharf-e2e-pods: no logs endpoint on {addr}: {e}"),
+    };
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let (tls, logs) = (tls.clone(), Arc::clone(&logs));
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(mut s) = tls.accept(stream).await else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_owned();
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let body = container_log(path, &logs);
+            let (status, body) = match body {
+                Some(b) => ("200 OK", b),
+                None => ("404 Not Found", b"no such container\n".to_vec()),
+            };
+            eprintln!("wharf-e2e-pods: logs: GET {path}: {status}");
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(&body).await;
+            let _ = s.shutdown().await;
+        });
+    }
+}
+
+/// The log of the container a `/containerLogs/NS/POD/CONTAINER[?...]` path names.
+fn container_log(path: &str, logs: &std::sync::Mutex<HashMap<(String, String), PathBuf>>) -> Option<Vec<u8>> {
+    let path = path.split('?').next()?;
+    let mut parts = path.strip_prefix("/containerLogs/")?.split('/');
+    let (ns, pod, container) = (parts.next()?, parts.next()?, parts.next()?);
+    if container.is_empty() || container.contains("..") {
+        return None;
+    }
+    let dir = logs.lock().ok()?.get(&(ns.to_owned(), pod.to_owned()))?.clone();
+    std::fs::read(dir.join(format!("{container}.log"))).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::image_name;
@@ -472,5 +550,27 @@ mod tests {
         assert_eq!(image_name("registry.k8s.io/gateway-api/echo-basic:v1.5.1"), "echo-basic");
         assert_eq!(image_name("gcr.io/x/coredns@sha256:abc"), "coredns");
         assert_eq!(image_name("busybox"), "busybox");
+    }
+
+    #[test]
+    fn container_logs_are_found_by_namespace_pod_and_container() {
+        use super::container_log;
+        let dir = std::env::temp_dir().join(format!("wharf-e2e-pods-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("echo.log"), "Echoing back request made to /mirror\n").unwrap();
+        let logs = std::sync::Mutex::new([(("ns".to_owned(), "pod-1".to_owned()), dir.clone())].into());
+        let got = container_log("/containerLogs/ns/pod-1/echo?sinceTime=2026-01-01T00%3A00%3A00Z", &logs);
+        assert_eq!(got.as_deref(), Some(&b"Echoing back request made to /mirror\n"[..]));
+        for missing in [
+            "/containerLogs/ns/pod-2/echo",
+            "/containerLogs/other/pod-1/echo",
+            "/containerLogs/ns/pod-1/x",
+            "/containerLogs/ns/pod-1/",
+            "/pods",
+        ] {
+            assert_eq!(container_log(missing, &logs), None, "{missing}");
+        }
+        assert_eq!(container_log("/containerLogs/ns/pod-1/..", &logs), None);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
