@@ -98,6 +98,26 @@ pub fn stream_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Res
     Ok(Arc::new(cfg))
 }
 
+/// Parses a server's certificate and checks that it chains to `roots` (server-auth
+/// usage, at `now`). The names it must carry are the caller's to check.
+pub(crate) fn chain_to<'a>(
+    end_entity: &'a rustls::pki_types::CertificateDer<'a>,
+    intermediates: &[rustls::pki_types::CertificateDer<'_>],
+    roots: &rustls::RootCertStore,
+    now: rustls::pki_types::UnixTime,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<rustls::server::ParsedCertificate<'a>, rustls::Error> {
+    let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+    rustls::client::verify_server_cert_signed_by_trust_anchor(
+        &parsed,
+        roots,
+        intermediates,
+        now,
+        provider.signature_verification_algorithms.all,
+    )?;
+    Ok(parsed)
+}
+
 /// A self-signed certificate served when no default certificate is configured, so clients
 /// without SNI or with unknown names get a handshake (and a 404) instead of a reset.
 pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, String> {

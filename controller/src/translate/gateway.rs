@@ -451,30 +451,26 @@ fn policy_statuses(
             .map(|(_, p)| accepted_by(p, ns))
             .unwrap_or_default()
     };
-    for r in &world.http_routes {
-        let (ns, name) = (r.metadata.namespace.as_deref().unwrap_or(""), r.metadata.name.as_deref().unwrap_or(""));
-        let gws = parents_of(&out.http_routes, ns, name);
-        let mut refs = r
-            .spec
-            .rules
-            .iter()
-            .flatten()
-            .flat_map(|rule| rule.backend_refs.iter().flatten())
-            .map(|b| (b.group.as_deref(), b.kind.as_deref(), b.name.as_str(), b.namespace.as_deref()));
-        note(ns, &mut refs, &gws);
+    // HTTPRoutes and GRPCRoutes: the same fields under other type names.
+    macro_rules! note_routes {
+        ($routes:expr, $statuses:expr) => {
+            for r in $routes {
+                let (ns, name) =
+                    (r.metadata.namespace.as_deref().unwrap_or(""), r.metadata.name.as_deref().unwrap_or(""));
+                let gws = parents_of($statuses, ns, name);
+                let mut refs = r
+                    .spec
+                    .rules
+                    .iter()
+                    .flatten()
+                    .flat_map(|rule| rule.backend_refs.iter().flatten())
+                    .map(|b| (b.group.as_deref(), b.kind.as_deref(), b.name.as_str(), b.namespace.as_deref()));
+                note(ns, &mut refs, &gws);
+            }
+        };
     }
-    for r in &world.grpc_routes {
-        let (ns, name) = (r.metadata.namespace.as_deref().unwrap_or(""), r.metadata.name.as_deref().unwrap_or(""));
-        let gws = parents_of(&out.grpc_routes, ns, name);
-        let mut refs = r
-            .spec
-            .rules
-            .iter()
-            .flatten()
-            .flat_map(|rule| rule.backend_refs.iter().flatten())
-            .map(|b| (b.group.as_deref(), b.kind.as_deref(), b.name.as_str(), b.namespace.as_deref()));
-        note(ns, &mut refs, &gws);
-    }
+    note_routes!(&world.http_routes, &out.http_routes);
+    note_routes!(&world.grpc_routes, &out.grpc_routes);
     backends
         .tls_policies
         .states

@@ -7,7 +7,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::ParsedCertificate;
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, Error, RootCertStore, SignatureScheme};
 use wharf_model::identity::uri_sans;
@@ -30,14 +29,7 @@ impl ServerCertVerifier for PeerVerifier {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        let parsed = ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
+        crate::tls::chain_to(end_entity, intermediates, &self.roots, now, &self.provider)?;
         let want = self.expected.to_string();
         let sans = uri_sans(end_entity.as_ref());
         if sans.contains(&want) {

@@ -8,7 +8,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, Error, RootCertStore, SignatureScheme};
 use tokio_rustls::TlsConnector;
 use wharf_model::identity::uri_sans;
@@ -106,14 +105,7 @@ impl ServerCertVerifier for Verifier {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        let parsed = ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
+        let parsed = crate::tls::chain_to(end_entity, intermediates, &self.roots, now, &self.provider)?;
         if self.subject_alt_names.is_empty() {
             rustls::client::verify_server_name(&parsed, server_name)?;
             return Ok(ServerCertVerified::assertion());
