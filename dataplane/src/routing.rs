@@ -28,8 +28,8 @@ pub struct RequestView<'a> {
 pub fn matches(m: &RouteMatch, req: &RequestView<'_>) -> bool {
     m.path.matches(req.path)
         && m.method.as_deref().is_none_or(|want| req.method.as_str() == want)
-        && m.headers.iter().all(|h| req.headers.get(&h.name).is_some_and(|v| v.as_bytes() == h.value.as_bytes()))
-        && m.query.iter().all(|q| query_value(req.query, &q.name) == Some(q.value.as_str()))
+        && m.headers.iter().all(|h| req.headers.get(&h.name).is_some_and(|v| h.takes(v.as_bytes())))
+        && m.query.iter().all(|q| query_value(req.query, &q.name).is_some_and(|v| q.takes(v)))
 }
 
 /// The first value of query parameter `name`, as sent.
@@ -280,8 +280,8 @@ mod tests {
         let m = RouteMatch {
             path: PathMatch::prefix("/api").unwrap(),
             method: Some("POST".into()),
-            headers: vec![HeaderMatch { name: "x-env".into(), value: "canary".into() }],
-            query: vec![QueryMatch { name: "v".into(), value: "2".into() }],
+            headers: vec![HeaderMatch::exact("x-env", "canary")],
+            query: vec![QueryMatch::exact("v", "2")],
         };
         let mut h = HeaderMap::new();
         h.insert("x-env", HeaderValue::from_static("canary"));

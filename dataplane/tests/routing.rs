@@ -307,8 +307,8 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
     let api = |method: Option<&str>, headers: &[(&str, &str)], query: &[(&str, &str)]| RouteMatch {
         path: m_path("/api"),
         method: method.map(str::to_owned),
-        headers: headers.iter().map(|(n, v)| HeaderMatch { name: n.to_string(), value: v.to_string() }).collect(),
-        query: query.iter().map(|(n, v)| QueryMatch { name: n.to_string(), value: v.to_string() }).collect(),
+        headers: headers.iter().map(|(n, v)| HeaderMatch::exact(n, v)).collect(),
+        query: query.iter().map(|(n, v)| QueryMatch::exact(n, v)).collect(),
     };
     let mut routes = vec![
         route(m_path("/api"), "plain", false),
@@ -440,4 +440,37 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
 
 fn m_path(p: &str) -> PathMatch {
     PathMatch::prefix(p).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regular_expressions_match_whole_paths_and_values() {
+    use wharf_model::{HeaderMatch, Pattern, QueryMatch, Route, RouteMatch};
+    let r = start().await;
+    let (items, beta, fallback) = (echo("items").await, echo("beta").await, echo("fallback").await);
+    let re = |p: &str| Pattern::full(p).unwrap();
+    let with = |matches: RouteMatch, cluster: &str| Route { matches, ..route(m_path("/"), cluster, false) };
+    let mut routes = vec![
+        with(RouteMatch::path(PathMatch::Regex(re("/items/[0-9]+"))), "items"),
+        with(
+            RouteMatch {
+                headers: vec![HeaderMatch::regex("x-channel", re("beta|canary"))],
+                query: vec![QueryMatch::regex("v", re("[0-9]"))],
+                ..RouteMatch::path(m_path("/"))
+            },
+            "beta",
+        ),
+        route(m_path("/"), "fallback", false),
+    ];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    let clusters = vec![("items", cluster(&[items])), ("beta", cluster(&[beta])), ("fallback", cluster(&[fallback]))];
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], clusters)).unwrap();
+    let name = |path: &'static str, headers: &'static [(&'static str, &'static str)]| async move {
+        http_request(r.http, "GET", "a.test", path, headers).await.unwrap().echo_name()
+    };
+    assert_eq!(name("/items/42", &[]).await, "items");
+    assert_eq!(name("/items/42/x", &[]).await, "fallback", "the whole path must match");
+    assert_eq!(name("/items/", &[]).await, "fallback");
+    assert_eq!(name("/?v=3", &[("x-channel", "canary")]).await, "beta");
+    assert_eq!(name("/?v=33", &[("x-channel", "canary")]).await, "fallback", "the whole value must match");
+    assert_eq!(name("/?v=3", &[("x-channel", "canary-1")]).await, "fallback");
 }

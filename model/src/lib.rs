@@ -5,6 +5,7 @@
 mod host;
 pub mod identity;
 mod path;
+mod pattern;
 mod route;
 mod snapshot;
 pub mod tls;
@@ -12,6 +13,7 @@ pub mod tls;
 pub use host::{Host, HostError};
 pub use identity::Identity;
 pub use path::{PathMatch, PathMatchError};
+pub use pattern::{Pattern, PatternError};
 pub use route::{
     Action, Forward, HeaderEdits, HeaderMatch, Mirror, PathRewrite, QueryMatch, Redirect, Respond, RouteMatch,
     UrlRewrite, WeightedBackend,

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::Pattern;
+
 /// How a rule's path is matched against a request path (query excluded).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "type", content = "value")]
@@ -11,6 +13,8 @@ pub enum PathMatch {
     /// Element-wise prefix: `/foo` matches `/foo` and `/foo/bar` but not `/foobar`.
     /// Stored without trailing slashes (except `/` itself).
     Prefix(String),
+    /// The whole request path matches this pattern (Gateway API `RegularExpression`).
+    Regex(Pattern),
 }
 
 /// Why a path was refused.
@@ -48,13 +52,15 @@ impl PathMatch {
                     None => false,
                 }
             }
+            PathMatch::Regex(r) => r.is_match(path),
         }
     }
 
-    /// The matched path string.
+    /// The matched path string (a pattern's source).
     pub fn path(&self) -> &str {
         match self {
             PathMatch::Exact(p) | PathMatch::Prefix(p) => p,
+            PathMatch::Regex(r) => r.as_str(),
         }
     }
 }
@@ -98,6 +104,14 @@ mod tests {
         for (m, path, want) in cases {
             assert_eq!(m.matches(path), *want, "{m:?} vs {path}");
         }
+    }
+
+    #[test]
+    fn a_regular_expression_matches_the_whole_path() {
+        let m = PathMatch::Regex(Pattern::full("/items/[0-9]+").unwrap_or_else(|e| panic!("{e}")));
+        assert!(m.matches("/items/42"));
+        assert!(!m.matches("/items/42/x") && !m.matches("/items/") && !m.matches("/x/items/1"));
+        assert_eq!(m.path(), "/items/[0-9]+");
     }
 
     #[test]

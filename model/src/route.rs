@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::PathMatch;
+use crate::{PathMatch, Pattern};
 
 /// What a request must look like for a route to take it: every part must match.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -27,8 +27,31 @@ pub struct RouteMatch {
 pub struct HeaderMatch {
     /// Lower-case header name.
     pub name: String,
-    /// The exact value.
+    /// The exact value (a pattern's source when `pattern` is set).
     pub value: String,
+    /// The whole value must match this instead (Gateway API `RegularExpression`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+}
+
+impl HeaderMatch {
+    /// Header `name` (lower-case) with exactly `value`.
+    pub fn exact(name: &str, value: &str) -> HeaderMatch {
+        HeaderMatch { name: name.to_owned(), value: value.to_owned(), pattern: None }
+    }
+
+    /// Header `name` (lower-case) with a value `pattern` matches whole.
+    pub fn regex(name: &str, pattern: Pattern) -> HeaderMatch {
+        HeaderMatch { name: name.to_owned(), value: pattern.as_str().to_owned(), pattern: Some(pattern) }
+    }
+
+    /// True when `value` is one this match takes.
+    pub fn takes(&self, value: &[u8]) -> bool {
+        match &self.pattern {
+            None => value == self.value.as_bytes(),
+            Some(p) => std::str::from_utf8(value).is_ok_and(|v| p.is_match(v)),
+        }
+    }
 }
 
 /// A query parameter the request must carry. Names and values compare exactly, as sent
@@ -37,8 +60,31 @@ pub struct HeaderMatch {
 pub struct QueryMatch {
     /// The parameter name.
     pub name: String,
-    /// The exact value.
+    /// The exact value (a pattern's source when `pattern` is set).
     pub value: String,
+    /// The whole value must match this instead (Gateway API `RegularExpression`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+}
+
+impl QueryMatch {
+    /// Parameter `name` with exactly `value`.
+    pub fn exact(name: &str, value: &str) -> QueryMatch {
+        QueryMatch { name: name.to_owned(), value: value.to_owned(), pattern: None }
+    }
+
+    /// Parameter `name` with a value `pattern` matches whole.
+    pub fn regex(name: &str, pattern: Pattern) -> QueryMatch {
+        QueryMatch { name: name.to_owned(), value: pattern.as_str().to_owned(), pattern: Some(pattern) }
+    }
+
+    /// True when `value` is one this match takes.
+    pub fn takes(&self, value: &str) -> bool {
+        match &self.pattern {
+            None => value == self.value,
+            Some(p) => p.is_match(value),
+        }
+    }
 }
 
 impl RouteMatch {
@@ -243,7 +289,8 @@ impl PathRewrite {
                     (false, _) => format!("{to}{rest}"),
                 }
             }
-            (PathRewrite::Prefix(to), PathMatch::Exact(_)) => to.clone(),
+            // The controller refuses a prefix replacement on other matches.
+            (PathRewrite::Prefix(to), PathMatch::Exact(_) | PathMatch::Regex(_)) => to.clone(),
         }
     }
 }
@@ -261,6 +308,19 @@ pub struct Respond {
 mod tests {
     use super::*;
 
+    #[test]
+    fn header_and_query_matches_take_exact_values_or_whole_pattern_matches() {
+        let exact = HeaderMatch::exact("x-env", "a.b");
+        assert!(exact.takes(b"a.b") && !exact.takes(b"axb") && !exact.takes(b"a.b "));
+        let re = HeaderMatch::regex("x-env", Pattern::full("a.b").unwrap());
+        assert_eq!(re.value, "a.b");
+        assert!(re.takes(b"a.b") && re.takes(b"axb") && !re.takes(b"a.bc") && !re.takes(b"\xff"));
+        let q = QueryMatch::exact("v", "1+");
+        assert!(q.takes("1+") && !q.takes("11"));
+        let qre = QueryMatch::regex("v", Pattern::full("1+").unwrap());
+        assert!(qre.takes("111") && !qre.takes("1+") && !qre.takes("2"));
+    }
+
     fn prefix(p: &str) -> PathMatch {
         PathMatch::prefix(p).unwrap_or(PathMatch::Exact(String::new()))
     }
@@ -269,8 +329,8 @@ mod tests {
         RouteMatch {
             path,
             method: method.then(|| "GET".to_owned()),
-            headers: (0..headers).map(|i| HeaderMatch { name: format!("h{i}"), value: "v".into() }).collect(),
-            query: (0..query).map(|i| QueryMatch { name: format!("q{i}"), value: "v".into() }).collect(),
+            headers: (0..headers).map(|i| HeaderMatch::exact(&format!("h{i}"), "v")).collect(),
+            query: (0..query).map(|i| QueryMatch::exact(&format!("q{i}"), "v")).collect(),
         }
     }
 

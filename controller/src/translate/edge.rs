@@ -78,9 +78,12 @@ fn specificity(h: &Host) -> (u8, std::cmp::Reverse<usize>) {
 fn takes_all(winner: &RouteMatch, loser: &RouteMatch) -> bool {
     let unconditional = winner.method.is_none() && winner.headers.is_empty() && winner.query.is_empty();
     let path = match (&winner.path, &loser.path) {
+        // What a pattern takes is not worked out: only the prefix `/` takes it all.
+        (PathMatch::Prefix(w), PathMatch::Regex(_)) => w == "/",
         (PathMatch::Prefix(_), l) => winner.path.matches(l.path()),
         (PathMatch::Exact(w), PathMatch::Exact(l)) => w == l,
-        (PathMatch::Exact(_), PathMatch::Prefix(_)) => false,
+        (PathMatch::Exact(_), PathMatch::Prefix(_) | PathMatch::Regex(_)) => false,
+        (PathMatch::Regex(_), _) => false,
     };
     unconditional && path
 }
@@ -130,9 +133,20 @@ mod tests {
     }
 
     #[test]
+    fn what_a_pattern_takes_is_not_worked_out_only_the_root_prefix_takes_it() {
+        let re = |p: &str| RouteMatch::path(PathMatch::Regex(wharf_model::Pattern::full(p).unwrap()));
+        let path = |p: PathMatch| RouteMatch::path(p);
+        assert!(takes_all(&path(prefix("/")), &re("/a.*")));
+        assert!(!takes_all(&path(prefix("/a")), &re("/a.*")));
+        assert!(!takes_all(&path(exact("/a")), &re("/a")));
+        assert!(!takes_all(&re("/.*"), &path(exact("/a"))), "a pattern is never taken to cover a rule");
+        assert!(!takes_all(&re("/.*"), &path(prefix("/"))));
+    }
+
+    #[test]
     fn an_ingress_rule_a_gateway_route_takes_whole_is_reported_naming_the_route() {
         let mut headers = route("HTTPRoute", "canary", prefix("/"));
-        headers.matches.headers = vec![HeaderMatch { name: "x-canary".into(), value: "1".into() }];
+        headers.matches.headers = vec![HeaderMatch::exact("x-canary", "1")];
         let snapshot = Snapshot {
             virtual_hosts: vec![
                 VirtualHost {
@@ -241,7 +255,7 @@ mod tests {
         get.method = Some("GET".into());
         assert!(!takes_all(&get, &m(prefix("/a"))), "a method match leaves other methods to the Ingress");
         let mut query = m(prefix("/"));
-        query.query = vec![wharf_model::QueryMatch { name: "v".into(), value: "1".into() }];
+        query.query = vec![wharf_model::QueryMatch::exact("v", "1")];
         assert!(!takes_all(&query, &m(prefix("/a"))));
         assert_eq!(specificity(&host("a.b")).0, 0);
     }

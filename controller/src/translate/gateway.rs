@@ -1141,15 +1141,15 @@ fn grpc_matches(matches: &[wharf_gateway_api::grpcroutes::GrpcRouteRulesMatches]
             .map_err(|e| unsupported(format!("method match: {e}")))?;
             let mut headers: Vec<HeaderMatch> = Vec::new();
             for h in m.headers.iter().flatten() {
-                if h.r#type == Some(HeaderType::RegularExpression) {
-                    return Err(unsupported(format!(
-                        "header match {:?}: RegularExpression values are not supported",
-                        h.name
-                    )));
-                }
                 let name = h.name.to_ascii_lowercase();
                 if !headers.iter().any(|x| x.name == name) {
-                    headers.push(HeaderMatch { name, value: h.value.clone() });
+                    headers.push(match h.r#type {
+                        Some(HeaderType::RegularExpression) => HeaderMatch::regex(
+                            &name,
+                            wharf_model::Pattern::full(&h.value).map_err(|e| unsupported(e.to_string()))?,
+                        ),
+                        _ => HeaderMatch::exact(&name, &h.value),
+                    });
                 }
             }
             Ok(RouteMatch { path, method: None, headers, query: Vec::new() })

@@ -97,30 +97,28 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, Refused> {
     let path = match kind {
         PathType::Exact => PathMatch::exact(value),
         PathType::PathPrefix => PathMatch::prefix(value),
-        PathType::RegularExpression => {
-            return Err(unsupported(format!("path match {value:?}: RegularExpression paths are not supported")))
-        }
+        PathType::RegularExpression => Ok(PathMatch::Regex(pattern(value)?)),
     }
     .map_err(|e| unsupported(format!("path match: {e}")))?;
 
     // Repeated names: only the first counts (header names compare case-insensitively).
     let mut headers: Vec<HeaderMatch> = Vec::new();
     for h in m.headers.iter().flatten() {
-        if h.r#type == Some(HeaderType::RegularExpression) {
-            return Err(unsupported(format!("header match {:?}: RegularExpression values are not supported", h.name)));
-        }
         let name = h.name.to_ascii_lowercase();
         if !headers.iter().any(|x| x.name == name) {
-            headers.push(HeaderMatch { name, value: h.value.clone() });
+            headers.push(match h.r#type {
+                Some(HeaderType::RegularExpression) => HeaderMatch::regex(&name, pattern(&h.value)?),
+                _ => HeaderMatch::exact(&name, &h.value),
+            });
         }
     }
     let mut query: Vec<QueryMatch> = Vec::new();
     for q in m.query_params.iter().flatten() {
-        if q.r#type == Some(QueryType::RegularExpression) {
-            return Err(unsupported(format!("query match {:?}: RegularExpression values are not supported", q.name)));
-        }
         if !query.iter().any(|x| x.name == q.name) {
-            query.push(QueryMatch { name: q.name.clone(), value: q.value.clone() });
+            query.push(match q.r#type {
+                Some(QueryType::RegularExpression) => QueryMatch::regex(&q.name, pattern(&q.value)?),
+                _ => QueryMatch::exact(&q.name, &q.value),
+            });
         }
     }
     Ok(RouteMatch { path, method: m.method.as_ref().map(|x| method(x).to_owned()), headers, query })
@@ -339,6 +337,12 @@ pub fn duration_ms(s: &str) -> Option<u64> {
     (pairs > 0 && pairs <= 4).then_some(total)
 }
 
+/// A `RegularExpression` value, compiled; one that does not compile (or is too large) is
+/// refused with the reason.
+fn pattern(source: &str) -> Result<wharf_model::Pattern, Refused> {
+    wharf_model::Pattern::full(source).map_err(|e| unsupported(e.to_string()))
+}
+
 fn missing(field: &str) -> Refused {
     unsupported(format!("a filter of this type needs its {field} field"))
 }
@@ -459,16 +463,35 @@ mod tests {
     }
 
     #[test]
-    fn regular_expressions_and_relative_paths_are_refused_with_unsupported_value() {
+    fn bad_regular_expressions_and_relative_paths_are_refused_with_unsupported_value() {
         for bad in [
-            json!([{"path": {"type": "RegularExpression", "value": "/.*"}}]),
-            json!([{"headers": [{"name": "a", "type": "RegularExpression", "value": ".*"}]}]),
-            json!([{"queryParams": [{"name": "a", "type": "RegularExpression", "value": ".*"}]}]),
+            json!([{"path": {"type": "RegularExpression", "value": "/(.*"}}]),
+            json!([{"headers": [{"name": "a", "type": "RegularExpression", "value": "["}]}]),
+            json!([{"queryParams": [{"name": "a", "type": "RegularExpression", "value": "a{2,1}"}]}]),
             json!([{"path": {"type": "Exact", "value": "x"}}]),
         ] {
             let err = route_matches(&matches_of(bad.clone())).unwrap_err();
             assert_eq!(err.reason, "UnsupportedValue", "{bad}");
         }
+        let err = route_matches(&matches_of(json!([{"path": {"type": "RegularExpression", "value": "/(x"}}])));
+        assert!(err.unwrap_err().message.contains("\"/(x\""), "the pattern is named");
+    }
+
+    #[test]
+    fn regular_expressions_match_whole_paths_header_and_query_values() {
+        let m = route_matches(&matches_of(json!([{
+            "path": {"type": "RegularExpression", "value": "/v[0-9]+/.*"},
+            "headers": [{"name": "X-Env", "type": "RegularExpression", "value": "canary|beta"}],
+            "queryParams": [{"name": "id", "type": "RegularExpression", "value": "[0-9]{3}"}],
+        }])))
+        .unwrap();
+        let m = &m[0];
+        assert!(m.path.matches("/v2/items") && !m.path.matches("/x/v2/items"));
+        assert_eq!(m.headers[0].name, "x-env");
+        assert!(m.headers[0].takes(b"beta") && !m.headers[0].takes(b"canary-2"));
+        assert!(m.query[0].takes("123") && !m.query[0].takes("1234"));
+        let exact = route_matches(&matches_of(json!([{"headers": [{"name": "a", "value": "x.*"}]}]))).unwrap();
+        assert!(exact[0].headers[0].takes(b"x.*") && !exact[0].headers[0].takes(b"xyz"), "Exact stays exact");
     }
 
     fn backends() -> Vec<WeightedBackend> {
