@@ -350,7 +350,8 @@ impl Metrics {
         self.sni_match[m as usize].inc();
     }
 
-    /// Counts a TLS handshake on the HTTPS listener (the only one that terminates TLS).
+    /// Counts a TLS handshake Wharf terminates: on an HTTPS listener, or for a TLS route in
+    /// mode Terminate (both under the `https` label).
     pub fn handshake(&self, ok: bool) {
         self.handshakes[usize::from(!ok)].inc();
     }
