@@ -134,6 +134,9 @@ impl Policies {
     /// What applies to port `port` (its name, if it has one) of Service `ns/name`: the
     /// policy naming the port, else the one naming the Service; `None` for plain text.
     pub(super) fn lookup(&self, ns: &str, name: &str, port: Option<&str>) -> Option<&Verdict> {
+        if self.targets.is_empty() {
+            return None;
+        }
         let key = |section: Option<&str>| (ns.to_owned(), name.to_owned(), section.map(str::to_owned));
         port.and_then(|p| self.targets.get(&key(Some(p)))).or_else(|| self.targets.get(&key(None))).map(|(_, v)| v)
     }

@@ -425,6 +425,9 @@ fn policy_statuses(
     controller: &str,
     now: &Time,
 ) -> Vec<(ObjectRef, Vec<BackendTlsPolicyStatusAncestors>)> {
+    if backends.tls_policies.states.is_empty() {
+        return Vec::new();
+    }
     // A parentRef without namespace is in the route's.
     let accepted_by = |parents: &[HttpRouteStatusParents], route_ns: &str| -> Vec<(String, String)> {
         parents
@@ -445,12 +448,14 @@ fn policy_statuses(
             }
         }
     };
-    let parents_of = |list: &[(ObjectRef, Vec<HttpRouteStatusParents>)], ns: &str, name: &str| {
-        list.iter()
-            .find(|(o, _)| o.namespace == ns && o.name == name)
-            .map(|(_, p)| accepted_by(p, ns))
-            .unwrap_or_default()
-    };
+    // Each route's status entries by namespace and name (one lookup per route).
+    type ByRoute<'s> = HashMap<(&'s str, &'s str), &'s [HttpRouteStatusParents]>;
+    fn by_route(list: &[(ObjectRef, Vec<HttpRouteStatusParents>)]) -> ByRoute<'_> {
+        list.iter().map(|(o, p)| ((o.namespace.as_str(), o.name.as_str()), p.as_slice())).collect()
+    }
+    let (http_parents, grpc_parents) = (by_route(&out.http_routes), by_route(&out.grpc_routes));
+    let parents_of =
+        |by: &ByRoute<'_>, ns: &str, name: &str| by.get(&(ns, name)).map(|p| accepted_by(p, ns)).unwrap_or_default();
     // HTTPRoutes and GRPCRoutes: the same fields under other type names.
     macro_rules! note_routes {
         ($routes:expr, $statuses:expr) => {
@@ -469,8 +474,8 @@ fn policy_statuses(
             }
         };
     }
-    note_routes!(&world.http_routes, &out.http_routes);
-    note_routes!(&world.grpc_routes, &out.grpc_routes);
+    note_routes!(&world.http_routes, &http_parents);
+    note_routes!(&world.grpc_routes, &grpc_parents);
     backends
         .tls_policies
         .states
