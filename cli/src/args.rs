@@ -179,6 +179,24 @@ pub struct TranslateArgs {
     /// given). Default: 80=http, 443=https, 15443=tls, 31400=tcp.
     #[arg(long = "edge-port", value_parser = parse_edge_port, env = "WHARF_EDGE_PORTS", value_delimiter = ',')]
     pub edge_ports: Vec<EdgePort>,
+    /// Read ingress-nginx's `nginx.ingress.kubernetes.io/NAME` annotations as well as
+    /// `wharf.dev/NAME` (which wins when both are set).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "WHARF_NGINX_ANNOTATIONS")]
+    pub nginx_annotations: bool,
+    /// What becomes of an Ingress with a snippet annotation (`*-snippet`: raw proxy
+    /// configuration, never run): `skip-ingress` (not served) or `ignore` (served without
+    /// the snippet). Either way the Ingress gets a `SnippetRefused` Event.
+    #[arg(long, value_enum, default_value = "skip-ingress", env = "WHARF_SNIPPET_ANNOTATIONS")]
+    pub snippet_annotations: SnippetMode,
+}
+
+/// `--snippet-annotations`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SnippetMode {
+    /// The Ingress is not served.
+    SkipIngress,
+    /// The Ingress is served without the snippet.
+    Ignore,
 }
 
 /// One `--edge-port`.

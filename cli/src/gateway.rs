@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
+use wharf_controller::translate::annotations::{AnnotationOptions, SnippetPolicy};
 use wharf_controller::translate::gateway::{EdgeGateway, EdgeSocket};
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
@@ -15,7 +16,7 @@ use wharf_dataplane::proxy::normalize::PathOptions;
 use wharf_dataplane::{Gateway, Limits, ListenerAddrs, Options, Timeouts};
 use wharf_model::{Identity, PortProtocol};
 
-use crate::args::{EdgeSocketKind, GatewayArgs, MeshArgs, DEFAULT_EDGE_PORTS};
+use crate::args::{EdgeSocketKind, GatewayArgs, MeshArgs, SnippetMode, DEFAULT_EDGE_PORTS};
 
 /// A serving data plane.
 pub struct Serving {
@@ -171,6 +172,13 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
             controller_name: t.gateway_controller_name.clone(),
             addresses: t.gateway_addresses,
             edge: edge_gateway(args)?,
+        },
+        annotations: AnnotationOptions {
+            nginx_names: t.nginx_annotations,
+            snippets: match t.snippet_annotations {
+                SnippetMode::SkipIngress => SnippetPolicy::SkipIngress,
+                SnippetMode::Ignore => SnippetPolicy::Ignore,
+            },
         },
     })
 }

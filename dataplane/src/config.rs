@@ -363,6 +363,7 @@ impl Compiler {
                 source,
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
+                clients: r.clients.clone(),
                 metrics,
             }
         };

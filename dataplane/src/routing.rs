@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::host_map::HostMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use wharf_model::{HeaderEdits, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
+use wharf_model::{ClientFilter, HeaderEdits, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
 
 use crate::metrics::{RouteMetrics, UpstreamError};
 use crate::proxy::upstream::Upstream;
@@ -53,6 +53,8 @@ pub struct CompiledRoute {
     pub https_redirect: bool,
     /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
     pub max_body_bytes: Option<u64>,
+    /// The client addresses it serves (others get 403); all when `None`.
+    pub clients: Option<ClientFilter>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -414,6 +416,7 @@ mod tests {
             source: source.into(),
             https_redirect: false,
             max_body_bytes: None,
+            clients: None,
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();

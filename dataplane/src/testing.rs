@@ -309,6 +309,24 @@ pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, 
         .map_err(|_| format!("GET {path} from {addr}: no answer in 10s"))?
 }
 
+/// Plain HTTP/1.1 GET from the local address `from` (any of 127.0.0.0/8 reaches a
+/// loopback listener), given up after 10 s.
+pub async fn http_get_from(from: std::net::IpAddr, addr: SocketAddr, host: &str, path: &str) -> Result<Seen, String> {
+    let get = async {
+        let socket = match from {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .map_err(|e| e.to_string())?;
+        socket.bind(SocketAddr::new(from, 0)).map_err(|e| format!("bind {from}: {e}"))?;
+        let tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
+        request(TokioIo::new(tcp), false, host, path, "http").await
+    };
+    tokio::time::timeout(Duration::from_secs(10), get)
+        .await
+        .map_err(|_| format!("GET {path} from {from} to {addr}: no answer in 10s"))?
+}
+
 /// Plain HTTP/1.1 request with `method` and extra `headers`, given up after 10 s.
 pub async fn http_request(
     addr: SocketAddr,

@@ -363,6 +363,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 port: None,
                 path: Some(PathRewrite::Prefix("/new".into())),
                 status: 301,
+                location: None,
             }),
         ),
         with(RouteMatch::path(m_path("/gone")), Action::Respond(Respond { status: 410, body: "moved away\n".into() })),
@@ -473,4 +474,89 @@ async fn regular_expressions_match_whole_paths_and_values() {
     assert_eq!(name("/?v=3", &[("x-channel", "canary")]).await, "beta");
     assert_eq!(name("/?v=33", &[("x-channel", "canary")]).await, "fallback", "the whole value must match");
     assert_eq!(name("/?v=3", &[("x-channel", "canary-1")]).await, "fallback");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_address_filters_answer_403_to_others_and_fixed_redirects_send_their_location() {
+    use std::net::IpAddr;
+    use wharf_dataplane::testing::http_get_from;
+    use wharf_model::{Action, ClientFilter, IpNet, Redirect};
+
+    let r = start().await;
+    let net = |s: &str| IpNet::parse(s).unwrap();
+    let filtered = |p: &str, clients: ClientFilter| wharf_model::Route {
+        clients: Some(clients),
+        ..route(PathMatch::prefix(p).unwrap(), "app", false)
+    };
+    let mut routes = vec![
+        route(PathMatch::prefix("/open").unwrap(), "app", false),
+        filtered("/allow", ClientFilter { allow: Some(vec![net("127.0.0.1/32")]), deny: vec![] }),
+        filtered("/deny", ClientFilter { allow: None, deny: vec![net("127.0.0.2")] }),
+        filtered("/both", ClientFilter { allow: Some(vec![net("127.0.0.0/8")]), deny: vec![net("127.0.0.2/32")] }),
+        filtered("/nobody", ClientFilter { allow: Some(vec![]), deny: vec![] }),
+        wharf_model::Route {
+            action: Action::Redirect(Redirect {
+                scheme: None,
+                host: None,
+                port: None,
+                path: None,
+                status: 301,
+                location: Some("https://new.example/landing".into()),
+            }),
+            ..route(PathMatch::prefix("/moved").unwrap(), "app", false)
+        },
+    ];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))])).unwrap();
+
+    let one: IpAddr = [127, 0, 0, 1].into();
+    let two: IpAddr = [127, 0, 0, 2].into();
+    let cases = [
+        (one, "/open", 200),
+        (two, "/open", 200),
+        (one, "/allow", 200),
+        (two, "/allow", 403),
+        (one, "/deny/x", 200),
+        (two, "/deny/x", 403),
+        (one, "/both", 200),
+        (two, "/both", 403),
+        (one, "/nobody", 403),
+        (two, "/nobody", 403),
+    ];
+    for (from, path, want) in cases {
+        let seen = http_get_from(from, r.http, "a.test", path).await.unwrap();
+        assert_eq!(seen.status, want, "GET {path} from {from}: {}", seen.body);
+        if want == 200 {
+            assert_eq!(seen.json()["name"], "app");
+            assert_eq!(seen.json()["headers"]["x-forwarded-for"], from.to_string());
+        } else {
+            assert!(seen.body.contains("not allowed"), "{}", seen.body);
+        }
+    }
+    let seen = http_get(r.http, "a.test", "/moved/deep?q=1").await.unwrap();
+    assert_eq!((seen.status, seen.headers["location"].to_str().unwrap()), (301, "https://new.example/landing"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_rewrites_send_the_backend_the_groups_of_a_leading_regex_path() {
+    use wharf_model::{Action, PathRewrite, Pattern, UrlRewrite};
+
+    let r = start().await;
+    let mut rewriting = route(PathMatch::Regex(Pattern::leading("/something(/|$)(.*)").unwrap()), "app", false);
+    if let Action::Forward(f) = &mut rewriting.action {
+        f.rewrite = Some(UrlRewrite { host: None, path: Some(PathRewrite::Captures("/$2".into())) });
+    }
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![rewriting])], vec![("app", cluster(&[echo("app").await]))]))
+        .unwrap();
+    for (path, want_path, want_query) in
+        [("/something/new/x?q=1", "/new/x", "q=1"), ("/SOMETHING", "/", ""), ("/something/", "/", "")]
+    {
+        let seen = http_get(r.http, "a.test", path).await.unwrap();
+        assert_eq!(seen.status, 200, "{path}: {}", seen.body);
+        let j = seen.json();
+        assert_eq!((j["path"].as_str(), j["query"].as_str().unwrap_or("")), (Some(want_path), want_query), "{path}");
+    }
+    for path in ["/other", "/somethingelse"] {
+        assert_eq!(http_get(r.http, "a.test", path).await.unwrap().status, 404, "{path}");
+    }
 }

@@ -385,35 +385,37 @@ impl Controller {
     ) -> Result<Controller> {
         let (http, https, admin) = (free_port(), free_port(), free_port());
         let mut cmd = Command::new(&env.wharf_bin);
-        cmd.arg("controller")
-            .args(["--kubeconfig", &env.controller_kubeconfig])
-            .args(["--listen-address", "127.0.0.1", "--passthrough-port", "0"])
-            .args([
-                "--http-port",
-                &http.to_string(),
-                "--https-port",
-                &https.to_string(),
-                "--admin-port",
-                &admin.to_string(),
-            ])
-            .args(["--controller-name", &scope.controller_name, "--ingress-class", &scope.class])
-            .args(["--election-namespace", "wharf-system", "--election-id", &format!("lease-{}", scope.class)])
-            .args([
-                "--pod-name",
-                identity,
-                "--lease-duration",
-                "4s",
-                "--lease-renew-deadline",
-                "3s",
-                "--lease-retry",
-                "500ms",
-            ])
-            // No Service in front: stop accepting at SIGTERM (the image test runs the chart's
-            // delay).
-            .args(["--drain-timeout", "2s", "--shutdown-delay", "0s"])
-            .args(extra)
-            .env("RUST_LOG", "info,wharf::access=off")
-            .envs(vars.iter().copied());
+        cmd.arg("controller").args(["--kubeconfig", &env.controller_kubeconfig]).args(["--passthrough-port", "0"]);
+        // Loopback unless `extra` says otherwise (the ports are on every address then).
+        if !extra.contains(&"--listen-address") {
+            cmd.args(["--listen-address", "127.0.0.1"]);
+        }
+        cmd.args([
+            "--http-port",
+            &http.to_string(),
+            "--https-port",
+            &https.to_string(),
+            "--admin-port",
+            &admin.to_string(),
+        ])
+        .args(["--controller-name", &scope.controller_name, "--ingress-class", &scope.class])
+        .args(["--election-namespace", "wharf-system", "--election-id", &format!("lease-{}", scope.class)])
+        .args([
+            "--pod-name",
+            identity,
+            "--lease-duration",
+            "4s",
+            "--lease-renew-deadline",
+            "3s",
+            "--lease-retry",
+            "500ms",
+        ])
+        // No Service in front: stop accepting at SIGTERM (the image test runs the chart's
+        // delay).
+        .args(["--drain-timeout", "2s", "--shutdown-delay", "0s"])
+        .args(extra)
+        .env("RUST_LOG", "info,wharf::access=off")
+        .envs(vars.iter().copied());
         Ok(Controller {
             proc: Proc::spawn(cmd)?,
             http: SocketAddr::from(([127, 0, 0, 1], http)),

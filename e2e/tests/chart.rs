@@ -34,6 +34,18 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
     }))
     .await
     .unwrap();
+    // An Ingress with a snippet annotation: served only where the chart renders
+    // `controller.annotations.snippets: ignore`.
+    let snippet_host = format!("snippet.{}.e2e.test", s.ns);
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "snippet", "namespace": s.ns,
+                     "annotations": {"nginx.ingress.kubernetes.io/server-snippet": "listen 81;"}},
+        "spec": {"ingressClassName": "wharf", "rules": [{"host": snippet_host, "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
     // Routes attached to the chart's Gateway (wharf-system/wharf), from this namespace.
     let route_host = format!("route.{}.e2e.test", s.ns);
     let parent = |section: &str| json!({"name": "wharf", "namespace": "wharf-system", "sectionName": section});
@@ -78,9 +90,10 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
     let mesh = ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf");
     let istiod = std::env::var("WHARF_E2E_ISTIOD_ADDRESS").unwrap();
 
-    let cases: [(&str, Vec<String>); 6] = [
+    let cases: [(&str, Vec<String>); 7] = [
         ("", vec![]),
         ("examples/ambient.yaml", vec![format!("mesh.istio.caAddress={istiod}")]),
+        ("examples/annotations.yaml", vec![]),
         ("examples/autoscaling.yaml", vec![]),
         ("examples/kind.yaml", vec![]),
         ("examples/mesh-secret.yaml", vec![]),
@@ -137,6 +150,14 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         })
         .await;
         assert!(served, "{name}: the Ingress is not served; log:\n{}", gateway.log());
+        let snippets_ignored = args.iter().any(|a| a == "--snippet-annotations=ignore");
+        let snippet = http_get(http_addr, &snippet_host, "/").await.map(|r| r.status);
+        assert_eq!(
+            snippet,
+            Ok(if snippets_ignored { 200 } else { 404 }),
+            "{name}: the Ingress with a snippet annotation, with {args:?}; log:\n{}",
+            gateway.log()
+        );
         assert!(!gateway_objects.is_empty(), "{name}: the chart renders the edge Gateway");
         let route_host = route_host.as_str();
         let routed = eventually(Duration::from_secs(10), || async move {

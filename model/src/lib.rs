@@ -4,6 +4,7 @@
 
 mod host;
 pub mod identity;
+mod net;
 mod path;
 mod pattern;
 mod route;
@@ -12,6 +13,7 @@ pub mod tls;
 
 pub use host::{Host, HostError};
 pub use identity::Identity;
+pub use net::{ClientFilter, IpNet, IpNetError};
 pub use path::{PathMatch, PathMatchError};
 pub use pattern::{Pattern, PatternError};
 pub use route::{

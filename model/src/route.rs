@@ -260,6 +260,10 @@ pub struct Redirect {
     pub path: Option<PathRewrite>,
     /// 301, 302, 303, 307 or 308.
     pub status: u16,
+    /// The whole `Location`, as given: the parts above and the request's path and query
+    /// are not used (ingress-nginx `permanent-redirect`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
 }
 
 /// How a path is rewritten.
@@ -270,6 +274,9 @@ pub enum PathRewrite {
     Full(String),
     /// Replace the part the route's `Prefix` path matched.
     Prefix(String),
+    /// Replace the whole path with this template, its `$N` filled from the capture
+    /// groups of the route's regex path (ingress-nginx `rewrite-target`).
+    Captures(String),
 }
 
 impl PathRewrite {
@@ -291,6 +298,18 @@ impl PathRewrite {
             }
             // The controller refuses a prefix replacement on other matches.
             (PathRewrite::Prefix(to), PathMatch::Exact(_) | PathMatch::Regex(_)) => to.clone(),
+            (PathRewrite::Captures(template), PathMatch::Regex(p)) => {
+                let out = p.expand(path, template).unwrap_or_else(|| template.clone());
+                // `/$1` with an empty group is `/`; a template without a leading `/`
+                // still gives an absolute path.
+                if out.starts_with('/') {
+                    out
+                } else {
+                    format!("/{out}")
+                }
+            }
+            // The controller only writes captures for regex paths.
+            (PathRewrite::Captures(template), PathMatch::Exact(_) | PathMatch::Prefix(_)) => template.clone(),
         }
     }
 }
@@ -379,6 +398,17 @@ mod tests {
         }
         assert_eq!(PathRewrite::Full("/z".into()).apply(&prefix("/foo"), "/foo/x"), "/z");
         assert_eq!(PathRewrite::Prefix("/z".into()).apply(&PathMatch::Exact("/foo".into()), "/foo"), "/z");
+    }
+
+    #[test]
+    fn capture_rewrites_fill_groups_of_the_matched_path() {
+        let re = PathMatch::Regex(Pattern::leading("/something(/|$)(.*)").unwrap_or_else(|e| panic!("{e}")));
+        let to = |t: &str| PathRewrite::Captures(t.into());
+        assert_eq!(to("/$2").apply(&re, "/something/new/x"), "/new/x");
+        assert_eq!(to("/$2").apply(&re, "/something"), "/");
+        assert_eq!(to("$2").apply(&re, "/something/a"), "/a", "always absolute");
+        assert_eq!(to("/").apply(&re, "/something/a/b"), "/", "the whole path is replaced");
+        assert_eq!(to("/x").apply(&PathMatch::Exact("/a".into()), "/a"), "/x");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, Host, PathMatch, RouteMatch, WeightedBackend};
+use crate::{Action, ClientFilter, Host, PathMatch, RouteMatch, WeightedBackend};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -163,6 +163,9 @@ pub struct Route {
     /// gateway's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u64>,
+    /// The client addresses it serves; others are answered 403.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClientFilter>,
 }
 
 impl Route {
@@ -174,6 +177,7 @@ impl Route {
             source,
             https_redirect: false,
             max_body_bytes: None,
+            clients: None,
         }
     }
 }

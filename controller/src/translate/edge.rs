@@ -100,6 +100,7 @@ mod tests {
             source: ObjectRef::new(kind, "web", name),
             https_redirect: false,
             max_body_bytes: None,
+            clients: None,
         }
     }
 

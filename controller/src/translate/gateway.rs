@@ -881,6 +881,7 @@ fn attach_route(
                         source: rref.clone(),
                         https_redirect: false,
                         max_body_bytes: None,
+                        clients: None,
                     };
                     entries.push((host.clone(), key, route));
                 }

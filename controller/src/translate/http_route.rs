@@ -215,6 +215,7 @@ pub fn action(
                     port,
                     path,
                     status,
+                    location: None,
                 });
             }
             FilterType::UrlRewrite => {
@@ -524,7 +525,7 @@ mod tests {
     #[test]
     fn redirects_default_to_302_and_take_scheme_host_port_and_path() {
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {}}]));
-        let want = Redirect { scheme: None, host: None, port: None, path: None, status: 302 };
+        let want = Redirect { scheme: None, host: None, port: None, path: None, status: 302, location: None };
         assert_eq!(action(&f, backends(), &prefix("/")).unwrap(), Action::Redirect(want));
 
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {
@@ -537,6 +538,7 @@ mod tests {
             port: Some(8443),
             path: Some(PathRewrite::Prefix("/new".into())),
             status: 301,
+            location: None,
         };
         assert_eq!(action(&f, backends(), &prefix("/old")).unwrap(), Action::Redirect(want));
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {

@@ -1,5 +1,6 @@
 //! networking.k8s.io/v1 Ingress semantics, as a pure function.
 
+pub mod annotations;
 mod backend;
 mod backend_tls;
 mod class;
@@ -12,7 +13,10 @@ mod tls;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
-use wharf_model::{Host, ObjectRef, PathMatch, Route, RouteMatch, Snapshot, SniRoute, TcpRoute, VirtualHost};
+use wharf_model::{
+    Action, Host, ObjectRef, PathMatch, PathRewrite, Redirect, Route, RouteMatch, Snapshot, SniRoute, TcpRoute,
+    UrlRewrite, VirtualHost,
+};
 
 use crate::World;
 use backend::Backends;
@@ -53,6 +57,8 @@ pub struct Options {
     pub now: i64,
     /// Gateway API settings.
     pub gateway: gateway::GatewayOptions,
+    /// How Ingress annotations are read.
+    pub annotations: annotations::AnnotationOptions,
 }
 
 impl Default for Options {
@@ -67,6 +73,7 @@ impl Default for Options {
             trust_domain: "cluster.local".into(),
             now: 0,
             gateway: gateway::GatewayOptions::default(),
+            annotations: annotations::AnnotationOptions::default(),
         }
     }
 }
@@ -95,12 +102,6 @@ pub struct Translation {
     pub gateway_status: gateway::Statuses,
 }
 
-const PASSTHROUGH_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-passthrough", "nginx.ingress.kubernetes.io/ssl-passthrough"];
-const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["wharf.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
-const FORCE_SSL_REDIRECT_ANNOTATIONS: [&str; 2] =
-    ["wharf.dev/force-ssl-redirect", "nginx.ingress.kubernetes.io/force-ssl-redirect"];
-const BODY_SIZE_ANNOTATIONS: [&str; 2] = ["wharf.dev/proxy-body-size", "nginx.ingress.kubernetes.io/proxy-body-size"];
-
 /// Builds a snapshot from the objects in `world`.
 ///
 /// `previous` is the snapshot currently served: when a Secret turns bad, the certificate
@@ -126,9 +127,21 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     }
 
     let mut routes = RouteTable::default();
-    for ing in &ours {
-        t.ingress(ing, &secrets, &mut tls_hosts, &mut routes);
+    let settings: Vec<annotations::Settings> = ours
+        .iter()
+        .map(|ing| {
+            annotations::parse(ing.metadata.annotations.as_ref(), &ingress_ref(ing), &opts.annotations, &mut t.diags)
+        })
+        .collect();
+    routes.regex_hosts = regex_hosts(&ours, &settings);
+    let mut served = Vec::with_capacity(ours.len());
+    for (ing, settings) in ours.into_iter().zip(&settings) {
+        if t.ingress(ing, settings, &secrets, &mut tls_hosts, &mut routes) {
+            served.push(ing);
+        }
     }
+    let ours = served;
+    routes.add_www_redirects();
     t.snapshot.tls_hosts = tls_hosts.into_hosts();
     t.snapshot.virtual_hosts = routes.take_virtual_hosts(&t.snapshot.tls_hosts);
     t.snapshot.default_backend = routes.default_backend;
@@ -161,6 +174,36 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     }
 }
 
+/// The hosts whose paths are regular expressions: those of every served Ingress with
+/// `use-regex` or `rewrite-target`, for all Ingresses on them (as in ingress-nginx).
+fn regex_hosts(ours: &[&Ingress], settings: &[annotations::Settings]) -> HashSet<Host> {
+    ours.iter()
+        .zip(settings)
+        .filter(|(_, s)| s.regex() && !s.skip)
+        .flat_map(|(ing, _)| ing.spec.iter().flat_map(|s| s.rules.iter().flatten()))
+        .filter_map(|rule| match rule.host.as_deref() {
+            None | Some("") => Some(Host::Any),
+            Some(h) => Host::parse(h).ok(),
+        })
+        .collect()
+}
+
+/// A path of an Ingress on a regex host, as ingress-nginx matches it: `~* "^PATH"`
+/// (case-insensitive, open at the end), whatever its pathType, except that a path with
+/// regex syntax needs `ImplementationSpecific`.
+fn regex_path(raw: &str, path_type: &str) -> Result<PathMatch, String> {
+    let plain = raw.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b));
+    if !plain && path_type != "ImplementationSpecific" {
+        return Err(format!(
+            "path {raw:?} skipped: a regular expression needs pathType ImplementationSpecific, not {path_type}"
+        ));
+    }
+    if !raw.starts_with('/') {
+        return Err(format!("path {raw:?} skipped: it must start with '/'"));
+    }
+    wharf_model::Pattern::leading(raw).map(PathMatch::Regex).map_err(|e| format!("path skipped: {e}"))
+}
+
 /// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
 fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) {
     let m = &ing.metadata;
@@ -175,12 +218,6 @@ fn ingress_ref(ing: &Ingress) -> ObjectRef {
     )
 }
 
-/// The value of the first present annotation among `keys`.
-fn annotation<'a>(ing: &'a Ingress, keys: &[&str]) -> Option<(&'a str, &'a str)> {
-    let ann = ing.metadata.annotations.as_ref()?;
-    keys.iter().find_map(|k| ann.get_key_value(*k).map(|(k, v)| (k.as_str(), v.as_str())))
-}
-
 #[derive(Default)]
 struct RouteTable {
     /// (host, path) -> route; the first claim (oldest Ingress) wins.
@@ -188,9 +225,30 @@ struct RouteTable {
     claimed: HashMap<(Host, RouteMatch), ObjectRef>,
     default_backend: Option<Route>,
     passthrough: BTreeMap<Host, SniRoute>,
+    /// `from-to-www-redirect`: (from, to, source): requests for `from` are redirected to
+    /// `to`, unless some Ingress serves `from` itself.
+    www_redirects: Vec<(String, String, ObjectRef)>,
+    /// Hosts whose paths are regular expressions (`use-regex`, `rewrite-target`).
+    regex_hosts: HashSet<Host>,
 }
 
 impl RouteTable {
+    fn add_www_redirects(&mut self) {
+        for (from, to, source) in std::mem::take(&mut self.www_redirects) {
+            let host = Host::Exact(from);
+            if self.by_host.contains_key(&host) {
+                continue;
+            }
+            let redirect =
+                Redirect { scheme: None, host: Some(to), port: None, path: None, status: 308, location: None };
+            let route = Route {
+                action: Action::Redirect(redirect),
+                ..Route::forward(PathMatch::Prefix("/".into()), "", source)
+            };
+            self.by_host.insert(host, vec![route]);
+        }
+    }
+
     fn take_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
         let by_host = std::mem::take(&mut self.by_host);
         by_host
@@ -228,55 +286,48 @@ impl<'a> Translator<'a> {
         self.diags.push(Diagnostic { object: object.clone(), reason, message });
     }
 
-    /// Reads a boolean annotation; an invalid value is reported and treated as absent.
-    fn bool_annotation(&mut self, ing: &Ingress, src: &ObjectRef, keys: &[&str]) -> Option<bool> {
-        let (key, value) = annotation(ing, keys)?;
-        match value.trim() {
-            "true" => Some(true),
-            "false" => Some(false),
-            other => {
-                self.diag(
-                    src,
-                    "InvalidAnnotation",
-                    format!("annotation {key}: {other:?} is not \"true\" or \"false\"; it is ignored"),
-                );
-                None
-            }
-        }
-    }
-
-    /// Reads a size annotation; an invalid value is reported and treated as absent.
-    fn size_annotation(&mut self, ing: &Ingress, src: &ObjectRef, keys: &[&str]) -> Option<u64> {
-        let (key, value) = annotation(ing, keys)?;
-        let size = wharf_model::parse_size(value);
-        if size.is_none() {
-            self.diag(
-                src,
-                "InvalidAnnotation",
-                format!("annotation {key}: {value:?} is not a size like 8m, 512k or 0 (unlimited); it is ignored"),
-            );
-        }
-        size
-    }
-
+    /// Adds the Ingress's TLS hosts and routes; false when it is not served at all.
     fn ingress(
         &mut self,
         ing: &Ingress,
+        settings: &annotations::Settings,
         secrets: &tls::Secrets,
         tls_hosts: &mut tls::TlsHosts,
         routes: &mut RouteTable,
-    ) {
+    ) -> bool {
         let src = ingress_ref(ing);
-        let Some(spec) = &ing.spec else { return };
-        let passthrough = self.bool_annotation(ing, &src, &PASSTHROUGH_ANNOTATIONS) == Some(true);
-        let ssl_redirect = self.bool_annotation(ing, &src, &SSL_REDIRECT_ANNOTATIONS) != Some(false);
-        let force_redirect = self.bool_annotation(ing, &src, &FORCE_SSL_REDIRECT_ANNOTATIONS) == Some(true);
-        let max_body_bytes = self.size_annotation(ing, &src, &BODY_SIZE_ANNOTATIONS);
-
-        if passthrough {
-            self.passthrough(ing, &src, routes);
-            return;
+        if settings.skip {
+            return false;
         }
+        let Some(spec) = &ing.spec else { return true };
+        if settings.ssl_passthrough {
+            self.passthrough(ing, &src, routes);
+            return true;
+        }
+        // What every route of the Ingress gets.
+        let shape = |route: Route| -> Route {
+            match &settings.redirect {
+                // A fixed redirect answers before the HTTPS redirect and the address
+                // checks, as in ingress-nginx (its `return` runs first).
+                Some(r) => Route {
+                    action: Action::Redirect(Redirect {
+                        scheme: None,
+                        host: None,
+                        port: None,
+                        path: None,
+                        status: r.status,
+                        location: Some(r.url.clone()),
+                    }),
+                    ..route
+                },
+                None => Route {
+                    https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
+                    max_body_bytes: settings.max_body_bytes,
+                    clients: settings.clients.clone(),
+                    ..route
+                },
+            }
+        };
         for entry in spec.tls.iter().flatten() {
             let hosts: Vec<&str> = match &entry.hosts {
                 Some(h) if !h.is_empty() => h.iter().map(String::as_str).collect(),
@@ -288,8 +339,10 @@ impl<'a> Translator<'a> {
 
         if let Some(backend) = &spec.default_backend {
             if let Some(cluster) = self.backend(&src, backend) {
-                let route =
-                    Route { max_body_bytes, ..Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()) };
+                let route = Route {
+                    https_redirect: false,
+                    ..shape(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()))
+                };
                 match &routes.default_backend {
                     None => routes.default_backend = Some(route),
                     Some(winner) => {
@@ -316,7 +369,15 @@ impl<'a> Translator<'a> {
             };
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
                 let raw = p.path.as_deref().unwrap_or("/");
+                let regex = routes.regex_hosts.contains(&host);
                 let matched = match p.path_type.as_str() {
+                    "Exact" | "Prefix" | "ImplementationSpecific" if regex => match regex_path(raw, &p.path_type) {
+                        Ok(m) => Ok(m),
+                        Err(e) => {
+                            self.diag(&src, "InvalidPath", e);
+                            continue;
+                        }
+                    },
                     "Exact" => PathMatch::exact(raw),
                     "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw),
                     other => {
@@ -348,14 +409,51 @@ impl<'a> Translator<'a> {
                     continue;
                 }
                 routes.claimed.insert(key, src.clone());
-                let route = Route {
-                    https_redirect: ssl_redirect || force_redirect,
-                    max_body_bytes,
-                    ..Route::forward(path, &cluster, src.clone())
-                };
+                if let Some(app_root) = settings.app_root.as_ref().filter(|_| path.matches("/")) {
+                    self.app_root(&host, app_root, &src, routes);
+                }
+                let mut route = shape(Route::forward(path, &cluster, src.clone()));
+                if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
+                    (&settings.rewrite_target, &mut route.action, &route.matches.path)
+                {
+                    f.rewrite = Some(UrlRewrite { host: None, path: Some(PathRewrite::Captures(target.clone())) });
+                }
                 routes.by_host.entry(host.clone()).or_default().push(route);
             }
+            if settings.from_to_www {
+                if let Host::Exact(name) = &host {
+                    let alias = match name.strip_prefix("www.") {
+                        Some(bare) => bare.to_owned(),
+                        None => format!("www.{name}"),
+                    };
+                    routes.www_redirects.push((alias, name.clone(), src.clone()));
+                }
+            }
         }
+        true
+    }
+
+    /// `app-root`: `/` itself is redirected (302) to `app_root` on `host`, ahead of the
+    /// Ingress's own routes.
+    fn app_root(&mut self, host: &Host, app_root: &str, src: &ObjectRef, routes: &mut RouteTable) {
+        let exact = PathMatch::Exact("/".into());
+        let key = (host.clone(), RouteMatch::path(exact.clone()));
+        if routes.claimed.get(&key).is_some_and(|winner| winner != src) {
+            return;
+        }
+        if routes.claimed.insert(key, src.clone()).is_some() {
+            return;
+        }
+        let redirect = Redirect {
+            scheme: None,
+            host: None,
+            port: None,
+            path: Some(PathRewrite::Full(app_root.to_owned())),
+            status: 302,
+            location: None,
+        };
+        let route = Route { action: Action::Redirect(redirect), ..Route::forward(exact, "", src.clone()) };
+        routes.by_host.entry(host.clone()).or_default().push(route);
     }
 
     /// Resolves a backend to a cluster id. Missing Services still yield a cluster id, so the

@@ -589,3 +589,174 @@ fn cluster(r: &wharf_model::Route) -> &str {
         other => panic!("{other:?} is not a forward"),
     }
 }
+
+fn host_routes<'t>(t: &'t Translation, host: &str) -> &'t [wharf_model::Route] {
+    t.snapshot.virtual_hosts.iter().find(|v| v.host.to_string() == host).map(|v| v.routes.as_slice()).unwrap_or(&[])
+}
+
+#[test]
+fn an_ingress_with_a_snippet_is_not_served_unless_snippets_are_ignored() {
+    let ann = json!({"nginx.ingress.kubernetes.io/configuration-snippet": "deny all;",
+                     "nginx.ingress.kubernetes.io/enable-cors": "true"});
+    let w = world(vec![ingress(
+        "snippet",
+        0,
+        ann,
+        json!({"ingressClassName": "wharf", "rules": [
+        rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
+    )]);
+    let t = translate(&w, &opts(), None);
+    assert!(t.snapshot.virtual_hosts.is_empty(), "{:?}", t.snapshot.virtual_hosts);
+    assert!(t.ingresses.is_empty(), "a skipped Ingress is not ours to publish an address for");
+    assert_eq!(reasons(&t), [("snippet", "SnippetRefused"), ("snippet", "UnsupportedAnnotation")]);
+
+    let ignore = Options {
+        annotations: annotations::AnnotationOptions {
+            snippets: annotations::SnippetPolicy::Ignore,
+            ..annotations::AnnotationOptions::default()
+        },
+        ..opts()
+    };
+    let t = translate(&w, &ignore, None);
+    assert_eq!(host_routes(&t, "a.com").len(), 1);
+    assert_eq!(t.ingresses.len(), 1);
+    assert!(reasons(&t).contains(&("snippet", "SnippetRefused")));
+}
+
+#[test]
+fn source_ranges_go_on_every_route_of_the_ingress_and_the_default_backend() {
+    let spec = json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}},
+        "rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80})),
+                                             path("/x", "Exact", "app", json!({"number": 80}))]))]});
+    let ann = json!({"nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8",
+                     "nginx.ingress.kubernetes.io/denylist-source-range": "10.9.0.0/16"});
+    let open = json!({"ingressClassName": "wharf", "rules": [
+        rule(Some("b.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let t =
+        translate(&world(vec![ingress("limited", 0, ann, spec), ingress("open", 1, json!({}), open)]), &opts(), None);
+    let want = wharf_model::ClientFilter {
+        allow: Some(vec![wharf_model::IpNet::parse("10.0.0.0/8").unwrap()]),
+        deny: vec![wharf_model::IpNet::parse("10.9.0.0/16").unwrap()],
+    };
+    let routes = host_routes(&t, "a.com");
+    assert_eq!(routes.len(), 2);
+    assert!(routes.iter().all(|r| r.clients.as_ref() == Some(&want)), "{routes:?}");
+    assert_eq!(t.snapshot.default_backend.as_ref().and_then(|r| r.clients.as_ref()), Some(&want));
+    assert_eq!(host_routes(&t, "b.com")[0].clients, None, "another Ingress's hosts are not limited");
+}
+
+#[test]
+fn fixed_redirects_answer_every_path_before_the_https_redirect() {
+    let route = || {
+        json!([path("/", "Prefix", "app", json!({"number": 80})), path("/a", "Prefix", "app", json!({"number": 80}))])
+    };
+    let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "cert"}],
+        "rules": [rule(Some("a.com"), route())]});
+    let ann = json!({"nginx.ingress.kubernetes.io/permanent-redirect": "https://new.example/x",
+                     "nginx.ingress.kubernetes.io/permanent-redirect-code": "308",
+                     "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8"});
+    let mut w = world(vec![ingress("moved", 0, ann, spec)]);
+    w.secrets = vec![tls_secret("cert", &["a.com"])];
+    let t = translate(&w, &opts(), None);
+    let routes = host_routes(&t, "a.com");
+    assert_eq!(routes.len(), 2);
+    for r in routes {
+        let Action::Redirect(rd) = &r.action else { panic!("not a redirect: {r:?}") };
+        assert_eq!((rd.location.as_deref(), rd.status), (Some("https://new.example/x"), 308));
+        assert!(!r.https_redirect && r.clients.is_none(), "the redirect answers first: {r:?}");
+    }
+}
+
+#[test]
+fn app_root_redirects_only_the_root_of_hosts_whose_paths_cover_it() {
+    let spec = json!({"ingressClassName": "wharf", "rules": [
+        rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))])),
+        rule(Some("b.com"), json!([path("/api", "Prefix", "app", json!({"number": 80}))]))]});
+    let t = translate(
+        &world(vec![ingress("app", 0, json!({"nginx.ingress.kubernetes.io/app-root": "/app1"}), spec)]),
+        &opts(),
+        None,
+    );
+    let a = host_routes(&t, "a.com");
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(a[0].matches.path, PathMatch::Exact("/".into()), "the root redirect comes first");
+    let Action::Redirect(rd) = &a[0].action else { panic!("not a redirect: {:?}", a[0]) };
+    assert_eq!((rd.path.clone(), rd.status), (Some(PathRewrite::Full("/app1".into())), 302));
+    assert_eq!(cluster(&a[1]), "web/app:80");
+    let b = host_routes(&t, "b.com");
+    assert_eq!(b.len(), 1, "no path of b.com covers /: {b:?}");
+}
+
+#[test]
+fn from_to_www_redirects_the_other_name_unless_it_is_served() {
+    let spec = |host: &str| json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let www = json!({"nginx.ingress.kubernetes.io/from-to-www-redirect": "true"});
+    let t = translate(
+        &world(vec![
+            ingress("bare", 0, www.clone(), spec("a.com")),
+            ingress("www", 1, www.clone(), spec("www.b.com")),
+            ingress("both", 2, www, spec("c.com")),
+            ingress("served", 3, json!({}), spec("www.c.com")),
+        ]),
+        &opts(),
+        None,
+    );
+    let redirect_to = |host: &str| match host_routes(&t, host) {
+        [r] => match &r.action {
+            Action::Redirect(rd) => Some((rd.host.clone(), rd.status, rd.path.clone())),
+            _ => None,
+        },
+        _ => None,
+    };
+    assert_eq!(redirect_to("www.a.com"), Some((Some("a.com".into()), 308, None)));
+    assert_eq!(redirect_to("b.com"), Some((Some("www.b.com".into()), 308, None)));
+    assert_eq!(redirect_to("www.c.com"), None, "an Ingress serves www.c.com itself");
+    assert_eq!(cluster(&host_routes(&t, "www.c.com")[0]), "web/app:80");
+}
+
+#[test]
+fn rewrite_target_makes_every_path_of_its_hosts_a_leading_case_insensitive_regex() {
+    let rewrite = ingress(
+        "rewrite",
+        0,
+        json!({"nginx.ingress.kubernetes.io/rewrite-target": "/$2"}),
+        json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+            path("/something(/|$)(.*)", "ImplementationSpecific", "app", json!({"number": 80})),
+            path("/bad(", "ImplementationSpecific", "app", json!({"number": 80})),
+            path("/typed(.*)", "Prefix", "app", json!({"number": 80})),
+        ]))]}),
+    );
+    // No annotation, but on the same host: its paths become regexes too (ingress-nginx).
+    let plain = ingress(
+        "plain",
+        1,
+        json!({}),
+        json!({"ingressClassName": "wharf", "rules": [
+            rule(Some("a.com"), json!([path("/api", "Prefix", "app", json!({"number": 80}))])),
+            rule(Some("b.com"), json!([path("/api", "Prefix", "app", json!({"number": 80}))]))]}),
+    );
+    let t = translate(&world(vec![rewrite, plain]), &opts(), None);
+    let a = host_routes(&t, "a.com");
+    let shown: Vec<(String, Option<String>)> = a
+        .iter()
+        .map(|r| {
+            let rw = match &r.action {
+                Action::Forward(f) => f.rewrite.as_ref().and_then(|u| u.path.clone()).map(|p| format!("{p:?}")),
+                _ => None,
+            };
+            (serde_json::to_value(&r.matches.path).unwrap()["value"].as_str().unwrap_or("").to_owned(), rw)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [("~* ^/something(/|$)(.*)".to_owned(), Some("Captures(\"/$2\")".to_owned())), ("~* ^/api".to_owned(), None),],
+        "longest first; only the annotated Ingress rewrites"
+    );
+    assert!(a[1].matches.path.matches("/APIARY"), "prefix-open and case-insensitive, as ingress-nginx");
+    assert_eq!(host_routes(&t, "b.com")[0].matches.path, PathMatch::Prefix("/api".into()), "other hosts keep prefixes");
+    let invalid: Vec<&str> =
+        t.diagnostics.iter().filter(|d| d.reason == "InvalidPath").map(|d| d.message.as_str()).collect();
+    assert_eq!(invalid.len(), 2, "{invalid:?}");
+    assert!(invalid.iter().any(|m| m.contains("/bad(")), "{invalid:?}");
+    assert!(invalid.iter().any(|m| m.contains("needs pathType ImplementationSpecific, not Prefix")), "{invalid:?}");
+}

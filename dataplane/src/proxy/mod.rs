@@ -212,6 +212,9 @@ pub async fn handle(
         (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
             (redirect(&shared, &host, &req), None, None)
         }
+        (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => {
+            (local(StatusCode::FORBIDDEN, "this client address is not allowed here"), Some("client_denied"), None)
+        }
         (Ok(()), Some(r)) => match &r.action {
             // Boxed: the forwarding state is large, and hyper moves the request future into
             // a task per HTTP/2 stream; a small future makes that move cheap.
@@ -376,6 +379,18 @@ fn full(s: String) -> Body {
 /// scheme, else the port the request came in on; 80 for http and 443 for https are left
 /// out of `Location`.
 fn redirect_to<B>(rd: &Redirect, matched: &PathMatch, conn: &ConnInfo, host: &str, req: &Request<B>) -> Response<Body> {
+    if let Some(location) = &rd.location {
+        let status =
+            StatusCode::from_u16(rd.status).ok().filter(StatusCode::is_redirection).unwrap_or(StatusCode::FOUND);
+        let mut r = local(status, "redirected by the route");
+        return match HeaderValue::from_str(location) {
+            Ok(v) => {
+                r.headers_mut().insert(header::LOCATION, v);
+                r
+            }
+            Err(_) => local(StatusCode::INTERNAL_SERVER_ERROR, "the route's redirect is not a valid Location"),
+        };
+    }
     let scheme = rd.scheme.as_deref().unwrap_or(match conn.scheme {
         Scheme::Http => "http",
         Scheme::Https => "https",
@@ -648,6 +663,7 @@ mod tests {
             port,
             path: None,
             status,
+            location: None,
         };
         let req = Request::get("/a/b?x=1").body(()).unwrap();
         let root = PathMatch::Prefix("/".into());
@@ -672,6 +688,11 @@ mod tests {
         assert_eq!(location(&full, &conn(Scheme::Http, 80)).1, "http://a.test/z?x=1");
         let bad = rd(None, Some("bad\nhost"), None, 302);
         assert_eq!(redirect_to(&bad, &root, &conn(Scheme::Http, 80), "a.test", &req).status().as_u16(), 400);
+        // A whole Location is sent as given: no path, query, scheme or port of the request.
+        let fixed = Redirect { location: Some("https://new.test/landing".into()), ..rd(Some("http"), None, None, 301) };
+        assert_eq!(location(&fixed, &conn(Scheme::Http, 8080)), (301, "https://new.test/landing".to_owned()));
+        let broken = Redirect { location: Some("https://x\n".into()), ..rd(None, None, None, 301) };
+        assert_eq!(redirect_to(&broken, &root, &conn(Scheme::Http, 80), "a.test", &req).status().as_u16(), 500);
     }
 
     #[test]

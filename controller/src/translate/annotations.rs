@@ -1,0 +1,596 @@
+//! Ingress annotations: each `wharf.dev/NAME` and its ingress-nginx equivalent
+//! `nginx.ingress.kubernetes.io/NAME`, parsed once per Ingress into typed [`Settings`].
+//! A value is validated, never pasted into configuration; an invalid one is reported and
+//! fails closed where ingress-nginx does (an unparsable allow list serves no one). An
+//! annotation under either prefix that Wharf does not implement is reported by name, and
+//! one that injects raw proxy configuration (`*-snippet`) is refused.
+
+use std::collections::BTreeMap;
+
+use wharf_model::{ClientFilter, IpNet, ObjectRef};
+
+use super::Diagnostic;
+
+/// Prefix of Wharf's own annotations.
+pub const WHARF_PREFIX: &str = "wharf.dev/";
+/// Prefix of ingress-nginx's annotations, accepted for the same names.
+pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
+
+/// The annotation names (after the prefix) Wharf acts on.
+pub const IMPLEMENTED: [&str; 15] = [
+    "ssl-passthrough",
+    "ssl-redirect",
+    "force-ssl-redirect",
+    "proxy-body-size",
+    "allowlist-source-range",
+    "whitelist-source-range",
+    "denylist-source-range",
+    "permanent-redirect",
+    "permanent-redirect-code",
+    "temporal-redirect",
+    "temporal-redirect-code",
+    "app-root",
+    "from-to-www-redirect",
+    "rewrite-target",
+    "use-regex",
+];
+
+/// What becomes of an Ingress that carries a snippet annotation (raw proxy configuration,
+/// which Wharf never runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnippetPolicy {
+    /// The Ingress is not served: what the snippet did (often access control) would be
+    /// silently missing.
+    #[default]
+    SkipIngress,
+    /// The Ingress is served without the snippet.
+    Ignore,
+}
+
+/// How annotations are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotationOptions {
+    /// Read `nginx.ingress.kubernetes.io/` names too (a `wharf.dev/` name wins when both
+    /// are set).
+    pub nginx_names: bool,
+    /// What a snippet annotation does to its Ingress.
+    pub snippets: SnippetPolicy,
+}
+
+impl Default for AnnotationOptions {
+    fn default() -> Self {
+        AnnotationOptions { nginx_names: true, snippets: SnippetPolicy::SkipIngress }
+    }
+}
+
+/// A redirect of every request to one URL (`permanent-redirect`, `temporal-redirect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedRedirect {
+    /// The `Location`, exactly.
+    pub url: String,
+    /// The status code.
+    pub status: u16,
+}
+
+/// What an Ingress's annotations ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// A snippet was refused: the Ingress is not served.
+    pub skip: bool,
+    /// `ssl-passthrough`: TLS connections for its hosts go to the backend undecrypted.
+    pub ssl_passthrough: bool,
+    /// `ssl-redirect` (default on): plain HTTP to hosts with TLS is redirected to HTTPS.
+    pub ssl_redirect: bool,
+    /// `force-ssl-redirect`: redirect to HTTPS even without TLS.
+    pub force_ssl_redirect: bool,
+    /// `proxy-body-size`: the request body limit (`Some(0)`: unlimited).
+    pub max_body_bytes: Option<u64>,
+    /// `allowlist-source-range` / `whitelist-source-range`, `denylist-source-range`.
+    pub clients: Option<ClientFilter>,
+    /// `temporal-redirect` (wins) or `permanent-redirect`.
+    pub redirect: Option<FixedRedirect>,
+    /// `app-root`: `/` is redirected (302) to this path.
+    pub app_root: Option<String>,
+    /// `from-to-www-redirect`: `www.HOST` redirects to `HOST` (and back).
+    pub from_to_www: bool,
+    /// `use-regex`: the paths of the Ingress's hosts are regular expressions.
+    pub use_regex: bool,
+    /// `rewrite-target`: the path the backend gets, `$N` filled from the path's capture
+    /// groups (implies `use_regex`).
+    pub rewrite_target: Option<String>,
+}
+
+impl Settings {
+    /// True when the Ingress's hosts take regex paths (host-wide, as in ingress-nginx).
+    pub fn regex(&self) -> bool {
+        self.use_regex || self.rewrite_target.is_some()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            skip: false,
+            ssl_passthrough: false,
+            ssl_redirect: true,
+            force_ssl_redirect: false,
+            max_body_bytes: None,
+            clients: None,
+            redirect: None,
+            app_root: None,
+            from_to_www: false,
+            use_regex: false,
+            rewrite_target: None,
+        }
+    }
+}
+
+/// Parses the annotations of the Ingress `src`, reporting what is invalid, refused or
+/// not supported into `diags`.
+pub fn parse(
+    annotations: Option<&BTreeMap<String, String>>,
+    src: &ObjectRef,
+    opts: &AnnotationOptions,
+    diags: &mut Vec<Diagnostic>,
+) -> Settings {
+    let empty = BTreeMap::new();
+    let mut r = Reader { ann: annotations.unwrap_or(&empty), opts, src, diags };
+    let mut s = Settings {
+        skip: r.unknown_and_refused(),
+        ssl_passthrough: r.bool("ssl-passthrough").unwrap_or(false),
+        ssl_redirect: r.bool("ssl-redirect").unwrap_or(true),
+        force_ssl_redirect: r.bool("force-ssl-redirect").unwrap_or(false),
+        max_body_bytes: r.size("proxy-body-size"),
+        clients: r.clients(),
+        redirect: None,
+        app_root: r.app_root(),
+        from_to_www: r.bool("from-to-www-redirect").unwrap_or(false),
+        use_regex: r.bool("use-regex").unwrap_or(false),
+        rewrite_target: r.rewrite_target(),
+    };
+    s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
+    s
+}
+
+struct Reader<'a> {
+    ann: &'a BTreeMap<String, String>,
+    opts: &'a AnnotationOptions,
+    src: &'a ObjectRef,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl<'a> Reader<'a> {
+    fn report(&mut self, reason: &'static str, message: String) {
+        self.diags.push(Diagnostic { object: self.src.clone(), reason, message });
+    }
+
+    /// The `wharf.dev/` value of `name`, else the ingress-nginx one (when read): the
+    /// full key and the value.
+    fn get(&self, name: &str) -> Option<(&'a str, &'a str)> {
+        let ann: &'a BTreeMap<String, String> = self.ann;
+        let prefixes: &[&str] = if self.opts.nginx_names { &[WHARF_PREFIX, NGINX_PREFIX] } else { &[WHARF_PREFIX] };
+        prefixes.iter().find_map(|p| ann.get_key_value(&format!("{p}{name}")).map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    fn invalid(&mut self, key: &str, message: String) {
+        self.report("InvalidAnnotation", format!("annotation {key}: {message}"));
+    }
+
+    /// Reports every annotation under our prefixes that is not implemented, and the
+    /// snippets; true when the Ingress must not be served.
+    fn unknown_and_refused(&mut self) -> bool {
+        let mut skip = false;
+        let ann = self.ann;
+        for key in ann.keys() {
+            let (prefix, name) = match (key.strip_prefix(WHARF_PREFIX), key.strip_prefix(NGINX_PREFIX)) {
+                (Some(name), _) => (WHARF_PREFIX, name),
+                (None, Some(name)) => (NGINX_PREFIX, name),
+                (None, None) => continue,
+            };
+            if name.ends_with("-snippet") {
+                let (verdict, how) = match self.opts.snippets {
+                    SnippetPolicy::SkipIngress => {
+                        skip = true;
+                        (
+                            "the Ingress is not served",
+                            "Remove it (docs/migrating-from-ingress-nginx.md lists the annotations that replace \
+                             common snippets), or start Wharf with --snippet-annotations=ignore to serve such \
+                             Ingresses without their snippets",
+                        )
+                    }
+                    SnippetPolicy::Ignore => (
+                        "the Ingress is served without it (--snippet-annotations=ignore)",
+                        "Check that nothing the snippet did (access control, headers) is needed",
+                    ),
+                };
+                self.report(
+                    "SnippetRefused",
+                    format!(
+                        "annotation {key} injects raw proxy configuration, which Wharf never runs: {verdict}. {how}."
+                    ),
+                );
+            } else if !IMPLEMENTED.contains(&name) {
+                let message = if prefix == WHARF_PREFIX {
+                    format!("annotation {key} is not one Wharf knows (a misspelling?); it is ignored")
+                } else {
+                    format!(
+                        "annotation {key} is not supported by Wharf; the Ingress is served without it \
+                         (docs/migrating-from-ingress-nginx.md lists every annotation and its status)"
+                    )
+                };
+                self.report("UnsupportedAnnotation", message);
+            } else if prefix == NGINX_PREFIX && !self.opts.nginx_names {
+                self.report(
+                    "UnsupportedAnnotation",
+                    format!(
+                        "annotation {key} is ignored: this controller reads only wharf.dev/ annotations \
+                         (--nginx-annotations=false); use {WHARF_PREFIX}{name}"
+                    ),
+                );
+            }
+        }
+        skip
+    }
+
+    /// A boolean; an invalid value is reported and treated as absent.
+    fn bool(&mut self, name: &str) -> Option<bool> {
+        let (key, value) = self.get(name)?;
+        match value.trim() {
+            "true" => Some(true),
+            "false" => Some(false),
+            other => {
+                self.invalid(key, format!("{other:?} is not \"true\" or \"false\"; it is ignored"));
+                None
+            }
+        }
+    }
+
+    /// A size; an invalid value is reported and treated as absent.
+    fn size(&mut self, name: &str) -> Option<u64> {
+        let (key, value) = self.get(name)?;
+        let size = wharf_model::parse_size(value);
+        if size.is_none() {
+            self.invalid(key, format!("{value:?} is not a size like 8m, 512k or 0 (unlimited); it is ignored"));
+        }
+        size
+    }
+
+    /// A comma-separated list of networks; `None` when any entry is invalid (reported).
+    fn networks(&mut self, key: &str, value: &str) -> Option<Vec<IpNet>> {
+        let mut nets = Vec::new();
+        for item in value.split(',').map(str::trim) {
+            match IpNet::parse(item) {
+                Ok(n) => nets.push(n),
+                Err(e) => {
+                    self.invalid(
+                        key,
+                        format!("{e}: every client is refused (403) on this Ingress's paths until it is fixed"),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(nets)
+    }
+
+    /// The allow list (`allowlist-source-range`, before its old name
+    /// `whitelist-source-range`) and the deny list. An invalid list serves no one.
+    fn clients(&mut self) -> Option<ClientFilter> {
+        let allow = self
+            .get("allowlist-source-range")
+            .or_else(|| self.get("whitelist-source-range"))
+            .map(|(key, value)| self.networks(key, value).unwrap_or_default());
+        let deny = match self.get("denylist-source-range") {
+            None => None,
+            Some((key, value)) => match self.networks(key, value) {
+                Some(nets) => Some(nets),
+                None => return Some(ClientFilter { allow: Some(Vec::new()), deny: Vec::new() }),
+            },
+        };
+        if allow.is_none() && deny.is_none() {
+            return None;
+        }
+        Some(ClientFilter { allow, deny: deny.unwrap_or_default() })
+    }
+
+    /// A redirect of every request to the URL in `name`, with the status in `name-code`
+    /// (else `default`).
+    fn fixed_redirect(&mut self, name: &str, default: u16) -> Option<FixedRedirect> {
+        let (key, value) = self.get(name)?;
+        let url = value.trim();
+        if !is_redirect_url(url) {
+            self.invalid(key, format!("{url:?} is not an absolute http:// or https:// URL; it is ignored"));
+            return None;
+        }
+        let code_name = format!("{name}-code");
+        let status = match self.get(&code_name) {
+            None => default,
+            Some((code_key, code)) => match code.trim().parse::<u16>() {
+                Ok(s @ (301 | 302 | 303 | 307 | 308)) => s,
+                _ => {
+                    self.invalid(code_key, format!("{code:?} is not 301, 302, 303, 307 or 308; {default} is used"));
+                    default
+                }
+            },
+        };
+        Some(FixedRedirect { url: url.to_owned(), status })
+    }
+
+    /// A path template: visible ASCII, no query or fragment (the request's query is kept).
+    fn rewrite_target(&mut self) -> Option<String> {
+        let (key, value) = self.get("rewrite-target")?;
+        let target = value.trim();
+        if !target.is_empty() && target.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') {
+            Some(target.to_owned())
+        } else {
+            self.invalid(
+                key,
+                format!("{target:?} is not a path like /$2 (no spaces, query or fragment); the path is not rewritten"),
+            );
+            None
+        }
+    }
+
+    fn app_root(&mut self) -> Option<String> {
+        let (key, value) = self.get("app-root")?;
+        let path = value.trim();
+        if path.starts_with('/') && path.len() > 1 && path.bytes().all(|b| b.is_ascii_graphic()) {
+            Some(path.to_owned())
+        } else {
+            self.invalid(key, format!("{path:?} is not an absolute path like /app; it is ignored"));
+            None
+        }
+    }
+}
+
+/// An absolute `http://` or `https://` URL with a host, of visible ASCII only (nothing a
+/// header or a log line could be split on).
+fn is_redirect_url(url: &str) -> bool {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !authority.is_empty() && !authority.starts_with(':') && url.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src() -> ObjectRef {
+        ObjectRef::new("Ingress", "default", "web")
+    }
+
+    fn parse_with(pairs: &[(&str, &str)], opts: &AnnotationOptions) -> (Settings, Vec<(&'static str, String)>) {
+        let ann: BTreeMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let mut diags = Vec::new();
+        let s = parse(Some(&ann), &src(), opts, &mut diags);
+        (s, diags.into_iter().map(|d| (d.reason, d.message)).collect())
+    }
+
+    fn parsed(pairs: &[(&str, &str)]) -> (Settings, Vec<(&'static str, String)>) {
+        parse_with(pairs, &AnnotationOptions::default())
+    }
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().filter_map(|n| IpNet::parse(n).ok()).collect()
+    }
+
+    #[test]
+    fn without_annotations_the_defaults_hold() {
+        let mut diags = Vec::new();
+        let s = parse(None, &src(), &AnnotationOptions::default(), &mut diags);
+        assert_eq!(s, Settings::default());
+        assert!(s.ssl_redirect && !s.skip && !s.ssl_passthrough && diags.is_empty());
+    }
+
+    #[test]
+    fn both_prefixes_are_read_and_the_wharf_name_wins() {
+        for key in ["wharf.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"] {
+            let (s, d) = parsed(&[(key, "false")]);
+            assert!(!s.ssl_redirect, "{key}");
+            assert!(d.is_empty(), "{d:?}");
+        }
+        let (s, _) =
+            parsed(&[("wharf.dev/proxy-body-size", "1k"), ("nginx.ingress.kubernetes.io/proxy-body-size", "8m")]);
+        assert_eq!(s.max_body_bytes, Some(1024));
+    }
+
+    #[test]
+    fn booleans_and_sizes_take_valid_values_and_report_the_rest() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/ssl-passthrough", "true"),
+            ("nginx.ingress.kubernetes.io/force-ssl-redirect", " true "),
+            ("nginx.ingress.kubernetes.io/from-to-www-redirect", "true"),
+            ("nginx.ingress.kubernetes.io/proxy-body-size", "0"),
+        ]);
+        assert!(s.ssl_passthrough && s.force_ssl_redirect && s.from_to_www && d.is_empty());
+        assert_eq!(s.max_body_bytes, Some(0));
+        let (s, d) = parsed(&[("wharf.dev/ssl-redirect", "no"), ("wharf.dev/proxy-body-size", "lots")]);
+        assert!(s.ssl_redirect, "an invalid value is ignored: the default holds");
+        assert_eq!(s.max_body_bytes, None);
+        let reasons: Vec<_> = d.iter().map(|(r, m)| (*r, m.split(':').next().unwrap_or(""))).collect();
+        assert_eq!(
+            reasons,
+            [
+                ("InvalidAnnotation", "annotation wharf.dev/ssl-redirect"),
+                ("InvalidAnnotation", "annotation wharf.dev/proxy-body-size")
+            ]
+        );
+    }
+
+    #[test]
+    fn source_ranges_allow_deny_and_fail_closed() {
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8, 192.168.0.1")]);
+        assert_eq!(s.clients, Some(ClientFilter { allow: Some(nets(&["10.0.0.0/8", "192.168.0.1"])), deny: vec![] }));
+        assert!(d.is_empty(), "{d:?}");
+        // The new name wins over the old one.
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8"),
+            ("nginx.ingress.kubernetes.io/allowlist-source-range", "172.16.0.0/12"),
+        ]);
+        assert_eq!(s.clients.and_then(|c| c.allow), Some(nets(&["172.16.0.0/12"])));
+        let (s, _) = parsed(&[("wharf.dev/denylist-source-range", "203.0.113.0/24,2001:db8::/32")]);
+        assert_eq!(s.clients, Some(ClientFilter { allow: None, deny: nets(&["203.0.113.0/24", "2001:db8::/32"]) }));
+        // Unparsable: no one is served, and the message says so.
+        let nobody = Some(ClientFilter { allow: Some(vec![]), deny: vec![] });
+        for (key, value) in [
+            ("wharf.dev/allowlist-source-range", "10.0.0.0/8,10.0.0.300"),
+            ("wharf.dev/allowlist-source-range", ""),
+            ("wharf.dev/denylist-source-range", "not-an-ip"),
+        ] {
+            let (s, d) = parsed(&[(key, value), ("wharf.dev/whitelist-source-range", "10.0.0.0/8")]);
+            if key.ends_with("allowlist-source-range") {
+                assert_eq!(s.clients, nobody, "{key}={value:?}");
+            } else {
+                assert_eq!(s.clients, nobody, "{key}={value:?}: an invalid deny list serves no one");
+            }
+            assert_eq!(d.len(), 1, "{d:?}");
+            assert_eq!(d[0].0, "InvalidAnnotation");
+            assert!(d[0].1.contains(key) && d[0].1.contains("every client is refused (403)"), "{}", d[0].1);
+        }
+    }
+
+    #[test]
+    fn redirects_take_urls_codes_and_temporal_wins() {
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/permanent-redirect", "https://new.example/x?y=1")]);
+        assert_eq!(s.redirect, Some(FixedRedirect { url: "https://new.example/x?y=1".into(), status: 301 }));
+        assert!(d.is_empty());
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/permanent-redirect", "https://a.example"),
+            ("nginx.ingress.kubernetes.io/permanent-redirect-code", "308"),
+        ]);
+        assert_eq!(s.redirect.map(|r| r.status), Some(308));
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/permanent-redirect", "https://a.example"),
+            ("nginx.ingress.kubernetes.io/temporal-redirect", "http://b.example/"),
+        ]);
+        assert_eq!(s.redirect, Some(FixedRedirect { url: "http://b.example/".into(), status: 302 }));
+        let (s, d) = parsed(&[
+            ("wharf.dev/temporal-redirect", "https://b.example"),
+            ("wharf.dev/temporal-redirect-code", "200"),
+        ]);
+        assert_eq!(s.redirect.map(|r| r.status), Some(302));
+        assert_eq!(d.len(), 1);
+        assert!(d[0].1.contains("temporal-redirect-code") && d[0].1.contains("302 is used"), "{}", d[0].1);
+        for bad in [
+            "ftp://a.example",
+            "/relative",
+            "https://",
+            "https://:80/x",
+            "https://a.example/x\r\nSet-Cookie: a",
+            "https://a b",
+        ] {
+            let (s, d) = parsed(&[("wharf.dev/permanent-redirect", bad)]);
+            assert_eq!(s.redirect, None, "{bad:?}");
+            assert_eq!(d.len(), 1, "{bad:?}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn rewrite_target_implies_regex_paths() {
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/rewrite-target", "/$2")]);
+        assert_eq!((s.rewrite_target.as_deref(), s.use_regex, s.regex(), d.len()), (Some("/$2"), false, true, 0));
+        let (s, _) = parsed(&[("nginx.ingress.kubernetes.io/use-regex", "true")]);
+        assert!(s.regex() && s.rewrite_target.is_none());
+        assert!(!Settings::default().regex());
+        for bad in ["", "/a b", "/x?y=1", "/x#f"] {
+            let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/rewrite-target", bad)]);
+            assert_eq!((s.rewrite_target, d.len()), (None, 1), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn app_root_is_an_absolute_path() {
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
+        assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
+        for bad in ["app1", "/", "", "/a b", "https://x/app"] {
+            let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", bad)]);
+            assert_eq!((s.app_root, d.len()), (None, 1), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn snippets_skip_the_ingress_or_are_ignored_as_configured() {
+        let snippet = [("nginx.ingress.kubernetes.io/configuration-snippet", "more_set_headers \"X: y\";")];
+        let (s, d) = parsed(&snippet);
+        assert!(s.skip);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].0, "SnippetRefused");
+        assert!(d[0].1.contains("configuration-snippet") && d[0].1.contains("not served"), "{}", d[0].1);
+        let ignore = AnnotationOptions { snippets: SnippetPolicy::Ignore, ..AnnotationOptions::default() };
+        let (s, d) = parse_with(&snippet, &ignore);
+        assert!(!s.skip);
+        assert!(d[0].0 == "SnippetRefused" && d[0].1.contains("served without it"), "{d:?}");
+        // Refused under either prefix, and even with the nginx names off.
+        let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
+        assert!(parse_with(&snippet, &off).0.skip);
+        assert!(parsed(&[("wharf.dev/server-snippet", "x")]).0.skip);
+    }
+
+    #[test]
+    fn every_other_annotation_under_our_prefixes_is_reported_by_name() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/enable-cors", "true"),
+            ("wharf.dev/ssl-redirct", "false"),
+            ("kubernetes.io/ingress.class", "wharf"),
+            ("example.com/owner", "team-a"),
+            ("nginx.ingress.kubernetes.io/ssl-redirect", "false"),
+        ]);
+        assert!(!s.ssl_redirect && !s.skip);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d.iter().all(|(r, _)| *r == "UnsupportedAnnotation"));
+        assert!(d[0].1.contains("nginx.ingress.kubernetes.io/enable-cors") && d[0].1.contains("served without it"));
+        assert!(d[1].1.contains("wharf.dev/ssl-redirct") && d[1].1.contains("misspelling"));
+    }
+
+    #[test]
+    fn with_nginx_names_off_only_wharf_names_count_and_the_others_are_reported() {
+        let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
+        let (s, d) = parse_with(
+            &[("nginx.ingress.kubernetes.io/ssl-redirect", "false"), ("wharf.dev/proxy-body-size", "1k")],
+            &off,
+        );
+        assert!(s.ssl_redirect, "the nginx name is not read");
+        assert_eq!(s.max_body_bytes, Some(1024));
+        assert_eq!(d.len(), 1);
+        assert!(
+            d[0].1.contains("--nginx-annotations=false") && d[0].1.contains("use wharf.dev/ssl-redirect"),
+            "{}",
+            d[0].1
+        );
+    }
+
+    #[test]
+    fn every_implemented_name_is_read() {
+        // An annotation named in IMPLEMENTED but not read would be silently ignored: each
+        // one, set to a valid value, must change the settings.
+        let value = |name: &str| match name {
+            "proxy-body-size" => "1k",
+            "ssl-redirect" => "false",
+            n if n.ends_with("-source-range") => "10.0.0.0/8",
+            n if n.ends_with("-code") => "308",
+            "app-root" => "/app",
+            "rewrite-target" => "/$1",
+            n if n.ends_with("redirect") && n != "force-ssl-redirect" && n != "from-to-www-redirect" => {
+                "https://x.example"
+            }
+            _ => "true",
+        };
+        for name in IMPLEMENTED {
+            let mut pairs = vec![(format!("wharf.dev/{name}"), value(name).to_owned())];
+            if let Some(base) = name.strip_suffix("-code") {
+                pairs.push((format!("wharf.dev/{base}"), "https://x.example".to_owned()));
+            }
+            let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let (s, d) = parsed(&borrowed);
+            assert!(d.is_empty(), "{name}: {d:?}");
+            let baseline = if name.ends_with("-code") {
+                let base = &borrowed[1..];
+                parsed(base).0
+            } else {
+                Settings::default()
+            };
+            assert_ne!(s, baseline, "{name} is listed as implemented but changes nothing");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! ingress-nginx annotations through the real API server: what a client gets, and the
+//! Events `kubectl describe` shows for what Wharf refuses or does not support.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wharf_dataplane::testing::http_get_from;
+use wharf_e2e::*;
+
+fn ingress(s: &Scope, name: &str, host: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": name, "namespace": s.ns, "annotations": annotations},
+        "spec": {"ingressClassName": s.class, "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    })
+}
+
+/// The status a client at `from` gets for GET / on `host`: from the backend network
+/// namespace (its own address) when the suite has one, else from a loopback address.
+async fn status_from(env: &Env, from: &Client, port: u16, host: &str) -> u16 {
+    match from {
+        Client::Loopback(ip) => {
+            http_get_from(*ip, SocketAddr::from(([127, 0, 0, 1], port)), host, "/").await.map(|s| s.status).unwrap_or(0)
+        }
+        Client::BackendNetwork(gateway) => {
+            let (first, rest) = env.backend_exec.split_first().unwrap();
+            let out = Command::new(first)
+                .args(rest)
+                .args(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "-H"])
+                .arg(format!("Host: {host}"))
+                .arg(format!("http://{gateway}:{port}/"))
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+        }
+    }
+}
+
+enum Client {
+    Loopback(IpAddr),
+    /// In the backend network namespace, reaching Wharf at the host side's address.
+    BackendNetwork(String),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_ranges_rewrites_redirects_and_refused_annotations_as_a_user_sees_them() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("annotations").await.unwrap();
+    let c = Controller::start(&env, &s, "annotations-0", &["--listen-address", "0.0.0.0"]).await.unwrap();
+    let (_b, addr) = backend(&env, "app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let port = c.http.port();
+
+    // The client outside the allow list: the backend network when there is one.
+    let (outsider, outsider_ip) = match (&env.host_ip, env.backend_exec.is_empty()) {
+        (Some(gateway), false) => (Client::BackendNetwork(gateway.clone()), env.backend_ip.clone()),
+        _ => (Client::Loopback([127, 0, 0, 2].into()), "127.0.0.2".to_owned()),
+    };
+    let local = Client::Loopback([127, 0, 0, 1].into());
+
+    // Only loopback may use allow.e2e.test; the outsider's own address may not use deny.e2e.test;
+    // an unparsable list serves no one.
+    for (name, host, ann) in [
+        ("allow", "allow.e2e.test", json!({"nginx.ingress.kubernetes.io/whitelist-source-range": "127.0.0.0/8"})),
+        ("deny", "deny.e2e.test", json!({"nginx.ingress.kubernetes.io/denylist-source-range": outsider_ip})),
+        (
+            "broken",
+            "broken.e2e.test",
+            json!({"nginx.ingress.kubernetes.io/allowlist-source-range": "10.0.0.0/8,10.0.0.256"}),
+        ),
+        ("open", "open.e2e.test", json!({})),
+        (
+            "moved",
+            "moved.e2e.test",
+            json!({"nginx.ingress.kubernetes.io/permanent-redirect": "https://new.e2e.test/landing",
+                   "nginx.ingress.kubernetes.io/permanent-redirect-code": "308"}),
+        ),
+        (
+            "snippet",
+            "snippet.e2e.test",
+            json!({"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers \"X-A: b\";"}),
+        ),
+        ("cors", "cors.e2e.test", json!({"nginx.ingress.kubernetes.io/enable-cors": "true"})),
+    ] {
+        s.apply::<k8s_openapi::api::networking::v1::Ingress>(ingress(&s, name, host, ann)).await.unwrap();
+    }
+    // The most used ingress-nginx pair: a regex path with capture groups and a rewrite.
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "rewrite", "namespace": s.ns,
+                     "annotations": {"nginx.ingress.kubernetes.io/rewrite-target": "/$2"}},
+        "spec": {"ingressClassName": s.class, "rules": [{"host": "rewrite.e2e.test", "http": {"paths": [{
+            "path": "/something(/|$)(.*)", "pathType": "ImplementationSpecific",
+            "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
+    let live = eventually(Duration::from_secs(10), || async {
+        http_get(c.http, "open.e2e.test", "/").await.map(|r| r.status) == Ok(200)
+            && http_get(c.http, "cors.e2e.test", "/").await.map(|r| r.status) == Ok(200)
+    })
+    .await;
+    assert!(live, "the Ingresses are not served; log:\n{}", c.proc.log());
+
+    let cases = [
+        (&local, "allow.e2e.test", 200),
+        (&outsider, "allow.e2e.test", 403),
+        (&local, "deny.e2e.test", 200),
+        (&outsider, "deny.e2e.test", 403),
+        (&local, "broken.e2e.test", 403),
+        (&outsider, "broken.e2e.test", 403),
+        (&outsider, "open.e2e.test", 200),
+    ];
+    for (from, host, want) in cases {
+        let got = status_from(&env, from, port, host).await;
+        assert_eq!(got, want, "GET http://{host}/ from {outsider_ip} or loopback; log:\n{}", c.proc.log());
+    }
+
+    for (path, want) in [("/something/new/x?q=1", "/new/x"), ("/something", "/"), ("/SOMETHING/up", "/up")] {
+        let seen = http_get(c.http, "rewrite.e2e.test", path).await.unwrap();
+        assert_eq!((seen.status, seen.json()["path"].as_str()), (200, Some(want)), "GET {path}: {}", seen.body);
+    }
+    assert_eq!(http_get(c.http, "rewrite.e2e.test", "/other").await.map(|r| r.status), Ok(404));
+
+    let moved = http_get(c.http, "moved.e2e.test", "/a?b=c").await.unwrap();
+    assert_eq!((moved.status, moved.headers["location"].to_str().unwrap()), (308, "https://new.e2e.test/landing"));
+
+    // The snippet's Ingress is not served (it would miss whatever the snippet did) and
+    // says why; the unsupported annotation is named; the bad list too.
+    assert_eq!(http_get(c.http, "snippet.e2e.test", "/").await.map(|r| r.status), Ok(404));
+    for (name, reason, words) in [
+        ("snippet", "SnippetRefused", "configuration-snippet"),
+        ("cors", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/enable-cors"),
+        ("broken", "InvalidAnnotation", "every client is refused"),
+    ] {
+        let described = eventually(Duration::from_secs(10), || async {
+            let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
+            text.contains(reason) && text.contains(words)
+        })
+        .await;
+        assert!(
+            described,
+            "kubectl describe ingress {name} shows no {reason} naming {words}:\n{}",
+            s.kubectl(&["describe", "ingress", name]).unwrap_or_default()
+        );
+    }
+}
