@@ -352,7 +352,8 @@ impl Compiler {
                             .collect(),
                     )
                     .rewriting(f.rewrite.as_ref())
-                    .timing_out(f.timeout_ms),
+                    .timing_out(f.timeout_ms)
+                    .connecting_within(f.connect_timeout_ms),
                 ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
@@ -712,6 +713,7 @@ mod tests {
                 response_headers: Default::default(),
                 rewrite: None,
                 timeout_ms: None,
+                connect_timeout_ms: None,
                 mirrors: Vec::new(),
             }),
             ..route("bad", prefix("/bad"), "c")

@@ -105,6 +105,9 @@ pub struct CompiledForward {
     /// How long the backend may take to send the response headers: `None` the
     /// gateway's `--request-timeout`, `Some(None)` as long as it takes.
     pub timeout: Option<Option<std::time::Duration>>,
+    /// How long connecting to a backend may take; `None` the gateway's
+    /// `--connect-timeout`.
+    pub connect_timeout: Option<std::time::Duration>,
 }
 
 impl CompiledForward {
@@ -125,6 +128,7 @@ impl CompiledForward {
             host: None,
             path: None,
             timeout: None,
+            connect_timeout: None,
         }
     }
 
@@ -154,6 +158,12 @@ impl CompiledForward {
     /// With the route's own timeout (`Some(0)`: none), if it has one.
     pub fn timing_out(mut self, timeout_ms: Option<u64>) -> CompiledForward {
         self.timeout = timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
+        self
+    }
+
+    /// With the route's own connect timeout, if it has one.
+    pub fn connecting_within(mut self, connect_timeout_ms: Option<u64>) -> CompiledForward {
+        self.connect_timeout = connect_timeout_ms.map(std::time::Duration::from_millis);
         self
     }
 

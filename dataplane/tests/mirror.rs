@@ -57,6 +57,7 @@ fn mirrored(path: &str, primary: &str, mirrors: &[(&str, u32)]) -> Route {
             response_headers: Default::default(),
             rewrite: None,
             timeout_ms: None,
+            connect_timeout_ms: None,
             mirrors: mirrors.iter().map(|(c, p)| Mirror { cluster: (*c).into(), per_million: *p }).collect(),
         }),
         ..route(PathMatch::prefix(path).unwrap(), primary, false)

@@ -125,6 +125,7 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
     let own = |path: &str, timeout_ms: u64| wharf_model::Route {
         action: wharf_model::Action::Forward(wharf_model::Forward {
             timeout_ms: Some(timeout_ms),
+            connect_timeout_ms: None,
             ..match wharf_model::Action::forward("mixed") {
                 wharf_model::Action::Forward(f) => f,
                 _ => unreachable!(),
@@ -338,6 +339,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
                 rewrite: None,
                 timeout_ms: None,
+                connect_timeout_ms: None,
                 mirrors: Vec::new(),
             }),
         ),
@@ -352,6 +354,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 request_headers: HeaderEdits::default(),
                 response_headers: HeaderEdits::default(),
                 timeout_ms: None,
+                connect_timeout_ms: None,
                 mirrors: Vec::new(),
             }),
         ),
@@ -375,6 +378,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 response_headers: HeaderEdits::default(),
                 rewrite: None,
                 timeout_ms: None,
+                connect_timeout_ms: None,
                 mirrors: Vec::new(),
             }),
         ),

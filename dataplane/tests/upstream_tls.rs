@@ -1,5 +1,6 @@
 //! TLS to backends (BackendTLSPolicy): the backend gets the policy's SNI and ALPN, and
-//! its certificate is checked against the policy's CA and name, or its SANs.
+//! its certificate is checked against the policy's CA and name, or its SANs; or, for
+//! ingress-nginx's `backend-protocol: HTTPS`, neither SNI nor a check.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -68,6 +69,7 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
         server_name: name.into(),
         ca_pem: Some(ca.root_pem.as_str().into()),
         subject_alt_names: sans,
+        unverified: false,
     };
     let clusters = vec![
         ("ok", tls_cluster(backend, AppProtocol::Http1, trusted("backend.test", vec![]))),
@@ -102,6 +104,27 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
             ),
         ),
         ("plain", cluster(&[backend])),
+        // ingress-nginx's backend-protocol HTTPS: any certificate, no SNI.
+        (
+            "unverified",
+            tls_cluster(
+                backend,
+                AppProtocol::Http1,
+                UpstreamTls { unverified: true, ..trusted("ignored.test", vec![]) },
+            ),
+        ),
+        (
+            "unverified-h2",
+            tls_cluster(
+                spiffe_backend,
+                AppProtocol::H2c,
+                UpstreamTls {
+                    unverified: true,
+                    ca_pem: Some(other_ca.root_pem.as_str().into()),
+                    ..trusted("x.test", vec![])
+                },
+            ),
+        ),
     ];
     let routes = clusters.iter().map(|(name, _)| route(PathMatch::prefix(&format!("/{name}")).unwrap(), name, false));
     let mut routes: Vec<_> = routes.collect();
@@ -116,9 +139,47 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
     let dns = get("/dns-san").await;
     assert_eq!((dns.status, dns.body.as_str()), (200, "sni.only http/1.1 HTTP/1.1"), "a SAN stands in for the name");
     assert_eq!(get("/uri-san").await.status, 200);
+    let unverified = get("/unverified").await;
+    assert_eq!((unverified.status, unverified.body.as_str()), (200, "- http/1.1 HTTP/1.1"), "no SNI, no check");
+    let unverified = get("/unverified-h2").await;
+    assert_eq!((unverified.status, unverified.body.as_str()), (200, "- h2 HTTP/2.0"));
     for refused in ["/wrong-name", "/wrong-ca", "/uri-san-mismatch", "/plain"] {
         assert_eq!(get(refused).await.status, 502, "{refused}");
     }
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.contains("reason=\"connect_failed\""), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_connect_timeout_bounds_a_backend_that_never_answers_the_handshake() {
+    // The gateway's own connect timeout is far beyond the client's 10 s patience: only the
+    // route's can produce the answer.
+    let r = start_with(wharf_dataplane::Timeouts {
+        connect: std::time::Duration::from_secs(600),
+        ..wharf_dataplane::Timeouts::default()
+    })
+    .await;
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let tls =
+        UpstreamTls { server_name: "silent.test".into(), ca_pem: None, subject_alt_names: vec![], unverified: true };
+    let mut bounded = route(PathMatch::prefix("/").unwrap(), "silent", false);
+    if let wharf_model::Action::Forward(f) = &mut bounded.action {
+        f.connect_timeout_ms = Some(300);
+    }
+    r.gw.apply(snapshot(
+        vec![(host("a.test"), vec![bounded])],
+        vec![("silent", tls_cluster(addr, AppProtocol::Http1, tls))],
+    ))
+    .unwrap();
+    let seen = http_get(r.http, "a.test", "/").await.unwrap();
+    assert_eq!(seen.status, 502, "{}", seen.body);
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.contains("reason=\"connect_timeout\""), "{m}");
 }

@@ -133,6 +133,7 @@ impl Action {
             response_headers: HeaderEdits::default(),
             rewrite: None,
             timeout_ms: None,
+            connect_timeout_ms: None,
             mirrors: Vec::new(),
         })
     }
@@ -157,6 +158,11 @@ pub struct Forward {
     /// `Some(0)` waits as long as it takes, `None` uses the gateway's `--request-timeout`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// How long connecting to a backend (and its TLS handshake) may take, in
+    /// milliseconds; `None` uses the gateway's `--connect-timeout`. Not applied to HBONE
+    /// tunnels, which keep the gateway's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<u64>,
     /// Where copies of the requests go (their answers are dropped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,

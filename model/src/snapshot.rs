@@ -249,6 +249,10 @@ pub struct UpstreamTls {
     /// The certificate must have one of these, instead of `server_name`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub subject_alt_names: Vec<SubjectAltName>,
+    /// No certificate check and no SNI: encryption only, as ingress-nginx's
+    /// `backend-protocol: HTTPS` does by default. The other fields are not used.
+    #[serde(skip_serializing_if = "is_false")]
+    pub unverified: bool,
 }
 
 /// A subject alternative name an upstream certificate may be required to have.

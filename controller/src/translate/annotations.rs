@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 15] = [
+pub const IMPLEMENTED: [&str; 18] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -33,7 +33,36 @@ pub const IMPLEMENTED: [&str; 15] = [
     "from-to-www-redirect",
     "rewrite-target",
     "use-regex",
+    "proxy-connect-timeout",
+    "proxy-read-timeout",
+    "backend-protocol",
 ];
+
+/// How the backends of an Ingress are spoken to (`backend-protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendProtocol {
+    /// HTTP/1.1, or h2c where the Service port's `appProtocol` says so.
+    #[default]
+    Http,
+    /// HTTP/1.1 over TLS, the certificate not checked (as ingress-nginx).
+    Https,
+    /// gRPC: HTTP/2 in the clear (h2c).
+    Grpc,
+    /// gRPC over TLS (HTTP/2), the certificate not checked.
+    Grpcs,
+}
+
+impl BackendProtocol {
+    /// Spoken over HTTP/2.
+    pub fn h2(self) -> bool {
+        matches!(self, BackendProtocol::Grpc | BackendProtocol::Grpcs)
+    }
+
+    /// Spoken over TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, BackendProtocol::Https | BackendProtocol::Grpcs)
+    }
+}
 
 /// What becomes of an Ingress that carries a snippet annotation (raw proxy configuration,
 /// which Wharf never runs).
@@ -98,6 +127,13 @@ pub struct Settings {
     /// `rewrite-target`: the path the backend gets, `$N` filled from the path's capture
     /// groups (implies `use_regex`).
     pub rewrite_target: Option<String>,
+    /// `proxy-connect-timeout`, in milliseconds.
+    pub connect_timeout_ms: Option<u64>,
+    /// `proxy-read-timeout`: how long the backend may take to start its response, in
+    /// milliseconds.
+    pub read_timeout_ms: Option<u64>,
+    /// `backend-protocol`.
+    pub backend_protocol: BackendProtocol,
 }
 
 impl Settings {
@@ -121,6 +157,9 @@ impl Default for Settings {
             from_to_www: false,
             use_regex: false,
             rewrite_target: None,
+            connect_timeout_ms: None,
+            read_timeout_ms: None,
+            backend_protocol: BackendProtocol::Http,
         }
     }
 }
@@ -147,6 +186,9 @@ pub fn parse(
         from_to_www: r.bool("from-to-www-redirect").unwrap_or(false),
         use_regex: r.bool("use-regex").unwrap_or(false),
         rewrite_target: r.rewrite_target(),
+        connect_timeout_ms: r.seconds("proxy-connect-timeout"),
+        read_timeout_ms: r.seconds("proxy-read-timeout"),
+        backend_protocol: r.backend_protocol(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -253,6 +295,39 @@ impl<'a> Reader<'a> {
             self.invalid(key, format!("{value:?} is not a size like 8m, 512k or 0 (unlimited); it is ignored"));
         }
         size
+    }
+
+    /// A whole number of seconds (ingress-nginx's form), as milliseconds; an invalid value
+    /// is reported and treated as absent.
+    fn seconds(&mut self, name: &str) -> Option<u64> {
+        let (key, value) = self.get(name)?;
+        match value.trim().parse::<u64>() {
+            Ok(s @ 1..=86_400) => Some(s * 1000),
+            _ => {
+                self.invalid(
+                    key,
+                    format!("{value:?} is not a number of seconds from 1 to 86400; the gateway's default is used"),
+                );
+                None
+            }
+        }
+    }
+
+    fn backend_protocol(&mut self) -> BackendProtocol {
+        let Some((key, value)) = self.get("backend-protocol") else { return BackendProtocol::Http };
+        match value.trim().to_ascii_uppercase().as_str() {
+            "HTTP" => BackendProtocol::Http,
+            "HTTPS" => BackendProtocol::Https,
+            "GRPC" => BackendProtocol::Grpc,
+            "GRPCS" => BackendProtocol::Grpcs,
+            other => {
+                self.invalid(
+                    key,
+                    format!("{other:?} is not supported (HTTP, HTTPS, GRPC or GRPCS); the backends get HTTP"),
+                );
+                BackendProtocol::Http
+            }
+        }
     }
 
     /// A comma-separated list of networks; `None` when any entry is invalid (reported).
@@ -500,6 +575,33 @@ mod tests {
     }
 
     #[test]
+    fn timeouts_are_whole_seconds_and_protocols_are_named() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/proxy-connect-timeout", "5"),
+            ("nginx.ingress.kubernetes.io/proxy-read-timeout", " 3600 "),
+            ("nginx.ingress.kubernetes.io/backend-protocol", "grpcs"),
+        ]);
+        assert_eq!((s.connect_timeout_ms, s.read_timeout_ms, d.len()), (Some(5_000), Some(3_600_000), 0));
+        assert_eq!(s.backend_protocol, BackendProtocol::Grpcs);
+        assert!(s.backend_protocol.h2() && s.backend_protocol.tls());
+        for (value, want) in
+            [("HTTP", BackendProtocol::Http), ("HTTPS", BackendProtocol::Https), ("GRPC", BackendProtocol::Grpc)]
+        {
+            assert_eq!(parsed(&[("wharf.dev/backend-protocol", value)]).0.backend_protocol, want);
+        }
+        assert!(!BackendProtocol::Https.h2() && BackendProtocol::Https.tls());
+        assert!(BackendProtocol::Grpc.h2() && !BackendProtocol::Grpc.tls());
+        assert!(!BackendProtocol::Http.h2() && !BackendProtocol::Http.tls());
+        for bad in ["0", "5s", "-1", "86401", ""] {
+            let (s, d) = parsed(&[("wharf.dev/proxy-read-timeout", bad)]);
+            assert_eq!((s.read_timeout_ms, d.len()), (None, 1), "{bad:?}");
+        }
+        let (s, d) = parsed(&[("wharf.dev/backend-protocol", "FCGI")]);
+        assert_eq!((s.backend_protocol, d.len()), (BackendProtocol::Http, 1));
+        assert!(d[0].1.contains("\"FCGI\" is not supported"), "{}", d[0].1);
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -571,6 +673,8 @@ mod tests {
             n if n.ends_with("-code") => "308",
             "app-root" => "/app",
             "rewrite-target" => "/$1",
+            "proxy-connect-timeout" | "proxy-read-timeout" => "30",
+            "backend-protocol" => "GRPC",
             n if n.ends_with("redirect") && n != "force-ssl-redirect" && n != "from-to-www-redirect" => {
                 "https://x.example"
             }

@@ -1024,6 +1024,7 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
         response_headers: Default::default(),
         rewrite: None,
         timeout_ms: None,
+        connect_timeout_ms: None,
         mirrors: Vec::new(),
     });
     (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)

@@ -166,6 +166,7 @@ pub fn action(
         response_headers: HeaderEdits::default(),
         rewrite: None,
         timeout_ms: None,
+        connect_timeout_ms: None,
         mirrors: Vec::new(),
     };
     let mut redirect = None;

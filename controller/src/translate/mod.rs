@@ -320,14 +320,22 @@ impl<'a> Translator<'a> {
                     }),
                     ..route
                 },
-                None => Route {
-                    https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
-                    max_body_bytes: settings.max_body_bytes,
-                    clients: settings.clients.clone(),
-                    ..route
-                },
+                None => {
+                    let mut route = Route {
+                        https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
+                        max_body_bytes: settings.max_body_bytes,
+                        clients: settings.clients.clone(),
+                        ..route
+                    };
+                    if let Action::Forward(f) = &mut route.action {
+                        f.timeout_ms = settings.read_timeout_ms;
+                        f.connect_timeout_ms = settings.connect_timeout_ms;
+                    }
+                    route
+                }
             }
         };
+        let protocol = settings.backend_protocol;
         for entry in spec.tls.iter().flatten() {
             let hosts: Vec<&str> = match &entry.hosts {
                 Some(h) if !h.is_empty() => h.iter().map(String::as_str).collect(),
@@ -338,7 +346,7 @@ impl<'a> Translator<'a> {
         }
 
         if let Some(backend) = &spec.default_backend {
-            if let Some(cluster) = self.backend(&src, backend) {
+            if let Some(cluster) = self.backend(&src, backend, protocol) {
                 let route = Route {
                     https_redirect: false,
                     ..shape(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()))
@@ -392,7 +400,7 @@ impl<'a> Translator<'a> {
                         continue;
                     }
                 };
-                let Some(cluster) = self.backend(&src, &p.backend) else {
+                let Some(cluster) = self.backend(&src, &p.backend, protocol) else {
                     continue;
                 };
                 let key = (host.clone(), RouteMatch::path(path.clone()));
@@ -456,9 +464,15 @@ impl<'a> Translator<'a> {
         routes.by_host.entry(host.clone()).or_default().push(route);
     }
 
-    /// Resolves a backend to a cluster id. Missing Services still yield a cluster id, so the
-    /// route answers 503 instead of falling through to another rule.
-    fn backend(&mut self, src: &ObjectRef, backend: &IngressBackend) -> Option<String> {
+    /// Resolves a backend to a cluster id, spoken to with `protocol`. Missing Services still
+    /// yield a cluster id, so the route answers 503 instead of falling through to another
+    /// rule.
+    fn backend(
+        &mut self,
+        src: &ObjectRef,
+        backend: &IngressBackend,
+        protocol: annotations::BackendProtocol,
+    ) -> Option<String> {
         let Some(svc) = &backend.service else {
             self.diag(src, "UnsupportedBackend", "resource backends are not supported; use a Service backend".into());
             return None;
@@ -486,8 +500,27 @@ impl<'a> Translator<'a> {
                 return None;
             }
         };
-        let id = self.backends.cluster(&ns, &svc.name, &port, src, &mut self.diags, &mut self.snapshot.clusters);
-        Some(id.unwrap_or_else(|| backend::cluster_id(&ns, &svc.name, &port)))
+        let clusters = &mut self.snapshot.clusters;
+        let Some(id) = self.backends.cluster_for(&ns, &svc.name, &port, protocol.h2(), src, &mut self.diags, clusters)
+        else {
+            return Some(backend::cluster_id(&ns, &svc.name, &port));
+        };
+        if !protocol.tls() {
+            return Some(id);
+        }
+        // ingress-nginx's HTTPS and GRPCS: encrypted, the certificate not checked.
+        let tls_id = format!("{id}/tls-unverified");
+        if let (false, Some(plain)) = (clusters.contains_key(&tls_id), clusters.get(&id)) {
+            let tls = wharf_model::UpstreamTls {
+                server_name: format!("{}.{ns}.svc", svc.name),
+                ca_pem: None,
+                subject_alt_names: Vec::new(),
+                unverified: true,
+            };
+            let cluster = wharf_model::Cluster { tls: Some(tls), ..plain.clone() };
+            clusters.insert(tls_id.clone(), cluster);
+        }
+        Some(tls_id)
     }
 
     fn passthrough(&mut self, ing: &Ingress, src: &ObjectRef, routes: &mut RouteTable) {
@@ -512,7 +545,7 @@ impl<'a> Translator<'a> {
                 self.diag(src, "UnsupportedBackend", format!("passthrough host {host} has no path with a backend"));
                 continue;
             };
-            let Some(cluster) = self.backend(src, &path.backend) else {
+            let Some(cluster) = self.backend(src, &path.backend, annotations::BackendProtocol::Http) else {
                 continue;
             };
             if let Some(winner) = routes.passthrough.get(&host) {

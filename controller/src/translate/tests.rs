@@ -760,3 +760,48 @@ fn rewrite_target_makes_every_path_of_its_hosts_a_leading_case_insensitive_regex
     assert!(invalid.iter().any(|m| m.contains("/bad(")), "{invalid:?}");
     assert!(invalid.iter().any(|m| m.contains("needs pathType ImplementationSpecific, not Prefix")), "{invalid:?}");
 }
+
+#[test]
+fn timeouts_and_backend_protocols_shape_the_forward_and_its_cluster() {
+    let spec = |host: &str| json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let t = translate(
+        &world(vec![
+            ingress(
+                "slow",
+                0,
+                json!({"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+                       "nginx.ingress.kubernetes.io/proxy-connect-timeout": "2"}),
+                spec("slow.com"),
+            ),
+            ingress("grpc", 1, json!({"nginx.ingress.kubernetes.io/backend-protocol": "GRPC"}), spec("grpc.com")),
+            ingress("https", 2, json!({"nginx.ingress.kubernetes.io/backend-protocol": "HTTPS"}), spec("https.com")),
+            ingress("grpcs", 3, json!({"nginx.ingress.kubernetes.io/backend-protocol": "GRPCS"}), spec("grpcs.com")),
+            ingress("plain", 4, json!({}), spec("plain.com")),
+        ]),
+        &opts(),
+        None,
+    );
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    let forward = |host: &str| match &host_routes(&t, host)[0].action {
+        Action::Forward(f) => f.clone(),
+        other => panic!("{host}: {other:?}"),
+    };
+    let slow = forward("slow.com");
+    assert_eq!((slow.timeout_ms, slow.connect_timeout_ms), (Some(3_600_000), Some(2_000)));
+    let plain = forward("plain.com");
+    assert_eq!((plain.timeout_ms, plain.connect_timeout_ms), (None, None));
+    let cluster_of = |host: &str| forward(host).backends[0].cluster.clone();
+    assert_eq!(cluster_of("plain.com"), "web/app:80");
+    assert_eq!(cluster_of("grpc.com"), "web/app:80/h2c");
+    assert_eq!(cluster_of("https.com"), "web/app:80/tls-unverified");
+    assert_eq!(cluster_of("grpcs.com"), "web/app:80/h2c/tls-unverified");
+    let c = &t.snapshot.clusters;
+    assert_eq!(c["web/app:80/h2c"].protocol, wharf_model::AppProtocol::H2c);
+    let https = &c["web/app:80/tls-unverified"];
+    assert_eq!(https.protocol, wharf_model::AppProtocol::Http1);
+    assert!(https.tls.as_ref().is_some_and(|t| t.unverified), "{https:?}");
+    assert_eq!(https.endpoints, c["web/app:80"].endpoints);
+    let grpcs = &c["web/app:80/h2c/tls-unverified"];
+    assert!(grpcs.protocol == wharf_model::AppProtocol::H2c && grpcs.tls.as_ref().is_some_and(|t| t.unverified));
+    assert!(c["web/app:80"].tls.is_none());
+}

@@ -26,7 +26,7 @@ use crate::routing::{CompiledAction, CompiledForward, CompiledRoute, RequestView
 use crate::Shared;
 use body::{PooledBody, RequestBody};
 use std::sync::atomic::{AtomicBool, Ordering};
-use upstream::{Conn, Upstream};
+use upstream::{Conn, Dialer, Upstream};
 
 /// Response body type of every listener.
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -494,10 +494,14 @@ async fn forward(
         mirror::start(&route.mirrors, &mut req, &shared.dialer, &shared.metrics, conn.client, t);
     }
     set_upstream_uri(&mut req, upstream.protocol, host.and_then(|h| h.to_str().ok()).unwrap_or(""));
+    let dialer = match route.connect_timeout {
+        Some(timeout) => Cow::Owned(Dialer { timeout, ..shared.dialer.clone() }),
+        None => Cow::Borrowed(&shared.dialer),
+    };
 
     if let Some(down) = downstream_upgrade {
         // Boxed like dialing: rare, and large.
-        let mut tunnel = Box::pin(upgrade_tunnel(shared, upstream, req, down, conn.client)).await;
+        let mut tunnel = Box::pin(upgrade_tunnel(shared, &dialer, upstream, req, down, conn.client)).await;
         if let Ok((resp, _)) = &mut tunnel {
             own.response.apply(resp.headers_mut());
         }
@@ -509,7 +513,7 @@ async fn forward(
     while let Some(i) = upstream.pick(&tried) {
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();
-        let c = match ep.conn(&shared.dialer, conn.client, timeouts.upstream_idle).await {
+        let c = match ep.conn(&dialer, conn.client, timeouts.upstream_idle).await {
             Ok(c) => c,
             Err(UpstreamError::MeshDenied) => return Err(UpstreamError::MeshDenied),
             Err(e) => {
@@ -608,13 +612,14 @@ async fn within<F: std::future::Future>(
 
 async fn upgrade_tunnel(
     shared: &Shared,
+    dialer: &Dialer,
     upstream: &Upstream,
     req: Request<RequestBody>,
     downstream: hyper::upgrade::OnUpgrade,
     client: SocketAddr,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
     let timeouts = &shared.opts.timeouts;
-    let (stream, ep) = upstream::connect_any(upstream, &shared.dialer, client).await?;
+    let (stream, ep) = upstream::connect_any(upstream, dialer, client).await?;
     let in_flight = ep.start();
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|_| UpstreamError::ConnectFailed)?;
