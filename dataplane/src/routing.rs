@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::host_map::HostMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use wharf_model::{ClientFilter, HeaderEdits, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
+use wharf_model::{ClientFilter, HeaderEdits, HeaderMatch, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
 
 use crate::metrics::{RouteMetrics, UpstreamError};
 use crate::proxy::upstream::Upstream;
@@ -28,8 +28,18 @@ pub struct RequestView<'a> {
 pub fn matches(m: &RouteMatch, req: &RequestView<'_>) -> bool {
     m.path.matches(req.path)
         && m.method.as_deref().is_none_or(|want| req.method.as_str() == want)
-        && m.headers.iter().all(|h| req.headers.get(&h.name).is_some_and(|v| h.takes(v.as_bytes())))
+        && m.headers.iter().all(|h| header_takes(h, req.headers))
         && m.query.iter().all(|q| query_value(req.query, &q.name).is_some_and(|v| q.takes(v)))
+}
+
+/// True when the request's header takes `h`: its first value, or for `Cookie`, which
+/// HTTP/2 clients may split into several fields (RFC 9113 §8.2.3), any of them.
+fn header_takes(h: &HeaderMatch, headers: &HeaderMap) -> bool {
+    if h.name == "cookie" {
+        headers.get_all(http::header::COOKIE).iter().any(|v| h.takes(v.as_bytes()))
+    } else {
+        headers.get(&h.name).is_some_and(|v| h.takes(v.as_bytes()))
+    }
 }
 
 /// The first value of query parameter `name`, as sent.

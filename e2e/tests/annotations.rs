@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wharf_dataplane::testing::http_get_from;
+use wharf_dataplane::testing::{http_get_from, http_request};
 use wharf_e2e::*;
 
 fn ingress(s: &Scope, name: &str, host: &str, annotations: Value) -> Value {
@@ -48,7 +48,7 @@ enum Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_ranges_rewrites_redirects_and_refused_annotations_as_a_user_sees_them() {
+async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_user_sees_them() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("annotations").await.unwrap();
     let c = Controller::start(&env, &s, "annotations-0", &["--listen-address", "0.0.0.0"]).await.unwrap();
@@ -100,6 +100,22 @@ async fn source_ranges_rewrites_redirects_and_refused_annotations_as_a_user_sees
     }))
     .await
     .unwrap();
+    // A canary Ingress beside a main one: by header, else 30 % by weight.
+    let (_b2, addr2) = backend(&env, "v2").await.unwrap();
+    s.service("v2", addr2).await.unwrap();
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(ingress(&s, "main", "canary.e2e.test", json!({})))
+        .await
+        .unwrap();
+    let mut canary = ingress(
+        &s,
+        "canary",
+        "canary.e2e.test",
+        json!({"nginx.ingress.kubernetes.io/canary": "true",
+               "nginx.ingress.kubernetes.io/canary-by-header": "X-Canary",
+               "nginx.ingress.kubernetes.io/canary-weight": "30"}),
+    );
+    canary["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = json!("v2");
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(canary).await.unwrap();
     let live = eventually(Duration::from_secs(10), || async {
         http_get(c.http, "open.e2e.test", "/").await.map(|r| r.status) == Ok(200)
             && http_get(c.http, "cors.e2e.test", "/").await.map(|r| r.status) == Ok(200)
@@ -126,6 +142,28 @@ async fn source_ranges_rewrites_redirects_and_refused_annotations_as_a_user_sees
         assert_eq!((seen.status, seen.json()["path"].as_str()), (200, Some(want)), "GET {path}: {}", seen.body);
     }
     assert_eq!(http_get(c.http, "rewrite.e2e.test", "/other").await.map(|r| r.status), Ok(404));
+
+    let name_with = |header: Option<&'static str>| async move {
+        let headers: Vec<(&str, &str)> = header.map(|v| vec![("x-canary", v)]).unwrap_or_default();
+        http_request(c.http, "GET", "canary.e2e.test", "/", &headers).await.map(|r| r.echo_name()).unwrap_or_default()
+    };
+    let split = eventually(Duration::from_secs(10), || async { name_with(Some("always")).await == "v2" }).await;
+    assert!(split, "the canary is not served; log:\n{}", c.proc.log());
+    for _ in 0..10 {
+        assert_eq!(name_with(Some("always")).await, "v2");
+        assert_eq!(name_with(Some("never")).await, "app");
+    }
+    let mut to_canary = 0;
+    for _ in 0..300 {
+        match name_with(None).await.as_str() {
+            "v2" => to_canary += 1,
+            "app" => {}
+            other => panic!("answered by {other:?}"),
+        }
+    }
+    // 30 % of 300 is 90; the bounds are more than five standard deviations (7.9) away.
+    assert!((50..=130).contains(&to_canary), "{to_canary} of 300 requests went to the 30 % canary");
+    eprintln!("canary-weight 30: {to_canary} of 300 requests went to the canary");
 
     let moved = http_get(c.http, "moved.e2e.test", "/a?b=c").await.unwrap();
     assert_eq!((moved.status, moved.headers["location"].to_str().unwrap()), (308, "https://new.e2e.test/landing"));

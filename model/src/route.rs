@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::{PathMatch, Pattern};
+use crate::{PathMatch, Pattern, PatternError};
 
 /// What a request must look like for a route to take it: every part must match.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -43,6 +43,12 @@ impl HeaderMatch {
     /// Header `name` (lower-case) with a value `pattern` matches whole.
     pub fn regex(name: &str, pattern: Pattern) -> HeaderMatch {
         HeaderMatch { name: name.to_owned(), value: pattern.as_str().to_owned(), pattern: Some(pattern) }
+    }
+
+    /// A `Cookie` header carrying cookie `name` with exactly `value`, among any others.
+    pub fn cookie(name: &str, value: &str) -> Result<HeaderMatch, PatternError> {
+        let source = format!(r"(?:.*;)?\s*{}={}\s*(?:;.*)?", regex::escape(name), regex::escape(value));
+        Ok(HeaderMatch::regex("cookie", Pattern::full(&source)?))
     }
 
     /// True when `value` is one this match takes.
@@ -344,6 +350,20 @@ mod tests {
         assert!(q.takes("1+") && !q.takes("11"));
         let qre = QueryMatch::regex("v", Pattern::full("1+").unwrap());
         assert!(qre.takes("111") && !qre.takes("1+") && !qre.takes("2"));
+    }
+
+    #[test]
+    fn a_cookie_match_finds_its_cookie_among_others() {
+        let m = HeaderMatch::cookie("canary.v2", "always").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.name, "cookie");
+        for yes in ["canary.v2=always", "a=1; canary.v2=always", "canary.v2=always; b=2", "a=1;canary.v2=always ;b=2"] {
+            assert!(m.takes(yes.as_bytes()), "{yes}");
+        }
+        for no in
+            ["canary.v2=never", "canary.v2=always2", "xcanary.v2=always", "canaryxv2=always", "a=canary.v2=always", ""]
+        {
+            assert!(!m.takes(no.as_bytes()), "{no}");
+        }
     }
 
     fn prefix(p: &str) -> PathMatch {

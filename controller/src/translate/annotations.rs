@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 18] = [
+pub const IMPLEMENTED: [&str; 25] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -36,7 +36,32 @@ pub const IMPLEMENTED: [&str; 18] = [
     "proxy-connect-timeout",
     "proxy-read-timeout",
     "backend-protocol",
+    "canary",
+    "canary-by-header",
+    "canary-by-header-value",
+    "canary-by-header-pattern",
+    "canary-by-cookie",
+    "canary-weight",
+    "canary-weight-total",
 ];
+
+/// How a canary Ingress takes requests from the Ingress it shadows, tried in this order:
+/// header, cookie, weight.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Canary {
+    /// `canary-by-header`, lower-case.
+    pub header: Option<String>,
+    /// `canary-by-header-value`: this value sends to the canary (instead of `always`).
+    pub header_value: Option<String>,
+    /// `canary-by-header-pattern`: a value this matches (anywhere) sends to the canary.
+    pub header_pattern: Option<wharf_model::Pattern>,
+    /// `canary-by-cookie`.
+    pub cookie: Option<String>,
+    /// `canary-weight`: the share of the remaining requests, out of `weight_total`.
+    pub weight: u32,
+    /// `canary-weight-total` (default 100).
+    pub weight_total: u32,
+}
 
 /// How the backends of an Ingress are spoken to (`backend-protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,6 +159,9 @@ pub struct Settings {
     pub read_timeout_ms: Option<u64>,
     /// `backend-protocol`.
     pub backend_protocol: BackendProtocol,
+    /// `canary: "true"`: the Ingress shadows another's paths; its other annotations do
+    /// not apply (the shadowed Ingress's do).
+    pub canary: Option<Canary>,
 }
 
 impl Settings {
@@ -160,6 +188,7 @@ impl Default for Settings {
             connect_timeout_ms: None,
             read_timeout_ms: None,
             backend_protocol: BackendProtocol::Http,
+            canary: None,
         }
     }
 }
@@ -189,6 +218,7 @@ pub fn parse(
         connect_timeout_ms: r.seconds("proxy-connect-timeout"),
         read_timeout_ms: r.seconds("proxy-read-timeout"),
         backend_protocol: r.backend_protocol(),
+        canary: r.canary(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -330,6 +360,71 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn canary(&mut self) -> Option<Canary> {
+        if self.bool("canary") != Some(true) {
+            return None;
+        }
+        let header = match self.get("canary-by-header") {
+            None => None,
+            Some((key, value)) => {
+                let name = value.trim().to_ascii_lowercase();
+                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                    Some(name)
+                } else {
+                    self.invalid(key, format!("{value:?} is not a header name; requests are not routed by header"));
+                    None
+                }
+            }
+        };
+        let header_value = self.get("canary-by-header-value").map(|(_, v)| v.to_owned());
+        let header_pattern = match self.get("canary-by-header-pattern") {
+            Some((key, value)) if header_value.is_none() => {
+                // ingress-nginx searches the value (unanchored) for the pattern.
+                match wharf_model::Pattern::full(&format!(".*(?:{value}).*")) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.invalid(key, format!("{value:?}: {}; requests are not routed by this pattern", e.reason));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let cookie = match self.get("canary-by-cookie") {
+            None => None,
+            Some((key, value)) => {
+                let name = value.trim();
+                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                    Some(name.to_owned())
+                } else {
+                    self.invalid(key, format!("{value:?} is not a cookie name; requests are not routed by cookie"));
+                    None
+                }
+            }
+        };
+        let weight_total = match self.get("canary-weight-total") {
+            None => 100,
+            Some((key, value)) => match value.trim().parse::<u32>() {
+                Ok(n @ 1..=1_000_000) => n,
+                _ => {
+                    self.invalid(key, format!("{value:?} is not a number from 1 to 1000000; 100 is used"));
+                    100
+                }
+            },
+        };
+        let weight = match self.get("canary-weight") {
+            None => 0,
+            Some((key, value)) => match value.trim().parse::<u32>() {
+                Ok(n) => n.min(weight_total),
+                Err(_) => {
+                    self.invalid(key, format!("{value:?} is not a whole number; the canary gets no share by weight"));
+                    0
+                }
+            },
+        };
+        Some(Canary { header, header_value, header_pattern, cookie, weight, weight_total })
+    }
+
     /// A comma-separated list of networks; `None` when any entry is invalid (reported).
     fn networks(&mut self, key: &str, value: &str) -> Option<Vec<IpNet>> {
         let mut nets = Vec::new();
@@ -430,6 +525,7 @@ fn is_redirect_url(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wharf_model::Pattern;
 
     fn src() -> ObjectRef {
         ObjectRef::new("Ingress", "default", "web")
@@ -602,6 +698,48 @@ mod tests {
     }
 
     #[test]
+    fn canaries_take_header_cookie_and_weight_settings() {
+        assert_eq!(parsed(&[("nginx.ingress.kubernetes.io/canary-weight", "10")]).0.canary, None, "not a canary");
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+            ("nginx.ingress.kubernetes.io/canary-by-header", "X-Canary"),
+            ("nginx.ingress.kubernetes.io/canary-by-header-value", "yes"),
+            ("nginx.ingress.kubernetes.io/canary-by-header-pattern", "ignored"),
+            ("nginx.ingress.kubernetes.io/canary-by-cookie", "canary"),
+            ("nginx.ingress.kubernetes.io/canary-weight", "250"),
+            ("nginx.ingress.kubernetes.io/canary-weight-total", "200"),
+        ]);
+        assert!(d.is_empty(), "{d:?}");
+        let c = s.canary.unwrap_or_default();
+        assert_eq!(c.header.as_deref(), Some("x-canary"));
+        assert_eq!(c.header_value.as_deref(), Some("yes"));
+        assert!(c.header_pattern.is_none(), "a value wins over a pattern");
+        assert_eq!((c.cookie.as_deref(), c.weight, c.weight_total), (Some("canary"), 200, 200), "the weight is capped");
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+            ("nginx.ingress.kubernetes.io/canary-by-header-pattern", "^v[12]$"),
+        ]);
+        let p = s.canary.and_then(|c| c.header_pattern).unwrap_or_else(|| panic!("no pattern"));
+        assert!(p.is_match("v2") && !p.is_match("v3") && !p.is_match("xv1"));
+        let unanchored = Pattern::full(".*(?:beta).*").ok();
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+            ("nginx.ingress.kubernetes.io/canary-by-header-pattern", "beta"),
+        ]);
+        assert_eq!(s.canary.and_then(|c| c.header_pattern), unanchored, "searched anywhere in the value");
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+            ("nginx.ingress.kubernetes.io/canary-by-header", "bad header"),
+            ("nginx.ingress.kubernetes.io/canary-by-header-pattern", "(?<=x)"),
+            ("nginx.ingress.kubernetes.io/canary-by-cookie", "a;b"),
+            ("nginx.ingress.kubernetes.io/canary-weight", "ten"),
+            ("nginx.ingress.kubernetes.io/canary-weight-total", "0"),
+        ]);
+        assert_eq!(s.canary, Some(Canary { weight_total: 100, ..Canary::default() }));
+        assert_eq!(d.len(), 5, "{d:?}");
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -675,6 +813,9 @@ mod tests {
             "rewrite-target" => "/$1",
             "proxy-connect-timeout" | "proxy-read-timeout" => "30",
             "backend-protocol" => "GRPC",
+            "canary" => "true",
+            n if n.starts_with("canary-by-") => "x-canary",
+            n if n.starts_with("canary-weight") => "30",
             n if n.ends_with("redirect") && n != "force-ssl-redirect" && n != "from-to-www-redirect" => {
                 "https://x.example"
             }
@@ -682,18 +823,16 @@ mod tests {
         };
         for name in IMPLEMENTED {
             let mut pairs = vec![(format!("wharf.dev/{name}"), value(name).to_owned())];
+            // What the name modifies, when it modifies another.
             if let Some(base) = name.strip_suffix("-code") {
                 pairs.push((format!("wharf.dev/{base}"), "https://x.example".to_owned()));
+            } else if name.starts_with("canary-") {
+                pairs.push(("wharf.dev/canary".to_owned(), "true".to_owned()));
             }
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let (s, d) = parsed(&borrowed);
             assert!(d.is_empty(), "{name}: {d:?}");
-            let baseline = if name.ends_with("-code") {
-                let base = &borrowed[1..];
-                parsed(base).0
-            } else {
-                Settings::default()
-            };
+            let baseline = parsed(&borrowed[1..]).0;
             assert_ne!(s, baseline, "{name} is listed as implemented but changes nothing");
         }
     }

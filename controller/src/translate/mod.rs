@@ -12,10 +12,10 @@ mod tls;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use k8s_openapi::api::networking::v1::{HTTPIngressPath, Ingress, IngressBackend, IngressRule};
 use wharf_model::{
-    Action, Host, ObjectRef, PathMatch, PathRewrite, Redirect, Route, RouteMatch, Snapshot, SniRoute, TcpRoute,
-    UrlRewrite, VirtualHost,
+    Action, HeaderMatch, Host, ObjectRef, PathMatch, PathRewrite, Redirect, Route, RouteMatch, Snapshot, SniRoute,
+    TcpRoute, UrlRewrite, VirtualHost, WeightedBackend,
 };
 
 use crate::World;
@@ -137,9 +137,15 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     let mut served = Vec::with_capacity(ours.len());
     for (ing, settings) in ours.into_iter().zip(&settings) {
         if t.ingress(ing, settings, &secrets, &mut tls_hosts, &mut routes) {
-            served.push(ing);
+            served.push((ing, settings));
         }
     }
+    for (ing, settings) in &served {
+        if let Some(canary) = &settings.canary {
+            t.canary(ing, canary, &mut routes);
+        }
+    }
+    let served: Vec<&Ingress> = served.into_iter().map(|(ing, _)| ing).collect();
     let ours = served;
     routes.add_www_redirects();
     t.snapshot.tls_hosts = tls_hosts.into_hosts();
@@ -230,6 +236,10 @@ struct RouteTable {
     www_redirects: Vec<(String, String, ObjectRef)>,
     /// Hosts whose paths are regular expressions (`use-regex`, `rewrite-target`).
     regex_hosts: HashSet<Host>,
+    /// The backend protocol of each Ingress that is not a canary.
+    protocols: HashMap<ObjectRef, annotations::BackendProtocol>,
+    /// (host, path) -> the canary Ingress taking requests from its route.
+    canaried: HashMap<(Host, RouteMatch), ObjectRef>,
 }
 
 impl RouteTable {
@@ -300,6 +310,11 @@ impl<'a> Translator<'a> {
             return false;
         }
         let Some(spec) = &ing.spec else { return true };
+        if settings.canary.is_some() {
+            // Its paths join those of the Ingresses it shadows once they are all known; its
+            // TLS and default backend are theirs.
+            return true;
+        }
         if settings.ssl_passthrough {
             self.passthrough(ing, &src, routes);
             return true;
@@ -364,41 +379,12 @@ impl<'a> Translator<'a> {
             }
         }
 
+        routes.protocols.insert(src.clone(), protocol);
         for rule in spec.rules.iter().flatten() {
-            let host = match rule.host.as_deref() {
-                None | Some("") => Host::Any,
-                Some(h) => match Host::parse(h) {
-                    Ok(host) => host,
-                    Err(e) => {
-                        self.diag(&src, "InvalidHost", format!("rule skipped: {e}"));
-                        continue;
-                    }
-                },
-            };
+            let Some(host) = self.rule_host(&src, rule) else { continue };
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
-                let raw = p.path.as_deref().unwrap_or("/");
-                let regex = routes.regex_hosts.contains(&host);
-                let matched = match p.path_type.as_str() {
-                    "Exact" | "Prefix" | "ImplementationSpecific" if regex => match regex_path(raw, &p.path_type) {
-                        Ok(m) => Ok(m),
-                        Err(e) => {
-                            self.diag(&src, "InvalidPath", e);
-                            continue;
-                        }
-                    },
-                    "Exact" => PathMatch::exact(raw),
-                    "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw),
-                    other => {
-                        self.diag(&src, "InvalidPathType", format!("path {raw:?} skipped: pathType {other:?} is not Exact, Prefix or ImplementationSpecific"));
-                        continue;
-                    }
-                };
-                let path = match matched {
-                    Ok(p) => p,
-                    Err(e) => {
-                        self.diag(&src, "InvalidPath", format!("path skipped: {e}"));
-                        continue;
-                    }
+                let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
+                    continue;
                 };
                 let Some(cluster) = self.backend(&src, &p.backend, protocol) else {
                     continue;
@@ -439,6 +425,126 @@ impl<'a> Translator<'a> {
             }
         }
         true
+    }
+
+    /// The host of a rule (any host when it has none); `None`, reported, when invalid.
+    fn rule_host(&mut self, src: &ObjectRef, rule: &IngressRule) -> Option<Host> {
+        match rule.host.as_deref() {
+            None | Some("") => Some(Host::Any),
+            Some(h) => match Host::parse(h) {
+                Ok(host) => Some(host),
+                Err(e) => {
+                    self.diag(src, "InvalidHost", format!("rule skipped: {e}"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// How a path of a rule matches (a regex on a `regex` host); `None`, reported, when
+    /// invalid.
+    fn path_match(&mut self, src: &ObjectRef, regex: bool, p: &HTTPIngressPath) -> Option<PathMatch> {
+        let raw = p.path.as_deref().unwrap_or("/");
+        let matched = match p.path_type.as_str() {
+            "Exact" | "Prefix" | "ImplementationSpecific" if regex => regex_path(raw, &p.path_type),
+            "Exact" => PathMatch::exact(raw).map_err(|e| format!("path skipped: {e}")),
+            "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw).map_err(|e| format!("path skipped: {e}")),
+            other => {
+                let msg =
+                    format!("path {raw:?} skipped: pathType {other:?} is not Exact, Prefix or ImplementationSpecific");
+                self.diag(src, "InvalidPathType", msg);
+                return None;
+            }
+        };
+        matched.map_err(|e| self.diag(src, "InvalidPath", e)).ok()
+    }
+
+    /// A canary Ingress: each of its paths takes requests from the route of another
+    /// Ingress with the same host and path, by header, then cookie, then weight, as
+    /// ingress-nginx does. That route's settings apply to the canary's requests too.
+    fn canary(&mut self, ing: &Ingress, canary: &annotations::Canary, routes: &mut RouteTable) {
+        let src = ingress_ref(ing);
+        let Some(spec) = &ing.spec else { return };
+        for rule in spec.rules.iter().flatten() {
+            let Some(host) = self.rule_host(&src, rule) else { continue };
+            for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
+                    continue;
+                };
+                let key = (host.clone(), RouteMatch::path(path.clone()));
+                let shown = path.path().to_owned();
+                let main = routes.claimed.get(&key).cloned();
+                let index =
+                    main.as_ref().and_then(|main| {
+                        routes.by_host.get(&host)?.iter().position(|r| {
+                            r.matches == key.1 && &r.source == main && matches!(r.action, Action::Forward(_))
+                        })
+                    });
+                let (Some(main), Some(index)) = (main, index) else {
+                    let msg = format!(
+                        "canary path {shown} of host {host} is ignored: no Ingress without the canary annotation \
+                         forwards that host and path"
+                    );
+                    self.diag(&src, "CanaryWithoutMain", msg);
+                    continue;
+                };
+                if let Some(first) = routes.canaried.insert(key.clone(), src.clone()) {
+                    routes.canaried.insert(key, first.clone());
+                    let msg = format!(
+                        "canary path {shown} of host {host} is ignored: {first} is already its canary (one canary \
+                         per path)"
+                    );
+                    self.diag(&src, "CanaryConflict", msg);
+                    continue;
+                }
+                let protocol = routes.protocols.get(&main).copied().unwrap_or_default();
+                let Some(cluster) = self.backend(&src, &p.backend, protocol) else { continue };
+                let Some(list) = routes.by_host.get_mut(&host) else { continue };
+                let base = list[index].clone();
+                let with = |header: HeaderMatch, to_canary: bool| -> Route {
+                    let mut r = base.clone();
+                    r.matches.headers.push(header);
+                    if to_canary {
+                        if let Action::Forward(f) = &mut r.action {
+                            f.backends = vec![WeightedBackend::new(&cluster, 1)];
+                        }
+                        r.source = src.clone();
+                    }
+                    r
+                };
+                if let Some(name) = &canary.header {
+                    match (&canary.header_value, &canary.header_pattern) {
+                        (Some(value), _) => list.push(with(HeaderMatch::exact(name, value), true)),
+                        (None, Some(pattern)) => list.push(with(HeaderMatch::regex(name, pattern.clone()), true)),
+                        (None, None) => {
+                            list.push(with(HeaderMatch::exact(name, "always"), true));
+                            list.push(with(HeaderMatch::exact(name, "never"), false));
+                        }
+                    }
+                }
+                if let Some(name) = &canary.cookie {
+                    for (value, to_canary) in [("always", true), ("never", false)] {
+                        match HeaderMatch::cookie(name, value) {
+                            Ok(m) => list.push(with(m, to_canary)),
+                            Err(e) => self.diags.push(Diagnostic {
+                                object: src.clone(),
+                                reason: "InvalidAnnotation",
+                                message: format!("canary-by-cookie: {e}"),
+                            }),
+                        }
+                    }
+                }
+                if canary.weight > 0 {
+                    if let Action::Forward(f) = &mut list[index].action {
+                        let main_share = canary.weight_total - canary.weight;
+                        for b in &mut f.backends {
+                            b.weight *= main_share;
+                        }
+                        f.backends.push(WeightedBackend::new(&cluster, canary.weight));
+                    }
+                }
+            }
+        }
     }
 
     /// `app-root`: `/` itself is redirected (302) to `app_root` on `host`, ahead of the

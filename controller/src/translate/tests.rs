@@ -805,3 +805,67 @@ fn timeouts_and_backend_protocols_shape_the_forward_and_its_cluster() {
     assert!(grpcs.protocol == wharf_model::AppProtocol::H2c && grpcs.tls.as_ref().is_some_and(|t| t.unverified));
     assert!(c["web/app:80"].tls.is_none());
 }
+
+#[test]
+fn a_canary_takes_requests_by_header_then_cookie_then_weight() {
+    let spec = |svc: &str| {
+        json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+            path("/", "Prefix", svc, json!({"number": 80})),
+            path("/api", "Prefix", svc, json!({"number": 80}))]))]})
+    };
+    let mut w = world(vec![
+        ingress("main", 0, json!({"nginx.ingress.kubernetes.io/proxy-read-timeout": "5"}), spec("app")),
+        ingress(
+            "canary",
+            1,
+            json!({"nginx.ingress.kubernetes.io/canary": "true",
+                   "nginx.ingress.kubernetes.io/canary-by-header": "X-Canary",
+                   "nginx.ingress.kubernetes.io/canary-by-cookie": "canary",
+                   "nginx.ingress.kubernetes.io/canary-weight": "20",
+                   "nginx.ingress.kubernetes.io/proxy-read-timeout": "99"}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+                path("/api", "Prefix", "v2", json!({"number": 80})),
+                path("/none", "Prefix", "v2", json!({"number": 80}))]))]}),
+        ),
+        ingress(
+            "second",
+            2,
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-weight": "50"}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/api", "Prefix", "v2", json!({"number": 80}))]))]}),
+        ),
+    ]);
+    w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
+    let t = translate(&w, &opts(), None);
+    let routes = host_routes(&t, "a.com");
+    // (path, header matches, backends and weights, source)
+    type Shown = (String, Vec<String>, Vec<(String, u32)>, String);
+    let shown: Vec<Shown> = routes
+        .iter()
+        .map(|r| {
+            let Action::Forward(f) = &r.action else { panic!("{r:?}") };
+            assert_eq!(f.timeout_ms, Some(5_000), "the main Ingress's settings apply: {r:?}");
+            (
+                r.matches.path.path().to_owned(),
+                r.matches.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect(),
+                f.backends.iter().map(|b| (b.cluster.clone(), b.weight)).collect(),
+                r.source.name.clone(),
+            )
+        })
+        .collect();
+    let cookie = |v: &str| format!(r"cookie=(?:.*;)?\s*canary={v}\s*(?:;.*)?");
+    let app = || ("web/app:80".to_owned(), 1);
+    let v2 = || ("web/v2:80".to_owned(), 1);
+    assert_eq!(
+        shown,
+        [
+            ("/api".into(), vec!["x-canary=always".into()], vec![v2()], "canary".into()),
+            ("/api".into(), vec!["x-canary=never".into()], vec![app()], "main".into()),
+            ("/api".into(), vec![cookie("always")], vec![v2()], "canary".into()),
+            ("/api".into(), vec![cookie("never")], vec![app()], "main".into()),
+            ("/api".into(), vec![], vec![("web/app:80".into(), 80), ("web/v2:80".into(), 20)], "main".into()),
+            ("/".into(), vec![], vec![app()], "main".into()),
+        ]
+    );
+    assert_eq!(reasons(&t), [("canary", "CanaryWithoutMain"), ("second", "CanaryConflict")], "{:?}", t.diagnostics);
+    assert_eq!(t.ingresses.len(), 3, "canaries get the address in their status too");
+}
