@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 25] = [
+pub const IMPLEMENTED: [&str; 27] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -43,6 +43,8 @@ pub const IMPLEMENTED: [&str; 25] = [
     "canary-by-cookie",
     "canary-weight",
     "canary-weight-total",
+    "upstream-vhost",
+    "x-forwarded-prefix",
 ];
 
 /// How a canary Ingress takes requests from the Ingress it shadows, tried in this order:
@@ -162,6 +164,10 @@ pub struct Settings {
     /// `canary: "true"`: the Ingress shadows another's paths; its other annotations do
     /// not apply (the shadowed Ingress's do).
     pub canary: Option<Canary>,
+    /// `upstream-vhost`: the `Host` the backend gets.
+    pub upstream_vhost: Option<String>,
+    /// `x-forwarded-prefix`: the backend gets this `X-Forwarded-Prefix`.
+    pub forwarded_prefix: Option<String>,
 }
 
 impl Settings {
@@ -189,6 +195,8 @@ impl Default for Settings {
             read_timeout_ms: None,
             backend_protocol: BackendProtocol::Http,
             canary: None,
+            upstream_vhost: None,
+            forwarded_prefix: None,
         }
     }
 }
@@ -219,6 +227,8 @@ pub fn parse(
         read_timeout_ms: r.seconds("proxy-read-timeout"),
         backend_protocol: r.backend_protocol(),
         canary: r.canary(),
+        upstream_vhost: r.upstream_vhost(),
+        forwarded_prefix: r.forwarded_prefix(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -357,6 +367,32 @@ impl<'a> Reader<'a> {
                 );
                 BackendProtocol::Http
             }
+        }
+    }
+
+    /// A host name, with a port or not.
+    fn upstream_vhost(&mut self) -> Option<String> {
+        let (key, value) = self.get("upstream-vhost")?;
+        let host = value.trim();
+        if !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)) {
+            Some(host.to_owned())
+        } else {
+            self.invalid(
+                key,
+                format!("{host:?} is not a host name like svc.example or svc.example:8080; it is ignored"),
+            );
+            None
+        }
+    }
+
+    /// A header value: visible ASCII and spaces.
+    fn forwarded_prefix(&mut self) -> Option<String> {
+        let (key, value) = self.get("x-forwarded-prefix")?;
+        if !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+            Some(value.to_owned())
+        } else {
+            self.invalid(key, format!("{value:?} is not a header value of visible characters; it is ignored"));
+            None
         }
     }
 
@@ -740,6 +776,27 @@ mod tests {
     }
 
     #[test]
+    fn upstream_host_and_forwarded_prefix_are_checked() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/upstream-vhost", "svc.internal:8080"),
+            ("nginx.ingress.kubernetes.io/x-forwarded-prefix", "/shop"),
+        ]);
+        assert_eq!(
+            (s.upstream_vhost.as_deref(), s.forwarded_prefix.as_deref(), d.len()),
+            (Some("svc.internal:8080"), Some("/shop"), 0)
+        );
+        for (key, bad) in [
+            ("wharf.dev/upstream-vhost", "a b"),
+            ("wharf.dev/upstream-vhost", "$host"),
+            ("wharf.dev/x-forwarded-prefix", "/a\r\nX-Evil: 1"),
+            ("wharf.dev/x-forwarded-prefix", ""),
+        ] {
+            let (s, d) = parsed(&[(key, bad)]);
+            assert_eq!((s.upstream_vhost, s.forwarded_prefix, d.len()), (None, None, 1), "{key}={bad:?}");
+        }
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -813,6 +870,8 @@ mod tests {
             "rewrite-target" => "/$1",
             "proxy-connect-timeout" | "proxy-read-timeout" => "30",
             "backend-protocol" => "GRPC",
+            "upstream-vhost" => "internal.example",
+            "x-forwarded-prefix" => "/app",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
             n if n.starts_with("canary-weight") => "30",

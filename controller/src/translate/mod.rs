@@ -345,6 +345,12 @@ impl<'a> Translator<'a> {
                     if let Action::Forward(f) = &mut route.action {
                         f.timeout_ms = settings.read_timeout_ms;
                         f.connect_timeout_ms = settings.connect_timeout_ms;
+                        if let Some(host) = &settings.upstream_vhost {
+                            f.rewrite = Some(UrlRewrite { host: Some(host.clone()), path: None });
+                        }
+                        if let Some(prefix) = &settings.forwarded_prefix {
+                            f.request_headers.set.push(("x-forwarded-prefix".into(), prefix.clone()));
+                        }
                     }
                     route
                 }
@@ -410,7 +416,8 @@ impl<'a> Translator<'a> {
                 if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
                     (&settings.rewrite_target, &mut route.action, &route.matches.path)
                 {
-                    f.rewrite = Some(UrlRewrite { host: None, path: Some(PathRewrite::Captures(target.clone())) });
+                    let rewrite = f.rewrite.get_or_insert(UrlRewrite { host: None, path: None });
+                    rewrite.path = Some(PathRewrite::Captures(target.clone()));
                 }
                 routes.by_host.entry(host.clone()).or_default().push(route);
             }

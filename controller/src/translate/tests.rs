@@ -869,3 +869,26 @@ fn a_canary_takes_requests_by_header_then_cookie_then_weight() {
     assert_eq!(reasons(&t), [("canary", "CanaryWithoutMain"), ("second", "CanaryConflict")], "{:?}", t.diagnostics);
     assert_eq!(t.ingresses.len(), 3, "canaries get the address in their status too");
 }
+
+#[test]
+fn upstream_vhost_and_forwarded_prefix_go_with_a_capture_rewrite() {
+    let t = translate(
+        &world(vec![ingress(
+            "app",
+            0,
+            json!({"nginx.ingress.kubernetes.io/upstream-vhost": "internal.svc",
+                   "nginx.ingress.kubernetes.io/x-forwarded-prefix": "/shop",
+                   "nginx.ingress.kubernetes.io/rewrite-target": "/$1"}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+                path("/shop/(.*)", "ImplementationSpecific", "app", json!({"number": 80}))]))]}),
+        )]),
+        &opts(),
+        None,
+    );
+    let Action::Forward(f) = &host_routes(&t, "a.com")[0].action else { panic!("not a forward") };
+    assert_eq!(
+        f.rewrite,
+        Some(UrlRewrite { host: Some("internal.svc".into()), path: Some(PathRewrite::Captures("/$1".into())) })
+    );
+    assert_eq!(f.request_headers.set, [("x-forwarded-prefix".to_owned(), "/shop".to_owned())]);
+}
