@@ -365,6 +365,7 @@ impl Compiler {
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
                 clients: r.clients.clone(),
+                cors: r.cors.clone(),
                 metrics,
             }
         };

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::host_map::HostMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use wharf_model::{ClientFilter, HeaderEdits, HeaderMatch, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite};
+use wharf_model::{
+    ClientFilter, Cors, HeaderEdits, HeaderMatch, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite,
+};
 
 use crate::metrics::{RouteMetrics, UpstreamError};
 use crate::proxy::upstream::Upstream;
@@ -65,6 +67,8 @@ pub struct CompiledRoute {
     pub max_body_bytes: Option<u64>,
     /// The client addresses it serves (others get 403); all when `None`.
     pub clients: Option<ClientFilter>,
+    /// Its CORS policy.
+    pub cors: Option<Cors>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -437,6 +441,7 @@ mod tests {
             https_redirect: false,
             max_body_bytes: None,
             clients: None,
+            cors: None,
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();

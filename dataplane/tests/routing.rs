@@ -564,3 +564,61 @@ async fn capture_rewrites_send_the_backend_the_groups_of_a_leading_regex_path() 
         assert_eq!(http_get(r.http, "a.test", path).await.unwrap().status, 404, "{path}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carry_the_headers() {
+    use wharf_dataplane::testing::http_request;
+    use wharf_model::Cors;
+
+    let r = start().await;
+    let policy = |origins: &[&str]| Cors {
+        allow_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+        allow_methods: "GET, POST".into(),
+        allow_headers: "X-Token".into(),
+        expose_headers: String::new(),
+        allow_credentials: true,
+        max_age: 600,
+    };
+    let with = |p: &str, cors: Cors| wharf_model::Route {
+        cors: Some(cors),
+        ..route(PathMatch::prefix(p).unwrap(), "app", false)
+    };
+    let mut routes = vec![with("/listed", policy(&["https://app.example"])), with("/any", policy(&["*"]))];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))])).unwrap();
+
+    let ask = |method: &'static str, path: &'static str, origin: &'static str| async move {
+        let headers: Vec<(&str, &str)> = if origin.is_empty() { vec![] } else { vec![("origin", origin)] };
+        http_request(r.http, method, "a.test", path, &headers).await.unwrap()
+    };
+    let h = |seen: &wharf_dataplane::testing::Seen, name: &str| {
+        seen.headers.get(name).map(|v| v.to_str().unwrap_or("").to_owned())
+    };
+
+    let get = ask("GET", "/listed", "https://app.example").await;
+    assert_eq!((get.status, get.echo_name()), (200, "app".to_owned()), "the backend answers");
+    assert_eq!(h(&get, "access-control-allow-origin").as_deref(), Some("https://app.example"));
+    assert_eq!(h(&get, "access-control-allow-credentials").as_deref(), Some("true"));
+    assert_eq!(h(&get, "access-control-allow-methods").as_deref(), Some("GET, POST"));
+    assert_eq!(h(&get, "access-control-allow-headers").as_deref(), Some("X-Token"));
+    assert_eq!(h(&get, "access-control-max-age").as_deref(), Some("600"));
+    assert_eq!(h(&get, "vary").as_deref(), Some("Origin"));
+    assert_eq!(h(&get, "access-control-expose-headers"), None);
+
+    let preflight = ask("OPTIONS", "/listed", "https://app.example").await;
+    assert_eq!((preflight.status, preflight.body.as_str()), (204, ""), "answered here, not by the backend");
+    assert_eq!(h(&preflight, "access-control-allow-origin").as_deref(), Some("https://app.example"));
+
+    for (method, origin) in [("GET", "https://evil.example"), ("OPTIONS", "https://evil.example"), ("GET", "")] {
+        let seen = ask(method, "/listed", origin).await;
+        assert_eq!(
+            (seen.status, seen.echo_name()),
+            (200, "app".to_owned()),
+            "{method} from {origin:?} goes to the backend"
+        );
+        assert_eq!(h(&seen, "access-control-allow-origin"), None, "{method} from {origin:?}");
+    }
+    let any = ask("GET", "/any", "https://whoever.example").await;
+    assert_eq!(h(&any, "access-control-allow-origin").as_deref(), Some("*"));
+    assert_eq!(h(&any, "vary"), None);
+}

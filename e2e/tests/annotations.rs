@@ -85,7 +85,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
             "snippet.e2e.test",
             json!({"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers \"X-A: b\";"}),
         ),
-        ("cors", "cors.e2e.test", json!({"nginx.ingress.kubernetes.io/enable-cors": "true"})),
+        ("limited", "limited.e2e.test", json!({"nginx.ingress.kubernetes.io/limit-rps": "5"})),
     ] {
         s.apply::<k8s_openapi::api::networking::v1::Ingress>(ingress(&s, name, host, ann)).await.unwrap();
     }
@@ -118,7 +118,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
     s.apply::<k8s_openapi::api::networking::v1::Ingress>(canary).await.unwrap();
     let live = eventually(Duration::from_secs(10), || async {
         http_get(c.http, "open.e2e.test", "/").await.map(|r| r.status) == Ok(200)
-            && http_get(c.http, "cors.e2e.test", "/").await.map(|r| r.status) == Ok(200)
+            && http_get(c.http, "limited.e2e.test", "/").await.map(|r| r.status) == Ok(200)
     })
     .await;
     assert!(live, "the Ingresses are not served; log:\n{}", c.proc.log());
@@ -173,7 +173,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
     assert_eq!(http_get(c.http, "snippet.e2e.test", "/").await.map(|r| r.status), Ok(404));
     for (name, reason, words) in [
         ("snippet", "SnippetRefused", "configuration-snippet"),
-        ("cors", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/enable-cors"),
+        ("limited", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/limit-rps"),
         ("broken", "InvalidAnnotation", "every client is refused"),
     ] {
         let described = eventually(Duration::from_secs(10), || async {

@@ -2,6 +2,7 @@
 //! controller (which builds snapshots from Kubernetes objects) and the data plane
 //! (which compiles and serves them). No I/O, no Kubernetes types.
 
+mod cors;
 mod host;
 pub mod identity;
 mod net;
@@ -11,6 +12,7 @@ mod route;
 mod snapshot;
 pub mod tls;
 
+pub use cors::Cors;
 pub use host::{Host, HostError};
 pub use identity::Identity;
 pub use net::{ClientFilter, IpNet, IpNetError};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, ClientFilter, Host, PathMatch, RouteMatch, WeightedBackend};
+use crate::{Action, ClientFilter, Cors, Host, PathMatch, RouteMatch, WeightedBackend};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -166,6 +166,9 @@ pub struct Route {
     /// The client addresses it serves; others are answered 403.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clients: Option<ClientFilter>,
+    /// CORS: preflight requests answered here, CORS headers on the responses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
 }
 
 impl Route {
@@ -178,6 +181,7 @@ impl Route {
             https_redirect: false,
             max_body_bytes: None,
             clients: None,
+            cors: None,
         }
     }
 }

@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 27] = [
+pub const IMPLEMENTED: [&str; 34] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -45,7 +45,20 @@ pub const IMPLEMENTED: [&str; 27] = [
     "canary-weight-total",
     "upstream-vhost",
     "x-forwarded-prefix",
+    "enable-cors",
+    "cors-allow-origin",
+    "cors-allow-methods",
+    "cors-allow-headers",
+    "cors-expose-headers",
+    "cors-allow-credentials",
+    "cors-max-age",
 ];
+
+/// ingress-nginx's CORS defaults.
+const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
+const CORS_HEADERS: &str =
+    "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
+const CORS_MAX_AGE: u64 = 1_728_000;
 
 /// How a canary Ingress takes requests from the Ingress it shadows, tried in this order:
 /// header, cookie, weight.
@@ -168,6 +181,8 @@ pub struct Settings {
     pub upstream_vhost: Option<String>,
     /// `x-forwarded-prefix`: the backend gets this `X-Forwarded-Prefix`.
     pub forwarded_prefix: Option<String>,
+    /// `enable-cors` and `cors-*`.
+    pub cors: Option<wharf_model::Cors>,
 }
 
 impl Settings {
@@ -197,6 +212,7 @@ impl Default for Settings {
             canary: None,
             upstream_vhost: None,
             forwarded_prefix: None,
+            cors: None,
         }
     }
 }
@@ -229,6 +245,7 @@ pub fn parse(
         canary: r.canary(),
         upstream_vhost: r.upstream_vhost(),
         forwarded_prefix: r.forwarded_prefix(),
+        cors: r.cors(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -396,6 +413,61 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn cors(&mut self) -> Option<wharf_model::Cors> {
+        if self.bool("enable-cors") != Some(true) {
+            return None;
+        }
+        let allow_origins = match self.get("cors-allow-origin") {
+            None => vec!["*".to_owned()],
+            Some((key, value)) => {
+                let mut origins = Vec::new();
+                for o in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                    if is_origin(o) {
+                        origins.push(o.to_owned());
+                    } else {
+                        self.invalid(
+                            key,
+                            format!("{o:?} is not an origin like https://app.example, https://*.example or *; it is not allowed"),
+                        );
+                    }
+                }
+                origins
+            }
+        };
+        let list = |r: &mut Self, name: &str, default: &str, star: bool| -> String {
+            let Some((key, value)) = r.get(name) else { return default.to_owned() };
+            let ok = value.split(',').map(str::trim).all(|item| {
+                (star && item == "*")
+                    || (!item.is_empty() && item.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+            });
+            if ok {
+                value.trim().to_owned()
+            } else {
+                r.invalid(key, format!("{value:?} is not a comma-separated list of names; {default:?} is used"));
+                default.to_owned()
+            }
+        };
+        let allow_methods = list(self, "cors-allow-methods", CORS_METHODS, false);
+        let allow_headers = list(self, "cors-allow-headers", CORS_HEADERS, false);
+        let expose_headers = list(self, "cors-expose-headers", "", true);
+        let allow_credentials = self.bool("cors-allow-credentials").unwrap_or(true);
+        let max_age = match self.get("cors-max-age") {
+            None => CORS_MAX_AGE,
+            Some((key, value)) => value.trim().parse::<u64>().unwrap_or_else(|_| {
+                self.invalid(key, format!("{value:?} is not a number of seconds; {CORS_MAX_AGE} is used"));
+                CORS_MAX_AGE
+            }),
+        };
+        Some(wharf_model::Cors {
+            allow_origins,
+            allow_methods,
+            allow_headers,
+            expose_headers,
+            allow_credentials,
+            max_age,
+        })
+    }
+
     fn canary(&mut self) -> Option<Canary> {
         if self.bool("canary") != Some(true) {
             return None;
@@ -547,6 +619,20 @@ impl<'a> Reader<'a> {
             None
         }
     }
+}
+
+/// `*`, or `scheme://host[:port]` with a host that may start with `*.`.
+fn is_origin(o: &str) -> bool {
+    if o == "*" {
+        return true;
+    }
+    let Some((scheme, rest)) = o.split_once("://") else { return false };
+    let host = rest.strip_prefix("*.").unwrap_or(rest);
+    !scheme.is_empty()
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        && !host.is_empty()
+        && !host.starts_with(':')
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
 }
 
 /// An absolute `http://` or `https://` URL with a host, of visible ASCII only (nothing a
@@ -797,6 +883,53 @@ mod tests {
     }
 
     #[test]
+    fn cors_takes_ingress_nginx_defaults_and_checks_each_value() {
+        assert_eq!(parsed(&[("nginx.ingress.kubernetes.io/cors-allow-origin", "https://a.example")]).0.cors, None);
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/enable-cors", "true")]);
+        assert!(d.is_empty());
+        assert_eq!(
+            s.cors,
+            Some(wharf_model::Cors {
+                allow_origins: vec!["*".into()],
+                allow_methods: CORS_METHODS.into(),
+                allow_headers: CORS_HEADERS.into(),
+                expose_headers: String::new(),
+                allow_credentials: true,
+                max_age: 1_728_000,
+            })
+        );
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/enable-cors", "true"),
+            (
+                "nginx.ingress.kubernetes.io/cors-allow-origin",
+                "https://a.example, https://*.b.example:8443 ,bad origin, *.c.example",
+            ),
+            ("nginx.ingress.kubernetes.io/cors-allow-methods", "GET, POST"),
+            ("nginx.ingress.kubernetes.io/cors-allow-headers", "X-Token,Content-Type"),
+            ("nginx.ingress.kubernetes.io/cors-expose-headers", "*, X-Total"),
+            ("nginx.ingress.kubernetes.io/cors-allow-credentials", "false"),
+            ("nginx.ingress.kubernetes.io/cors-max-age", "600"),
+        ]);
+        let c = s.cors.unwrap_or_else(|| panic!("no CORS"));
+        assert_eq!(c.allow_origins, ["https://a.example", "https://*.b.example:8443"]);
+        assert_eq!(d.len(), 2, "the two bad origins are reported: {d:?}");
+        assert_eq!((c.allow_methods.as_str(), c.allow_headers.as_str()), ("GET, POST", "X-Token,Content-Type"));
+        assert_eq!((c.expose_headers.as_str(), c.allow_credentials, c.max_age), ("*, X-Total", false, 600));
+        let (s, d) = parsed(&[
+            ("wharf.dev/enable-cors", "true"),
+            ("wharf.dev/cors-allow-methods", "GET;rm"),
+            ("wharf.dev/cors-allow-headers", "*"),
+            ("wharf.dev/cors-max-age", "a day"),
+        ]);
+        let c = s.cors.unwrap_or_else(|| panic!("no CORS"));
+        assert_eq!(
+            (c.allow_methods.as_str(), c.allow_headers.as_str(), c.max_age),
+            (CORS_METHODS, CORS_HEADERS, CORS_MAX_AGE)
+        );
+        assert_eq!(d.len(), 3, "{d:?}");
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -827,7 +960,7 @@ mod tests {
     #[test]
     fn every_other_annotation_under_our_prefixes_is_reported_by_name() {
         let (s, d) = parsed(&[
-            ("nginx.ingress.kubernetes.io/enable-cors", "true"),
+            ("nginx.ingress.kubernetes.io/limit-rps", "5"),
             ("wharf.dev/ssl-redirct", "false"),
             ("kubernetes.io/ingress.class", "wharf"),
             ("example.com/owner", "team-a"),
@@ -836,7 +969,7 @@ mod tests {
         assert!(!s.ssl_redirect && !s.skip);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d.iter().all(|(r, _)| *r == "UnsupportedAnnotation"));
-        assert!(d[0].1.contains("nginx.ingress.kubernetes.io/enable-cors") && d[0].1.contains("served without it"));
+        assert!(d[0].1.contains("nginx.ingress.kubernetes.io/limit-rps") && d[0].1.contains("served without it"));
         assert!(d[1].1.contains("wharf.dev/ssl-redirct") && d[1].1.contains("misspelling"));
     }
 
@@ -871,6 +1004,11 @@ mod tests {
             "proxy-connect-timeout" | "proxy-read-timeout" => "30",
             "backend-protocol" => "GRPC",
             "upstream-vhost" => "internal.example",
+            "enable-cors" => "true",
+            "cors-allow-origin" => "https://a.example",
+            "cors-allow-credentials" => "false",
+            "cors-max-age" => "60",
+            n if n.starts_with("cors-") => "X-Custom",
             "x-forwarded-prefix" => "/app",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
@@ -887,6 +1025,8 @@ mod tests {
                 pairs.push((format!("wharf.dev/{base}"), "https://x.example".to_owned()));
             } else if name.starts_with("canary-") {
                 pairs.push(("wharf.dev/canary".to_owned(), "true".to_owned()));
+            } else if name.starts_with("cors-") {
+                pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));
             }
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let (s, d) = parsed(&borrowed);

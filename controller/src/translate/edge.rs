@@ -101,6 +101,7 @@ mod tests {
             https_redirect: false,
             max_body_bytes: None,
             clients: None,
+            cors: None,
         }
     }
 

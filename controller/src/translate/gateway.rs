@@ -882,6 +882,7 @@ fn attach_route(
                         https_redirect: false,
                         max_body_bytes: None,
                         clients: None,
+                        cors: None,
                     };
                     entries.push((host.clone(), key, route));
                 }

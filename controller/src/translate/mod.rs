@@ -340,6 +340,7 @@ impl<'a> Translator<'a> {
                         https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
                         max_body_bytes: settings.max_body_bytes,
                         clients: settings.clients.clone(),
+                        cors: settings.cors.clone(),
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {

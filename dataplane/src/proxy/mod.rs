@@ -19,7 +19,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use wharf_model::{AppProtocol, PathMatch, PortProtocol, Redirect, Respond};
+use wharf_model::{AppProtocol, Cors, PathMatch, PortProtocol, Redirect, Respond};
 
 use crate::metrics::UpstreamError;
 use crate::routing::{CompiledAction, CompiledForward, CompiledRoute, RequestView};
@@ -202,6 +202,7 @@ pub async fn handle(
         _ => None,
     };
     let method = req.method().clone();
+    let cors = route.and_then(|r| cors_allowed(r, req.headers()));
     // Only the access log needs its own copy of the path.
     let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
     let version = req.version();
@@ -209,6 +210,14 @@ pub async fn handle(
     let (resp, reason, upstream_addr) = match (checked, route) {
         (Err(rejected), _) => refuse(&shared, rejected),
         (Ok(()), None) => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
+        // A CORS preflight is answered here, before any other check of the route (as
+        // ingress-nginx does).
+        (Ok(()), Some(_)) if cors.is_some() && method == http::Method::OPTIONS => {
+            let mut r = Response::new(full(String::new()));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+            (r, Some("cors_preflight"), None)
+        }
         (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
             (redirect(&shared, &host, &req), None, None)
         }
@@ -223,6 +232,12 @@ pub async fn handle(
             CompiledAction::Respond(rs) => (respond(rs), None, None),
         },
     };
+    let mut resp = resp;
+    if let Some((policy, origin)) = cors {
+        if resp.status().is_success() || resp.status().is_redirection() {
+            cors_headers(policy, origin, resp.headers_mut());
+        }
+    }
     let elapsed = start.elapsed();
     let status = resp.status();
     if let Some(r) = route {
@@ -244,6 +259,38 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// The route's CORS policy and the `Access-Control-Allow-Origin` value, when the request
+/// comes from an origin it allows.
+fn cors_allowed<'r>(route: &'r CompiledRoute, headers: &http::HeaderMap) -> Option<(&'r Cors, HeaderValue)> {
+    let policy = route.cors.as_ref()?;
+    let origin = headers.get(header::ORIGIN)?.to_str().ok()?;
+    let allow = HeaderValue::from_str(policy.allow_origin(origin)?).ok()?;
+    Some((policy, allow))
+}
+
+/// The CORS headers of `policy` for an allowed origin, replacing any the backend sent.
+fn cors_headers(policy: &Cors, origin: HeaderValue, h: &mut http::HeaderMap) {
+    let value = |s: &str| HeaderValue::from_str(s).ok();
+    if origin != "*" {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    if policy.allow_credentials {
+        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+    }
+    for (name, v) in [
+        (header::ACCESS_CONTROL_ALLOW_METHODS, policy.allow_methods.as_str()),
+        (header::ACCESS_CONTROL_ALLOW_HEADERS, policy.allow_headers.as_str()),
+        (header::ACCESS_CONTROL_EXPOSE_HEADERS, policy.expose_headers.as_str()),
+    ] {
+        match value(v).filter(|_| !v.is_empty()) {
+            Some(v) => h.insert(name, v),
+            None => h.remove(name),
+        };
+    }
+    h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(policy.max_age));
 }
 
 /// A response, the reason it was not the backend's (for the access log), and the

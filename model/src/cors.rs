@@ -1,0 +1,91 @@
+//! Cross-origin resource sharing: which origins a route answers for, and the headers it
+//! answers with (ingress-nginx `enable-cors` and `cors-*`).
+
+use serde::Serialize;
+
+/// A route's CORS policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cors {
+    /// Origins allowed, as `scheme://host[:port]`, `scheme://*.domain[:port]` (any
+    /// subdomain), or `*` (any origin, answered with `*`).
+    pub allow_origins: Vec<String>,
+    /// `Access-Control-Allow-Methods`.
+    pub allow_methods: String,
+    /// `Access-Control-Allow-Headers`.
+    pub allow_headers: String,
+    /// `Access-Control-Expose-Headers`; not sent when empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub expose_headers: String,
+    /// `Access-Control-Allow-Credentials: true`.
+    pub allow_credentials: bool,
+    /// `Access-Control-Max-Age`, in seconds.
+    pub max_age: u64,
+}
+
+impl Cors {
+    /// The `Access-Control-Allow-Origin` value for a request from `origin`, or `None`
+    /// when the origin is not allowed (the response then carries no CORS headers).
+    pub fn allow_origin<'o>(&'o self, origin: &'o str) -> Option<&'o str> {
+        if self.allow_origins.iter().any(|a| a == "*") {
+            return Some("*");
+        }
+        self.allow_origins.iter().any(|a| origin_matches(a, origin)).then_some(origin)
+    }
+}
+
+/// True when `origin` is `allowed`, or under its `*.` wildcard: same scheme and port,
+/// one or more labels in front of the domain. Compared case-insensitively.
+fn origin_matches(allowed: &str, origin: &str) -> bool {
+    if allowed.eq_ignore_ascii_case(origin) {
+        return true;
+    }
+    let Some((scheme, rest)) = allowed.split_once("://*.") else { return false };
+    let Some((o_scheme, o_rest)) = origin.split_once("://") else { return false };
+    if !scheme.eq_ignore_ascii_case(o_scheme) {
+        return false;
+    }
+    let (o_rest, rest) = (o_rest.to_ascii_lowercase(), rest.to_ascii_lowercase());
+    o_rest.strip_suffix(&rest).is_some_and(|front| front.len() > 1 && front.ends_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cors(origins: &[&str]) -> Cors {
+        Cors {
+            allow_origins: origins.iter().map(|o| (*o).to_owned()).collect(),
+            allow_methods: String::new(),
+            allow_headers: String::new(),
+            expose_headers: String::new(),
+            allow_credentials: true,
+            max_age: 0,
+        }
+    }
+
+    #[test]
+    fn origins_match_exactly_under_a_wildcard_or_any() {
+        let c = cors(&["https://app.example", "https://*.shop.example", "http://local.test:8080"]);
+        let cases = [
+            ("https://app.example", true),
+            ("HTTPS://APP.example", true),
+            ("http://app.example", false),
+            ("https://app.example:8443", false),
+            ("https://a.shop.example", true),
+            ("https://a.b.shop.example", true),
+            ("https://shop.example", false),
+            ("https://evilshop.example", false),
+            ("http://a.shop.example", false),
+            ("https://a.shop.example:8443", false),
+            ("http://local.test:8080", true),
+            ("http://local.test", false),
+            ("null", false),
+        ];
+        for (origin, want) in cases {
+            assert_eq!(c.allow_origin(origin), want.then_some(origin), "{origin}");
+        }
+        let any = cors(&["*"]);
+        assert_eq!(any.allow_origin("https://x.example"), Some("*"));
+        assert_eq!(cors(&[]).allow_origin("https://x.example"), None);
+    }
+}
