@@ -180,12 +180,13 @@ pub struct Compiler {
     metrics: Metrics,
     resumption: Resumption,
     fallback_cert: Arc<CertifiedKey>,
+    limiters: crate::ratelimit::Limiters,
 }
 
 impl Compiler {
     /// A compiler whose configs share `resumption` state.
     pub fn new(metrics: Metrics, resumption: Resumption, fallback_cert: Arc<CertifiedKey>) -> Self {
-        Compiler { metrics, resumption, fallback_cert }
+        Compiler { metrics, resumption, fallback_cert, limiters: crate::ratelimit::Limiters::default() }
     }
 
     /// An empty config: no routes, the fallback certificate.
@@ -366,6 +367,7 @@ impl Compiler {
                 max_body_bytes: r.max_body_bytes,
                 clients: r.clients.clone(),
                 cors: r.cors.clone(),
+                limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
                 metrics,
             }
         };

@@ -17,6 +17,7 @@ pub mod memory;
 pub mod metrics;
 pub mod passthrough;
 pub mod proxy;
+pub mod ratelimit;
 mod relay;
 pub mod routing;
 pub mod tcp;

@@ -132,6 +132,7 @@ pub struct Metrics {
     pub config_rejects: IntCounter,
     /// Passthrough connections closed because no route matched their SNI.
     pub passthrough_unknown_sni: IntCounter,
+    rate_limited: IntCounter,
     bytes: IntCounterVec,
     hbone_tunnels: IntCounterVec,
     /// Open HBONE tunnels (both directions).
@@ -247,6 +248,10 @@ impl Metrics {
                     "Version of the live config snapshot (0: none yet)",
                 )?,
                 config_applies: counter("wharf_config_applies_total", "Config snapshots applied")?,
+                rate_limited: counter(
+                    "wharf_rate_limited_requests_total",
+                    "Requests answered 503 because their client was over a route's limit (limit-rps, limit-rpm, limit-connections)",
+                )?,
                 config_rejects: counter(
                     "wharf_config_rejects_total",
                     "Config snapshots rejected (the previous one kept serving)",
@@ -299,6 +304,7 @@ impl Metrics {
                 m.rejected.with_label_values(&[r]);
             }
             registry.register(Box::new(m.rejected.clone()))?;
+            registry.register(Box::new(m.rate_limited.clone()))?;
             registry.register(Box::new(m.refused.clone()))?;
             registry.register(Box::new(m.memory_resident.clone()))?;
             registry.register(Box::new(m.memory_in_use.clone()))?;
@@ -388,6 +394,11 @@ impl Metrics {
     /// Open connections of a listener.
     pub fn open_connections(&self, listener: Listener) -> i64 {
         self.active.with_label_values(&[listener.label()]).get()
+    }
+
+    /// Counts a request refused for its client's rate or concurrency.
+    pub fn rate_limited(&self) {
+        self.rate_limited.inc();
     }
 
     /// Counts a request refused before routing.

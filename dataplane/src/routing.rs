@@ -69,6 +69,8 @@ pub struct CompiledRoute {
     pub clients: Option<ClientFilter>,
     /// Its CORS policy.
     pub cors: Option<Cors>,
+    /// Its per-client limits.
+    pub limiter: Option<Arc<crate::ratelimit::Limiter>>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -442,6 +444,7 @@ mod tests {
             max_body_bytes: None,
             clients: None,
             cors: None,
+            limiter: None,
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();

@@ -622,3 +622,35 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
     assert_eq!(h(&any, "access-control-allow-origin").as_deref(), Some("*"));
     assert_eq!(h(&any, "vary"), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_a_request_in_progress_gets_503_for_another_over_its_limit() {
+    use wharf_model::RateLimit;
+
+    let r = start().await;
+    let limit = RateLimit {
+        zone: "web/app".into(),
+        per_second: None,
+        per_minute: None,
+        burst: 0,
+        burst_per_minute: 0,
+        connections: Some(1),
+        exempt: vec![],
+    };
+    let limited =
+        wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[echo("app").await]))])).unwrap();
+    // One slow request in progress: a second at the same time is refused, and served
+    // once the first has ended.
+    let http = r.http;
+    let slow = tokio::spawn(async move { http_get(http, "a.test", "/?delay_ms=1500").await.map(|s| s.status) });
+    let refused = eventually(Duration::from_secs(5), || async {
+        http_get(r.http, "a.test", "/").await.map(|s| s.status) == Ok(503)
+    })
+    .await;
+    assert!(refused, "a second request in progress was not refused");
+    assert_eq!(slow.await.unwrap(), Ok(200));
+    assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().status, 200);
+    let m = admin_get(&r, "/metrics").await.body;
+    assert!(m.lines().any(|l| l.starts_with("wharf_rate_limited_requests_total ") && !l.ends_with(" 0")), "{m}");
+}

@@ -48,7 +48,7 @@ enum Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_user_sees_them() {
+async fn source_ranges_rewrites_canaries_limits_redirects_and_refused_annotations_as_a_user_sees_them() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("annotations").await.unwrap();
     let c = Controller::start(&env, &s, "annotations-0", &["--listen-address", "0.0.0.0"]).await.unwrap();
@@ -75,6 +75,12 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
         ),
         ("open", "open.e2e.test", json!({})),
         (
+            "limited",
+            "limited.e2e.test",
+            json!({"nginx.ingress.kubernetes.io/limit-rpm": "1",
+                   "nginx.ingress.kubernetes.io/limit-burst-multiplier": "1"}),
+        ),
+        (
             "moved",
             "moved.e2e.test",
             json!({"nginx.ingress.kubernetes.io/permanent-redirect": "https://new.e2e.test/landing",
@@ -85,7 +91,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
             "snippet.e2e.test",
             json!({"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers \"X-A: b\";"}),
         ),
-        ("limited", "limited.e2e.test", json!({"nginx.ingress.kubernetes.io/limit-rps": "5"})),
+        ("buffered", "buffered.e2e.test", json!({"nginx.ingress.kubernetes.io/proxy-buffering": "on"})),
     ] {
         s.apply::<k8s_openapi::api::networking::v1::Ingress>(ingress(&s, name, host, ann)).await.unwrap();
     }
@@ -118,7 +124,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
     s.apply::<k8s_openapi::api::networking::v1::Ingress>(canary).await.unwrap();
     let live = eventually(Duration::from_secs(10), || async {
         http_get(c.http, "open.e2e.test", "/").await.map(|r| r.status) == Ok(200)
-            && http_get(c.http, "limited.e2e.test", "/").await.map(|r| r.status) == Ok(200)
+            && http_get(c.http, "buffered.e2e.test", "/").await.map(|r| r.status) == Ok(200)
     })
     .await;
     assert!(live, "the Ingresses are not served; log:\n{}", c.proc.log());
@@ -165,6 +171,18 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
     assert!((50..=130).contains(&to_canary), "{to_canary} of 300 requests went to the 30 % canary");
     eprintln!("canary-weight 30: {to_canary} of 300 requests went to the canary");
 
+    // One request a minute and a burst of one: two pass, the rest get 503 (all well
+    // within a minute), and the metric counts them.
+    let before = c.metric("wharf_rate_limited_requests_total").await;
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..20 {
+        let status = http_get(c.http, "limited.e2e.test", "/").await.map(|r| r.status).unwrap_or(0);
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    assert_eq!(statuses, [(200, 2), (503, 18)].into(), "limit-rpm 1 with a burst of 1");
+    assert_eq!(c.metric("wharf_rate_limited_requests_total").await - before, 18.0);
+    assert_eq!(status_from(&env, &outsider, port, "limited.e2e.test").await, 200, "another client has its own count");
+
     let moved = http_get(c.http, "moved.e2e.test", "/a?b=c").await.unwrap();
     assert_eq!((moved.status, moved.headers["location"].to_str().unwrap()), (308, "https://new.e2e.test/landing"));
 
@@ -173,7 +191,7 @@ async fn source_ranges_rewrites_canaries_redirects_and_refused_annotations_as_a_
     assert_eq!(http_get(c.http, "snippet.e2e.test", "/").await.map(|r| r.status), Ok(404));
     for (name, reason, words) in [
         ("snippet", "SnippetRefused", "configuration-snippet"),
-        ("limited", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/limit-rps"),
+        ("buffered", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/proxy-buffering"),
         ("broken", "InvalidAnnotation", "every client is refused"),
     ] {
         let described = eventually(Duration::from_secs(10), || async {

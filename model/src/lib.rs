@@ -15,7 +15,7 @@ pub mod tls;
 pub use cors::Cors;
 pub use host::{Host, HostError};
 pub use identity::Identity;
-pub use net::{ClientFilter, IpNet, IpNetError};
+pub use net::{ClientFilter, IpNet, IpNetError, RateLimit};
 pub use path::{PathMatch, PathMatchError};
 pub use pattern::{Pattern, PatternError};
 pub use route::{

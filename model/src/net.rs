@@ -109,6 +109,31 @@ impl ClientFilter {
     }
 }
 
+/// Per-client limits of a route (ingress-nginx `limit-rps`, `limit-rpm`,
+/// `limit-connections`). Routes with the same `zone` share the counts of each client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct RateLimit {
+    /// Routes with equal zones (and limits) count together: the Ingress, as
+    /// `namespace/name`.
+    pub zone: String,
+    /// Requests per second, with a burst of `burst` more at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<u32>,
+    /// Requests per minute, with a burst of `burst_per_minute` more at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_minute: Option<u32>,
+    /// Extra requests per second allowed at once.
+    pub burst: u32,
+    /// Extra requests per minute allowed at once.
+    pub burst_per_minute: u32,
+    /// Requests in progress at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+    /// Clients in these networks are not limited.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exempt: Vec<IpNet>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

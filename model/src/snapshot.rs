@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, ClientFilter, Cors, Host, PathMatch, RouteMatch, WeightedBackend};
+use crate::{Action, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch, WeightedBackend};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -169,6 +169,9 @@ pub struct Route {
     /// CORS: preflight requests answered here, CORS headers on the responses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    /// Per-client limits (503 beyond).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Route {
@@ -182,6 +185,7 @@ impl Route {
             max_body_bytes: None,
             clients: None,
             cors: None,
+            rate_limit: None,
         }
     }
 }

@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 34] = [
+pub const IMPLEMENTED: [&str; 40] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -52,6 +52,12 @@ pub const IMPLEMENTED: [&str; 34] = [
     "cors-expose-headers",
     "cors-allow-credentials",
     "cors-max-age",
+    "limit-rps",
+    "limit-rpm",
+    "limit-connections",
+    "limit-burst-multiplier",
+    "limit-allowlist",
+    "limit-whitelist",
 ];
 
 /// ingress-nginx's CORS defaults.
@@ -183,6 +189,8 @@ pub struct Settings {
     pub forwarded_prefix: Option<String>,
     /// `enable-cors` and `cors-*`.
     pub cors: Option<wharf_model::Cors>,
+    /// `limit-rps`, `limit-rpm`, `limit-connections` and their settings.
+    pub rate_limit: Option<wharf_model::RateLimit>,
 }
 
 impl Settings {
@@ -213,6 +221,7 @@ impl Default for Settings {
             upstream_vhost: None,
             forwarded_prefix: None,
             cors: None,
+            rate_limit: None,
         }
     }
 }
@@ -246,6 +255,7 @@ pub fn parse(
         upstream_vhost: r.upstream_vhost(),
         forwarded_prefix: r.forwarded_prefix(),
         cors: r.cors(),
+        rate_limit: r.rate_limit(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -411,6 +421,50 @@ impl<'a> Reader<'a> {
             self.invalid(key, format!("{value:?} is not a header value of visible characters; it is ignored"));
             None
         }
+    }
+
+    /// A whole number from 1 to `max`; an invalid value is reported and treated as absent.
+    fn count(&mut self, name: &str, max: u32) -> Option<u32> {
+        let (key, value) = self.get(name)?;
+        match value.trim().parse::<u32>() {
+            Ok(n) if (1..=max).contains(&n) => Some(n),
+            _ => {
+                self.invalid(key, format!("{value:?} is not a whole number from 1 to {max}; no such limit applies"));
+                None
+            }
+        }
+    }
+
+    fn rate_limit(&mut self) -> Option<wharf_model::RateLimit> {
+        let per_second = self.count("limit-rps", 1_000_000);
+        let per_minute = self.count("limit-rpm", 60_000_000);
+        let connections = self.count("limit-connections", 1_000_000);
+        let multiplier = self.count("limit-burst-multiplier", 1_000).unwrap_or(5);
+        let exempt = match self.get("limit-allowlist").or_else(|| self.get("limit-whitelist")) {
+            None => Vec::new(),
+            Some((key, value)) => {
+                let mut nets = Vec::new();
+                for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                    match IpNet::parse(item) {
+                        Ok(n) => nets.push(n),
+                        Err(e) => self.invalid(key, format!("{e}: it is not exempt from the limits")),
+                    }
+                }
+                nets
+            }
+        };
+        if per_second.is_none() && per_minute.is_none() && connections.is_none() {
+            return None;
+        }
+        Some(wharf_model::RateLimit {
+            zone: format!("{}/{}", self.src.namespace, self.src.name),
+            per_second,
+            per_minute,
+            burst: per_second.unwrap_or(0).saturating_mul(multiplier),
+            burst_per_minute: per_minute.unwrap_or(0).saturating_mul(multiplier),
+            connections,
+            exempt,
+        })
     }
 
     fn cors(&mut self) -> Option<wharf_model::Cors> {
@@ -930,6 +984,43 @@ mod tests {
     }
 
     #[test]
+    fn limits_take_ingress_nginx_bursts_and_exempt_networks() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/limit-rps", "5"),
+            ("nginx.ingress.kubernetes.io/limit-rpm", "100"),
+            ("nginx.ingress.kubernetes.io/limit-connections", "3"),
+            ("nginx.ingress.kubernetes.io/limit-whitelist", "10.0.0.0/8, 192.168.1.1"),
+        ]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            s.rate_limit,
+            Some(wharf_model::RateLimit {
+                zone: "default/web".into(),
+                per_second: Some(5),
+                per_minute: Some(100),
+                burst: 25,
+                burst_per_minute: 500,
+                connections: Some(3),
+                exempt: vec![
+                    IpNet::parse("10.0.0.0/8").unwrap_or_else(|e| panic!("{e}")),
+                    IpNet::parse("192.168.1.1").unwrap_or_else(|e| panic!("{e}")),
+                ],
+            })
+        );
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/limit-rps", "2"),
+            ("nginx.ingress.kubernetes.io/limit-burst-multiplier", "1"),
+        ]);
+        assert_eq!(s.rate_limit.map(|l| (l.burst, l.burst_per_minute, l.connections)), Some((2, 0, None)));
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/limit-rps", "0"),
+            ("nginx.ingress.kubernetes.io/limit-connections", "lots"),
+        ]);
+        assert_eq!((s.rate_limit, d.len()), (None, 2));
+        assert_eq!(parsed(&[("nginx.ingress.kubernetes.io/limit-burst-multiplier", "3")]).0.rate_limit, None);
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -960,7 +1051,7 @@ mod tests {
     #[test]
     fn every_other_annotation_under_our_prefixes_is_reported_by_name() {
         let (s, d) = parsed(&[
-            ("nginx.ingress.kubernetes.io/limit-rps", "5"),
+            ("nginx.ingress.kubernetes.io/proxy-buffering", "on"),
             ("wharf.dev/ssl-redirct", "false"),
             ("kubernetes.io/ingress.class", "wharf"),
             ("example.com/owner", "team-a"),
@@ -969,7 +1060,7 @@ mod tests {
         assert!(!s.ssl_redirect && !s.skip);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d.iter().all(|(r, _)| *r == "UnsupportedAnnotation"));
-        assert!(d[0].1.contains("nginx.ingress.kubernetes.io/limit-rps") && d[0].1.contains("served without it"));
+        assert!(d[0].1.contains("nginx.ingress.kubernetes.io/proxy-buffering") && d[0].1.contains("served without it"));
         assert!(d[1].1.contains("wharf.dev/ssl-redirct") && d[1].1.contains("misspelling"));
     }
 
@@ -1008,6 +1099,8 @@ mod tests {
             "cors-allow-origin" => "https://a.example",
             "cors-allow-credentials" => "false",
             "cors-max-age" => "60",
+            "limit-rps" | "limit-rpm" | "limit-connections" | "limit-burst-multiplier" => "7",
+            "limit-allowlist" | "limit-whitelist" => "10.0.0.0/8",
             n if n.starts_with("cors-") => "X-Custom",
             "x-forwarded-prefix" => "/app",
             "canary" => "true",
@@ -1027,6 +1120,8 @@ mod tests {
                 pairs.push(("wharf.dev/canary".to_owned(), "true".to_owned()));
             } else if name.starts_with("cors-") {
                 pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));
+            } else if matches!(name, "limit-burst-multiplier" | "limit-allowlist" | "limit-whitelist") {
+                pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
             }
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let (s, d) = parsed(&borrowed);

@@ -102,6 +102,7 @@ mod tests {
             max_body_bytes: None,
             clients: None,
             cors: None,
+            rate_limit: None,
         }
     }
 

@@ -883,6 +883,7 @@ fn attach_route(
                         max_body_bytes: None,
                         clients: None,
                         cors: None,
+                        rate_limit: None,
                     };
                     entries.push((host.clone(), key, route));
                 }

@@ -341,6 +341,7 @@ impl<'a> Translator<'a> {
                         max_body_bytes: settings.max_body_bytes,
                         clients: settings.clients.clone(),
                         cors: settings.cors.clone(),
+                        rate_limit: settings.rate_limit.clone(),
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {

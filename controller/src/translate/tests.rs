@@ -597,7 +597,7 @@ fn host_routes<'t>(t: &'t Translation, host: &str) -> &'t [wharf_model::Route] {
 #[test]
 fn an_ingress_with_a_snippet_is_not_served_unless_snippets_are_ignored() {
     let ann = json!({"nginx.ingress.kubernetes.io/configuration-snippet": "deny all;",
-                     "nginx.ingress.kubernetes.io/limit-rps": "5"});
+                     "nginx.ingress.kubernetes.io/proxy-buffering": "on"});
     let w = world(vec![ingress(
         "snippet",
         0,

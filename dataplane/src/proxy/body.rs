@@ -214,3 +214,36 @@ impl Body for RequestBody {
         }
     }
 }
+
+/// A response body that keeps `guard` until it ends (or is dropped).
+pub struct Guarded<B, G> {
+    inner: B,
+    _guard: G,
+}
+
+impl<B, G> Guarded<B, G> {
+    /// `inner`, holding `guard`.
+    pub fn new(inner: B, guard: G) -> Self {
+        Guarded { inner, _guard: guard }
+    }
+}
+
+impl<B: Body + Unpin, G: Unpin> Body for Guarded<B, G> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -203,6 +203,13 @@ pub async fn handle(
     };
     let method = req.method().clone();
     let cors = route.and_then(|r| cors_allowed(r, req.headers()));
+    // Counted only for requests the route would serve: not refused ones, not redirects.
+    let in_flight = match (route.and_then(|r| r.limiter.as_ref()), &checked) {
+        (Some(l), Ok(())) if !(route.is_some_and(|r| r.https_redirect) && conn.scheme == Scheme::Http) => {
+            l.admit(conn.client.ip())
+        }
+        _ => Ok(None),
+    };
     // Only the access log needs its own copy of the path.
     let path = shared.opts.access_log.then(|| req.uri().path().to_owned());
     let version = req.version();
@@ -221,6 +228,12 @@ pub async fn handle(
         (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
             (redirect(&shared, &host, &req), None, None)
         }
+        // Limits before address lists, as nginx's preaccess phase runs before its access
+        // phase.
+        (Ok(()), Some(_)) if in_flight.is_err() => {
+            shared.metrics.rate_limited();
+            (local(StatusCode::SERVICE_UNAVAILABLE, "too many requests from this client"), Some("rate_limited"), None)
+        }
         (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => {
             (local(StatusCode::FORBIDDEN, "this client address is not allowed here"), Some("client_denied"), None)
         }
@@ -232,7 +245,11 @@ pub async fn handle(
             CompiledAction::Respond(rs) => (respond(rs), None, None),
         },
     };
-    let mut resp = resp;
+    let mut resp = match in_flight {
+        // The request stays counted until its response body ends.
+        Ok(Some(guard)) => resp.map(|b| body::Guarded::new(b, guard).boxed_unsync()),
+        _ => resp,
+    };
     if let Some((policy, origin)) = cors {
         if resp.status().is_success() || resp.status().is_redirection() {
             cors_headers(policy, origin, resp.headers_mut());

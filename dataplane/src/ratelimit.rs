@@ -1,0 +1,262 @@
+//! Per-client request limits (ingress-nginx `limit-rps`, `limit-rpm`,
+//! `limit-connections`): nginx's `limit_req ... nodelay` accounting, where a client may
+//! send `burst` requests beyond the rate at once and each later one must wait its turn,
+//! and a cap on the requests a client has in progress. Counts live as long as some
+//! config uses the same limits, so a config change does not reset them.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use wharf_model::RateLimit;
+
+/// Clients tracked by one limiter before idle ones are forgotten; beyond it (every
+/// client still active), new clients are refused rather than memory grown.
+const MAX_CLIENTS: usize = 100_000;
+
+/// The counts of one zone.
+#[derive(Debug)]
+pub struct Limiter {
+    spec: RateLimit,
+    start: Instant,
+    clients: Mutex<HashMap<IpAddr, Client>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Client {
+    /// Requests beyond the per-second rate, in thousandths, as of `last_ms`.
+    second: u64,
+    /// Requests beyond the per-minute rate, in thousandths, as of `last_ms`.
+    minute: u64,
+    last_ms: u64,
+    in_flight: u32,
+}
+
+/// A request over its client's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited;
+
+/// A request counted against its client's concurrency until dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    limiter: Arc<Limiter>,
+    ip: IpAddr,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut clients = self.limiter.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get_mut(&self.ip) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+        }
+    }
+}
+
+/// The excess (in thousandths of a request) with one more request `ms` after the last,
+/// draining `rate` requests per `period_ms`: nginx's `excess - rate * ms + 1000`, at
+/// least 0.
+fn next(excess: u64, rate: u32, period_ms: u64, ms: u64) -> u64 {
+    let drain = u128::from(rate) * u128::from(ms) * 1000 / u128::from(period_ms);
+    u64::try_from((u128::from(excess) + 1000).saturating_sub(drain)).unwrap_or(u64::MAX)
+}
+
+impl Limiter {
+    /// A limiter with empty counts.
+    pub fn new(spec: RateLimit) -> Arc<Limiter> {
+        Arc::new(Limiter { spec, start: Instant::now(), clients: Mutex::new(HashMap::new()) })
+    }
+
+    /// Counts a request from `ip`: `Ok` (holding a place among its requests in progress
+    /// when those are limited) or `Err` when it is over a limit.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Option<InFlight>, Limited> {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.admit_at(ip, now)
+    }
+
+    fn admit_at(self: &Arc<Self>, ip: IpAddr, now_ms: u64) -> Result<Option<InFlight>, Limited> {
+        let ip = ip.to_canonical();
+        let s = &self.spec;
+        if s.exempt.iter().any(|n| n.contains(ip)) {
+            return Ok(None);
+        }
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&ip) {
+            clients.retain(|_, c| c.in_flight > 0 || !self.idle(c, now_ms));
+            if clients.len() >= MAX_CLIENTS {
+                return Err(Limited);
+            }
+        }
+        let entry = clients.entry(ip);
+        let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+        let c = entry.or_default();
+        let ms = now_ms.saturating_sub(c.last_ms);
+        // As nginx: a client's first request starts its count at zero.
+        let (mut second, mut minute) = (0, 0);
+        if let Some(rate) = s.per_second {
+            second = if new { 0 } else { next(c.second, rate, 1000, ms) };
+            if second > u64::from(s.burst) * 1000 {
+                return Err(Limited);
+            }
+        }
+        if let Some(rate) = s.per_minute {
+            minute = if new { 0 } else { next(c.minute, rate, 60_000, ms) };
+            if minute > u64::from(s.burst_per_minute) * 1000 {
+                return Err(Limited);
+            }
+        }
+        if let Some(max) = s.connections {
+            if c.in_flight >= max {
+                return Err(Limited);
+            }
+        }
+        (c.second, c.minute, c.last_ms) = (second, minute, now_ms);
+        if s.connections.is_none() {
+            return Ok(None);
+        }
+        c.in_flight += 1;
+        Ok(Some(InFlight { limiter: Arc::clone(self), ip }))
+    }
+
+    /// True when `c`'s counts have drained so far by `now_ms` that its next request would
+    /// count as a new client's: forgetting it changes nothing.
+    fn idle(&self, c: &Client, now_ms: u64) -> bool {
+        let ms = now_ms.saturating_sub(c.last_ms);
+        let s = &self.spec;
+        s.per_second.is_none_or(|r| next(c.second, r, 1000, ms) == 0)
+            && s.per_minute.is_none_or(|r| next(c.minute, r, 60_000, ms) == 0)
+    }
+}
+
+/// Limiters by their limits, kept while a config uses them.
+#[derive(Debug, Default)]
+pub struct Limiters {
+    live: Mutex<HashMap<RateLimit, Weak<Limiter>>>,
+}
+
+impl Limiters {
+    /// The limiter for `spec`: the one a live config already counts with, or a new one.
+    pub fn get(&self, spec: &RateLimit) -> Arc<Limiter> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = live.get(spec).and_then(Weak::upgrade) {
+            return l;
+        }
+        live.retain(|_, w| w.strong_count() > 0);
+        let l = Limiter::new(spec.clone());
+        live.insert(spec.clone(), Arc::downgrade(&l));
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wharf_model::IpNet;
+
+    fn spec() -> RateLimit {
+        RateLimit {
+            zone: "web/app".into(),
+            per_second: None,
+            per_minute: None,
+            burst: 0,
+            burst_per_minute: 0,
+            connections: None,
+            exempt: Vec::new(),
+        }
+    }
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
+    /// How many of `n` requests from `ip` at `at_ms` pass.
+    fn passed(l: &Arc<Limiter>, ip: IpAddr, at_ms: u64, n: usize) -> usize {
+        (0..n).filter(|_| l.admit_at(ip, at_ms).is_ok()).count()
+    }
+
+    #[test]
+    fn per_second_a_burst_passes_at_once_then_the_rate() {
+        // 5 r/s with a burst of 25 (ingress-nginx's multiplier of 5): 26 at once, as nginx.
+        let l = Limiter::new(RateLimit { per_second: Some(5), burst: 25, ..spec() });
+        assert_eq!(passed(&l, A, 0, 40), 26);
+        assert_eq!(passed(&l, B, 0, 40), 26, "each client has its own count");
+        assert_eq!(passed(&l, A, 100, 10), 0, "100 ms drains half a request");
+        assert_eq!(passed(&l, A, 200, 10), 1, "200 ms drains one");
+        assert_eq!(passed(&l, A, 1200, 10), 5, "a second drains five");
+        assert_eq!(passed(&l, A, 60_000, 40), 26, "a long pause drains all");
+    }
+
+    #[test]
+    fn per_minute_and_per_second_both_hold() {
+        let l = Limiter::new(RateLimit { per_minute: Some(60), burst_per_minute: 2, ..spec() });
+        assert_eq!(passed(&l, A, 0, 10), 3);
+        assert_eq!(passed(&l, A, 999, 10), 0);
+        assert_eq!(passed(&l, A, 1000, 10), 1, "one a second");
+        let both = Limiter::new(RateLimit {
+            per_second: Some(10),
+            burst: 10,
+            per_minute: Some(60),
+            burst_per_minute: 3,
+            ..spec()
+        });
+        assert_eq!(passed(&both, A, 0, 20), 4, "the minute's burst is the tighter one");
+        // A refused request does not count against the other limit.
+        let second_only = passed(&both, A, 1000, 1);
+        assert_eq!(second_only, 1);
+    }
+
+    #[test]
+    fn requests_in_progress_are_capped_until_they_end() {
+        let l = Limiter::new(RateLimit { connections: Some(2), ..spec() });
+        let one = l.admit_at(A, 0);
+        let two = l.admit_at(A, 0);
+        assert!(matches!((&one, &two), (Ok(Some(_)), Ok(Some(_)))));
+        assert!(l.admit_at(A, 0).is_err(), "a third at once is refused");
+        assert!(matches!(l.admit_at(B, 0), Ok(Some(_))), "another client is not");
+        drop(one);
+        assert!(l.admit_at(A, 0).is_ok(), "a place freed");
+        drop(two);
+    }
+
+    #[test]
+    fn exempt_clients_and_mapped_addresses() {
+        let l = Limiter::new(RateLimit {
+            per_second: Some(1),
+            burst: 0,
+            exempt: vec![IpNet::parse("10.0.0.2/32").unwrap_or_else(|e| panic!("{e}"))],
+            ..spec()
+        });
+        assert_eq!(passed(&l, B, 0, 50), 50, "exempt");
+        assert_eq!(passed(&l, A, 0, 5), 1);
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap_or(A);
+        assert_eq!(passed(&l, mapped, 0, 5), 0, "an IPv4-mapped address is the same client");
+    }
+
+    #[test]
+    fn limiters_are_shared_while_in_use_and_fresh_after() {
+        let reg = Limiters::default();
+        let s = RateLimit { per_second: Some(1), ..spec() };
+        let a = reg.get(&s);
+        assert!(Arc::ptr_eq(&a, &reg.get(&s)));
+        let other = reg.get(&RateLimit { zone: "web/other".into(), ..s.clone() });
+        assert!(!Arc::ptr_eq(&a, &other), "another zone counts apart");
+        drop(a);
+        let b = reg.get(&s);
+        assert_eq!(passed(&b, A, 0, 2), 1, "fresh counts");
+    }
+
+    #[test]
+    fn idle_clients_are_forgotten_when_the_table_is_full() {
+        let l = Limiter::new(RateLimit { per_second: Some(1000), burst: 1, ..spec() });
+        for i in 0..MAX_CLIENTS as u32 {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(i));
+            // Two requests: the second leaves a count two milliseconds drain.
+            assert_eq!(passed(&l, ip, 0, 2), 2);
+        }
+        // All still counted at 0 ms: a newcomer is refused rather than the table grown.
+        assert!(l.admit_at(A, 0).is_err());
+        assert!(l.admit_at(A, 1).is_err(), "a millisecond is not enough");
+        // Two milliseconds later each has drained: they are forgotten, the newcomer counted.
+        assert!(l.admit_at(A, 2).is_ok());
+        assert_eq!(l.clients.lock().map(|c| c.len()).unwrap_or(0), 1);
+    }
+}
