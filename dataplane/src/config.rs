@@ -354,7 +354,8 @@ impl Compiler {
                     )
                     .rewriting(f.rewrite.as_ref())
                     .timing_out(f.timeout_ms)
-                    .connecting_within(f.connect_timeout_ms),
+                    .connecting_within(f.connect_timeout_ms)
+                    .sticky(f.affinity.as_deref()),
                 ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
@@ -718,6 +719,7 @@ mod tests {
                 timeout_ms: None,
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
+                affinity: None,
             }),
             ..route("bad", prefix("/bad"), "c")
         };

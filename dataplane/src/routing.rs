@@ -7,7 +7,8 @@ use crate::host_map::HostMap;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use wharf_model::{
-    ClientFilter, Cors, HeaderEdits, HeaderMatch, PathRewrite, Redirect, Respond, RouteMatch, UrlRewrite,
+    ClientFilter, CookieAffinity, Cors, HeaderEdits, HeaderMatch, PathRewrite, Redirect, Respond, RouteMatch,
+    UrlRewrite,
 };
 
 use crate::metrics::{RouteMetrics, UpstreamError};
@@ -124,6 +125,8 @@ pub struct CompiledForward {
     /// How long connecting to a backend may take; `None` the gateway's
     /// `--connect-timeout`.
     pub connect_timeout: Option<std::time::Duration>,
+    /// Sticky sessions: the cookie's name, and the attributes after its value.
+    pub affinity: Option<(String, String)>,
 }
 
 impl CompiledForward {
@@ -145,6 +148,7 @@ impl CompiledForward {
             path: None,
             timeout: None,
             connect_timeout: None,
+            affinity: None,
         }
     }
 
@@ -174,6 +178,24 @@ impl CompiledForward {
     /// With the route's own timeout (`Some(0)`: none), if it has one.
     pub fn timing_out(mut self, timeout_ms: Option<u64>) -> CompiledForward {
         self.timeout = timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
+        self
+    }
+
+    /// With sticky sessions by cookie, if the route has them.
+    pub fn sticky(mut self, affinity: Option<&CookieAffinity>) -> CompiledForward {
+        self.affinity = affinity.map(|a| {
+            let mut attrs = format!("; Path={}; HttpOnly", a.path);
+            if let Some(age) = a.max_age {
+                attrs.push_str(&format!("; Max-Age={age}"));
+            }
+            if let Some(s) = &a.same_site {
+                attrs.push_str(&format!("; SameSite={s}"));
+            }
+            if a.secure {
+                attrs.push_str("; Secure");
+            }
+            (a.name.clone(), attrs)
+        });
         self
     }
 

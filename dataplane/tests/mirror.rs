@@ -59,6 +59,7 @@ fn mirrored(path: &str, primary: &str, mirrors: &[(&str, u32)]) -> Route {
             timeout_ms: None,
             connect_timeout_ms: None,
             mirrors: mirrors.iter().map(|(c, p)| Mirror { cluster: (*c).into(), per_million: *p }).collect(),
+            affinity: None,
         }),
         ..route(PathMatch::prefix(path).unwrap(), primary, false)
     }

@@ -341,6 +341,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 timeout_ms: None,
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
+                affinity: None,
             }),
         ),
         with(
@@ -356,6 +357,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 timeout_ms: None,
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
+                affinity: None,
             }),
         ),
         with(
@@ -380,6 +382,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 timeout_ms: None,
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
+                affinity: None,
             }),
         ),
     ];
@@ -653,4 +656,51 @@ async fn a_client_with_a_request_in_progress_gets_503_for_another_over_its_limit
     assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().status, 200);
     let m = admin_get(&r, "/metrics").await.body;
     assert!(m.lines().any(|l| l.starts_with("wharf_rate_limited_requests_total ") && !l.ends_with(" 0")), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sticky_sessions_keep_a_client_on_the_endpoint_its_cookie_names() {
+    use wharf_dataplane::testing::http_request;
+    use wharf_model::{Action, CookieAffinity};
+
+    let r = start().await;
+    let mut sticky = route(PathMatch::prefix("/").unwrap(), "app", false);
+    if let Action::Forward(f) = &mut sticky.action {
+        f.affinity = Some(Box::new(CookieAffinity {
+            name: "route".into(),
+            path: "/".into(),
+            max_age: Some(3600),
+            same_site: Some("Lax".into()),
+            secure: false,
+        }));
+    }
+    let endpoints = [echo("one").await, echo("two").await, echo("three").await];
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![sticky])], vec![("app", cluster(&endpoints))])).unwrap();
+
+    let get = |cookie: Option<String>| async move {
+        let headers: Vec<(&str, String)> = cookie.map(|c| vec![("cookie", c)]).unwrap_or_default();
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let seen = http_request(r.http, "GET", "a.test", "/", &headers).await.unwrap();
+        let set = seen.headers.get("set-cookie").map(|v| v.to_str().unwrap_or("").to_owned());
+        (seen.echo_name(), set)
+    };
+    let (first, set) = get(None).await;
+    let set = set.expect("the first response sets the cookie");
+    let (pair, attrs) = set.split_once(';').unwrap();
+    assert!(pair.starts_with("route=") && pair.len() == "route=".len() + 16, "{set}");
+    assert_eq!(attrs, " Path=/; HttpOnly; Max-Age=3600; SameSite=Lax");
+    for _ in 0..30 {
+        let (name, set) = get(Some(format!("a=b; {pair}"))).await;
+        assert_eq!(name, first, "the cookie's endpoint answers");
+        assert_eq!(set, None, "a cookie that names the endpoint is not set again");
+    }
+    // A cookie naming no endpoint: the balancer chooses, and the cookie is set anew.
+    let (_, set) = get(Some("route=0000000000000000".into())).await;
+    assert!(set.is_some_and(|s| s.starts_with("route=") && !s.starts_with("route=0000")));
+    // Without the cookie the choice is the balancer's: all three answer over many requests.
+    let mut names = std::collections::BTreeSet::new();
+    for _ in 0..60 {
+        names.insert(get(None).await.0);
+    }
+    assert_eq!(names.len(), 3, "{names:?}");
 }

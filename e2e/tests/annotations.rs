@@ -48,7 +48,7 @@ enum Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn source_ranges_rewrites_canaries_limits_redirects_and_refused_annotations_as_a_user_sees_them() {
+async fn ingress_nginx_annotations_as_a_user_sees_them() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("annotations").await.unwrap();
     let c = Controller::start(&env, &s, "annotations-0", &["--listen-address", "0.0.0.0"]).await.unwrap();
@@ -122,6 +122,30 @@ async fn source_ranges_rewrites_canaries_limits_redirects_and_refused_annotation
     );
     canary["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = json!("v2");
     s.apply::<k8s_openapi::api::networking::v1::Ingress>(canary).await.unwrap();
+    // Sticky sessions over a Service with two endpoints (one EndpointSlice each).
+    let (_s1, one) = backend(&env, "one").await.unwrap();
+    let (_s2, two) = backend(&env, "two").await.unwrap();
+    s.apply::<k8s_openapi::api::core::v1::Service>(json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "pair", "namespace": s.ns},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+    }))
+    .await
+    .unwrap();
+    for (i, addr) in [one, two].iter().enumerate() {
+        s.apply::<k8s_openapi::api::discovery::v1::EndpointSlice>(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("pair-{i}"), "namespace": s.ns, "labels": {"kubernetes.io/service-name": "pair"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": addr.port()}],
+            "endpoints": [{"addresses": [addr.ip().to_string()], "conditions": {"ready": true}}],
+        }))
+        .await
+        .unwrap();
+    }
+    let mut sticky =
+        ingress(&s, "sticky", "sticky.e2e.test", json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}));
+    sticky["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = json!("pair");
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(sticky).await.unwrap();
     let live = eventually(Duration::from_secs(10), || async {
         http_get(c.http, "open.e2e.test", "/").await.map(|r| r.status) == Ok(200)
             && http_get(c.http, "buffered.e2e.test", "/").await.map(|r| r.status) == Ok(200)
@@ -182,6 +206,24 @@ async fn source_ranges_rewrites_canaries_limits_redirects_and_refused_annotation
     assert_eq!(statuses, [(200, 2), (503, 18)].into(), "limit-rpm 1 with a burst of 1");
     assert_eq!(c.metric("wharf_rate_limited_requests_total").await - before, 18.0);
     assert_eq!(status_from(&env, &outsider, port, "limited.e2e.test").await, 200, "another client has its own count");
+
+    let both = eventually(Duration::from_secs(10), || async {
+        let mut names = std::collections::BTreeSet::new();
+        for _ in 0..40 {
+            names.insert(http_get(c.http, "sticky.e2e.test", "/").await.map(|r| r.echo_name()).unwrap_or_default());
+        }
+        names == ["one".to_owned(), "two".to_owned()].into()
+    })
+    .await;
+    assert!(both, "without the cookie, both endpoints answer; log:\n{}", c.proc.log());
+    let first = http_get(c.http, "sticky.e2e.test", "/").await.unwrap();
+    let set = first.headers["set-cookie"].to_str().unwrap().to_owned();
+    let pair = set.split(';').next().unwrap().to_owned();
+    assert!(pair.starts_with("INGRESSCOOKIE=") && set.contains("Path=/; HttpOnly"), "{set}");
+    for _ in 0..100 {
+        let seen = http_request(c.http, "GET", "sticky.e2e.test", "/", &[("cookie", &pair)]).await.unwrap();
+        assert_eq!(seen.echo_name(), first.echo_name(), "the session moved ({pair})");
+    }
 
     let moved = http_get(c.http, "moved.e2e.test", "/a?b=c").await.unwrap();
     assert_eq!((moved.status, moved.headers["location"].to_str().unwrap()), (308, "https://new.e2e.test/landing"));

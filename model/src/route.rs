@@ -141,6 +141,7 @@ impl Action {
             timeout_ms: None,
             connect_timeout_ms: None,
             mirrors: Vec::new(),
+            affinity: None,
         })
     }
 }
@@ -172,6 +173,29 @@ pub struct Forward {
     /// Where copies of the requests go (their answers are dropped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
+    /// Sticky sessions: a client's requests go to the endpoint its cookie names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Box<CookieAffinity>>,
+}
+
+/// Sticky sessions by cookie (ingress-nginx `affinity: cookie`): a request without the
+/// cookie (or naming an endpoint that is gone) goes where the balancer sends it, and the
+/// response sets the cookie to that endpoint; one with it goes to that endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CookieAffinity {
+    /// The cookie's name.
+    pub name: String,
+    /// Its `Path`.
+    pub path: String,
+    /// Its `Max-Age`, in seconds; a session cookie when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<u64>,
+    /// Its `SameSite` (`None`, `Lax` or `Strict`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub same_site: Option<String>,
+    /// `Secure`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub secure: bool,
 }
 
 /// A copy of each request (or of a share of them) sent to another cluster, whose answer

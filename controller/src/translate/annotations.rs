@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 40] = [
+pub const IMPLEMENTED: [&str; 47] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -58,7 +58,29 @@ pub const IMPLEMENTED: [&str; 40] = [
     "limit-burst-multiplier",
     "limit-allowlist",
     "limit-whitelist",
+    "affinity",
+    "session-cookie-name",
+    "session-cookie-path",
+    "session-cookie-max-age",
+    "session-cookie-expires",
+    "session-cookie-samesite",
+    "session-cookie-secure",
 ];
+
+/// Sticky sessions by cookie, as the annotations ask; the path defaults to the route's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    /// `session-cookie-name` (default `INGRESSCOOKIE`).
+    pub name: String,
+    /// `session-cookie-path`.
+    pub path: Option<String>,
+    /// `session-cookie-max-age` (else `session-cookie-expires`), seconds.
+    pub max_age: Option<u64>,
+    /// `session-cookie-samesite`.
+    pub same_site: Option<String>,
+    /// `session-cookie-secure`.
+    pub secure: bool,
+}
 
 /// ingress-nginx's CORS defaults.
 const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
@@ -191,6 +213,8 @@ pub struct Settings {
     pub cors: Option<wharf_model::Cors>,
     /// `limit-rps`, `limit-rpm`, `limit-connections` and their settings.
     pub rate_limit: Option<wharf_model::RateLimit>,
+    /// `affinity: cookie` and `session-cookie-*`.
+    pub affinity: Option<Affinity>,
 }
 
 impl Settings {
@@ -222,6 +246,7 @@ impl Default for Settings {
             forwarded_prefix: None,
             cors: None,
             rate_limit: None,
+            affinity: None,
         }
     }
 }
@@ -256,6 +281,7 @@ pub fn parse(
         forwarded_prefix: r.forwarded_prefix(),
         cors: r.cors(),
         rate_limit: r.rate_limit(),
+        affinity: r.affinity(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     s
@@ -465,6 +491,56 @@ impl<'a> Reader<'a> {
             connections,
             exempt,
         })
+    }
+
+    fn affinity(&mut self) -> Option<Affinity> {
+        let (key, value) = self.get("affinity")?;
+        if value.trim() != "cookie" {
+            self.invalid(key, format!("{value:?} is not supported (only \"cookie\"); requests are not sticky"));
+            return None;
+        }
+        let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        let name = match self.get("session-cookie-name") {
+            None => "INGRESSCOOKIE".to_owned(),
+            Some((key, v)) if !token(v.trim()) => {
+                self.invalid(key, format!("{v:?} is not a cookie name; INGRESSCOOKIE is used"));
+                "INGRESSCOOKIE".to_owned()
+            }
+            Some((_, v)) => v.trim().to_owned(),
+        };
+        let path = match self.get("session-cookie-path") {
+            None => None,
+            Some((_, v)) if v.starts_with('/') && v.bytes().all(|b| b.is_ascii_graphic() && b != b';') => {
+                Some(v.to_owned())
+            }
+            Some((key, v)) => {
+                self.invalid(key, format!("{v:?} is not a path like /app; the route's path is used"));
+                None
+            }
+        };
+        let age = |r: &mut Self, name: &str| {
+            let (key, v) = r.get(name)?;
+            let n = v.trim().parse::<u64>().ok();
+            if n.is_none() {
+                r.invalid(key, format!("{v:?} is not a number of seconds; the cookie lasts the browser session"));
+            }
+            n
+        };
+        let max_age = age(self, "session-cookie-max-age").or_else(|| age(self, "session-cookie-expires"));
+        let same_site = match self.get("session-cookie-samesite") {
+            None => None,
+            Some((key, v)) => match v.trim().to_ascii_lowercase().as_str() {
+                "none" => Some("None".to_owned()),
+                "lax" => Some("Lax".to_owned()),
+                "strict" => Some("Strict".to_owned()),
+                _ => {
+                    self.invalid(key, format!("{v:?} is not None, Lax or Strict; it is left out"));
+                    None
+                }
+            },
+        };
+        let secure = self.bool("session-cookie-secure").unwrap_or(false);
+        Some(Affinity { name, path, max_age, same_site, secure })
     }
 
     fn cors(&mut self) -> Option<wharf_model::Cors> {
@@ -1021,6 +1097,58 @@ mod tests {
     }
 
     #[test]
+    fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "cookie")]);
+        assert_eq!(
+            (s.affinity, d.len()),
+            (
+                Some(Affinity {
+                    name: "INGRESSCOOKIE".into(),
+                    path: None,
+                    max_age: None,
+                    same_site: None,
+                    secure: false
+                }),
+                0
+            )
+        );
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+            ("nginx.ingress.kubernetes.io/session-cookie-name", "route"),
+            ("nginx.ingress.kubernetes.io/session-cookie-path", "/shop"),
+            ("nginx.ingress.kubernetes.io/session-cookie-expires", "100"),
+            ("nginx.ingress.kubernetes.io/session-cookie-max-age", "172800"),
+            ("nginx.ingress.kubernetes.io/session-cookie-samesite", "strict"),
+            ("nginx.ingress.kubernetes.io/session-cookie-secure", "true"),
+        ]);
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            s.affinity,
+            Some(Affinity {
+                name: "route".into(),
+                path: Some("/shop".into()),
+                max_age: Some(172_800),
+                same_site: Some("Strict".into()),
+                secure: true
+            })
+        );
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+            ("nginx.ingress.kubernetes.io/session-cookie-name", "a;b"),
+            ("nginx.ingress.kubernetes.io/session-cookie-path", "/a; Domain=evil"),
+            ("nginx.ingress.kubernetes.io/session-cookie-max-age", "forever"),
+            ("nginx.ingress.kubernetes.io/session-cookie-samesite", "sometimes"),
+        ]);
+        assert_eq!(
+            s.affinity,
+            Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false })
+        );
+        assert_eq!(d.len(), 4, "{d:?}");
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "ip")]);
+        assert_eq!((s.affinity, d.len()), (None, 1));
+    }
+
+    #[test]
     fn app_root_is_an_absolute_path() {
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/app-root", "/app1")]);
         assert_eq!((s.app_root.as_deref(), d.len()), (Some("/app1"), 0));
@@ -1101,6 +1229,11 @@ mod tests {
             "cors-max-age" => "60",
             "limit-rps" | "limit-rpm" | "limit-connections" | "limit-burst-multiplier" => "7",
             "limit-allowlist" | "limit-whitelist" => "10.0.0.0/8",
+            "affinity" => "cookie",
+            "session-cookie-path" => "/app",
+            "session-cookie-max-age" | "session-cookie-expires" => "60",
+            "session-cookie-samesite" => "Lax",
+            "session-cookie-name" => "route",
             n if n.starts_with("cors-") => "X-Custom",
             "x-forwarded-prefix" => "/app",
             "canary" => "true",
@@ -1122,6 +1255,8 @@ mod tests {
                 pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));
             } else if matches!(name, "limit-burst-multiplier" | "limit-allowlist" | "limit-whitelist") {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
+            } else if name.starts_with("session-cookie-") {
+                pairs.push(("wharf.dev/affinity".to_owned(), "cookie".to_owned()));
             }
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let (s, d) = parsed(&borrowed);

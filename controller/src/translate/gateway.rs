@@ -1028,6 +1028,7 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
         timeout_ms: None,
         connect_timeout_ms: None,
         mirrors: Vec::new(),
+        affinity: None,
     });
     (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)
 }

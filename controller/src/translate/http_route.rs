@@ -168,6 +168,7 @@ pub fn action(
         timeout_ms: None,
         connect_timeout_ms: None,
         mirrors: Vec::new(),
+        affinity: None,
     };
     let mut redirect = None;
     for f in filters {

@@ -345,6 +345,20 @@ impl<'a> Translator<'a> {
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {
+                        f.affinity = settings.affinity.as_ref().map(|a| {
+                            Box::new(wharf_model::CookieAffinity {
+                                name: a.name.clone(),
+                                // As ingress-nginx: the location's path, unless set (a regex is
+                                // no cookie path).
+                                path: a.path.clone().unwrap_or_else(|| match &route.matches.path {
+                                    PathMatch::Exact(p) | PathMatch::Prefix(p) => p.clone(),
+                                    PathMatch::Regex(_) => "/".to_owned(),
+                                }),
+                                max_age: a.max_age,
+                                same_site: a.same_site.clone(),
+                                secure: a.secure,
+                            })
+                        });
                         f.timeout_ms = settings.read_timeout_ms;
                         f.connect_timeout_ms = settings.connect_timeout_ms;
                         if let Some(host) = &settings.upstream_vhost {

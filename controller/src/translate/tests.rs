@@ -892,3 +892,23 @@ fn upstream_vhost_and_forwarded_prefix_go_with_a_capture_rewrite() {
     );
     assert_eq!(f.request_headers.set, [("x-forwarded-prefix".to_owned(), "/shop".to_owned())]);
 }
+
+#[test]
+fn sticky_sessions_take_the_route_path_for_their_cookie_unless_set() {
+    let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([
+        path("/api", "Prefix", "app", json!({"number": 80})),
+        path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let t = translate(
+        &world(vec![ingress("sticky", 0, json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}), spec)]),
+        &opts(),
+        None,
+    );
+    let paths: Vec<Option<(String, String)>> = host_routes(&t, "a.com")
+        .iter()
+        .map(|r| match &r.action {
+            Action::Forward(f) => f.affinity.as_ref().map(|a| (a.name.clone(), a.path.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(paths, [Some(("INGRESSCOOKIE".into(), "/api".into())), Some(("INGRESSCOOKIE".into(), "/".into()))]);
+}

@@ -574,7 +574,14 @@ async fn forward(
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
-    while let Some(i) = upstream.pick(&tried) {
+    // Sticky sessions: the endpoint the client's cookie names, while it is there and not
+    // failing; then the balancer's choice.
+    let cookie = route.affinity.as_ref().and_then(|(name, _)| req.as_ref().and_then(|r| cookie(r.headers(), name)));
+    let mut sticky = cookie
+        .as_deref()
+        .and_then(|v| upstream.endpoints.iter().position(|e| e.affinity_key == v))
+        .filter(|&i| !upstream.endpoints[i].ejected());
+    while let Some(i) = sticky.take().or_else(|| upstream.pick(&tried)) {
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();
         let c = match ep.conn(&dialer, conn.client, timeouts.upstream_idle).await {
@@ -598,6 +605,14 @@ async fn forward(
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 own.response.apply(&mut parts.headers);
+                if let Some((name, attrs)) = &route.affinity {
+                    if cookie.as_deref() != Some(ep.affinity_key.as_str()) {
+                        let set = format!("{name}={}{attrs}", ep.affinity_key);
+                        if let Ok(v) = HeaderValue::from_str(&set) {
+                            parts.headers.append(header::SET_COOKIE, v);
+                        }
+                    }
+                }
                 let pooled = match sender {
                     Some(s) => PooledBody::pooled(body, Arc::clone(ep), s, in_flight),
                     None => PooledBody::plain(body, in_flight),
@@ -621,6 +636,16 @@ async fn forward(
         }
     }
     Err(last)
+}
+
+/// The value of cookie `name`, from any `Cookie` field of the request.
+fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
+        v.split(';').find_map(|pair| {
+            let (k, val) = pair.trim().split_once('=')?;
+            (k == name).then(|| val.trim().to_owned())
+        })
+    })
 }
 
 /// Origin-form for HTTP/1.1 backends, absolute-form for h2c (hyper needs scheme and

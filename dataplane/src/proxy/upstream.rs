@@ -82,6 +82,9 @@ impl Upstream {
 pub struct EndpointState {
     /// Address of the endpoint (the target inside the mesh for HBONE endpoints).
     pub addr: SocketAddr,
+    /// What a sticky-session cookie holds for this endpoint: a hash of its address, the
+    /// same in every replica.
+    pub affinity_key: String,
     protocol: AppProtocol,
     hbone: Option<Hbone>,
     tls: Option<UpstreamTlsConfig>,
@@ -89,6 +92,17 @@ pub struct EndpointState {
     ejected_until: AtomicU64,
     idle: ArrayQueue<(http1::SendRequest<RequestBody>, Instant)>,
     h2: ArcSwapOption<http2::SendRequest<RequestBody>>,
+}
+
+/// FNV-1a (64 bits) of the address, in hex: stable across processes and versions, so
+/// every replica reads a client's cookie alike.
+fn affinity_key(addr: SocketAddr) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in addr.to_string().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 /// A request slot on an endpoint; dropping it ends the request for load balancing.
@@ -115,6 +129,7 @@ impl EndpointState {
     pub fn new(addr: SocketAddr, protocol: AppProtocol, hbone: Option<Hbone>) -> Self {
         EndpointState {
             addr,
+            affinity_key: affinity_key(addr),
             protocol,
             hbone,
             tls: None,
@@ -123,6 +138,11 @@ impl EndpointState {
             idle: ArrayQueue::new(IDLE_PER_ENDPOINT),
             h2: ArcSwapOption::empty(),
         }
+    }
+
+    /// True while it is skipped after a failed connect.
+    pub fn ejected(&self) -> bool {
+        self.ejected_until.load(Ordering::Relaxed) > clock_ms()
     }
 
     /// Spoken to over TLS.
