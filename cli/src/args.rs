@@ -35,6 +35,54 @@ pub enum Command {
     Controller(Box<ControllerArgs>),
     /// A small HTTP backend that answers with a JSON description of each request.
     Echo(EchoArgs),
+    /// Report what Wharf does with the Ingresses ingress-nginx serves (the same,
+    /// differently, or not at all), from files or a cluster; or print them rewritten for
+    /// Wharf's class (`--output yaml`).
+    Migrate(MigrateArgs),
+}
+
+/// `wharf migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Files or directories of multi-document YAML to read instead of a cluster
+    /// (repeatable; Services and Secrets among them are used too).
+    #[arg(short = 'f', long = "file", value_delimiter = ',')]
+    pub files: Vec<PathBuf>,
+    /// Kubeconfig file for reading a cluster (default: in-cluster config, else
+    /// `KUBECONFIG`, else ~/.kube/config).
+    #[arg(long, env = "WHARF_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Only this namespace of the cluster (default: all).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The class of the Ingresses to migrate (Ingresses without a class are included).
+    #[arg(long, default_value = "nginx")]
+    pub from_class: String,
+    /// Wharf's class.
+    #[arg(long, default_value = "wharf")]
+    pub to_class: String,
+    /// `report` (what Wharf will do, per Ingress and annotation) or `yaml` (the Ingresses
+    /// with Wharf's class, ready for `kubectl apply -f -`).
+    #[arg(short = 'o', long, value_enum, default_value = "report")]
+    pub output: MigrateOutput,
+    /// In the YAML, name the annotations Wharf implements `wharf.dev/NAME`.
+    #[arg(long)]
+    pub rename_annotations: bool,
+    /// As the controller will run: read `nginx.ingress.kubernetes.io/` annotations.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub nginx_annotations: bool,
+    /// As the controller will run: what a snippet does to its Ingress.
+    #[arg(long, value_enum, default_value = "skip-ingress")]
+    pub snippet_annotations: SnippetMode,
+}
+
+/// `wharf migrate --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MigrateOutput {
+    /// What Wharf will do.
+    Report,
+    /// The Ingresses for Wharf.
+    Yaml,
 }
 
 /// `wharf run`.

@@ -12,7 +12,7 @@ use crate::gateway::{self, shutdown_signal};
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let translate = gateway::translate_options(&args.gateway)?;
-    let client = client(&args).await?;
+    let client = client_from(args.kubeconfig.as_deref()).await?;
     let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
     let publish = if !args.publish_addresses.is_empty() {
@@ -64,8 +64,9 @@ const CONTROLLER_SHUTDOWN_DELAY: std::time::Duration = std::time::Duration::from
 /// How long shutdown tries to release the Lease.
 const RELEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn client(args: &ControllerArgs) -> anyhow::Result<kube::Client> {
-    let config = match &args.kubeconfig {
+/// A client from `kubeconfig`, else the in-cluster config, `KUBECONFIG` or ~/.kube/config.
+pub async fn client_from(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;

@@ -4,6 +4,7 @@ mod args;
 mod controller;
 mod gateway;
 mod logging;
+mod migrate;
 mod run;
 
 use clap::Parser;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
             args::Command::Run(a) => run::standalone(*a).await,
             args::Command::Controller(a) => controller::run(*a).await,
             args::Command::Echo(a) => run::echo(a).await,
+            args::Command::Migrate(a) => migrate::run(a).await,
         }
     });
     match result {

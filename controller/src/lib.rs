@@ -7,6 +7,7 @@
 pub mod files;
 pub mod k8s;
 pub mod kinds;
+pub mod migrate;
 pub mod publish;
 pub mod translate;
 

@@ -228,6 +228,17 @@ async fn ingress_nginx_annotations_as_a_user_sees_them() {
     let moved = http_get(c.http, "moved.e2e.test", "/a?b=c").await.unwrap();
     assert_eq!((moved.status, moved.headers["location"].to_str().unwrap()), (308, "https://new.e2e.test/landing"));
 
+    // `wharf migrate` reads the same Ingresses from the API server.
+    let out = Command::new(&env.wharf_bin)
+        .args(["migrate", "--kubeconfig", &env.controller_kubeconfig, "-n", &s.ns, "--from-class", &s.class])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(report.contains(&format!("Ingress {}/snippet\n  NOT SERVED", s.ns)), "{report}");
+    assert!(report.contains("not supported  nginx.ingress.kubernetes.io/proxy-buffering=\"on\""), "{report}");
+    assert!(report.contains("differs        nginx.ingress.kubernetes.io/rewrite-target=\"/$2\""), "{report}");
+
     // The snippet's Ingress is not served (it would miss whatever the snippet did) and
     // says why; the unsupported annotation is named; the bad list too.
     assert_eq!(http_get(c.http, "snippet.e2e.test", "/").await.map(|r| r.status), Ok(404));

@@ -1,0 +1,358 @@
+//! `wharf migrate`: what Wharf will do with Ingresses written for ingress-nginx (the same,
+//! differently, or not at all), and the same Ingresses rewritten for Wharf's class.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use wharf_model::ObjectRef;
+
+use crate::translate::annotations::{self, AnnotationOptions, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX};
+use crate::translate::{self, Diagnostic, Options};
+use crate::World;
+
+/// The legacy class annotation.
+const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// What `wharf migrate` works on.
+#[derive(Debug, Clone)]
+pub struct MigrateOptions {
+    /// The class the Ingresses have now (ingress-nginx's, usually `nginx`).
+    pub from_class: String,
+    /// Wharf's class.
+    pub to_class: String,
+    /// In the rewritten Ingresses, `nginx.ingress.kubernetes.io/NAME` becomes
+    /// `wharf.dev/NAME` for the names Wharf implements.
+    pub rename_annotations: bool,
+    /// How Wharf will read the annotations.
+    pub annotations: AnnotationOptions,
+}
+
+/// What Wharf does with one annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// As ingress-nginx does.
+    Same,
+    /// Supported, with this difference.
+    Differs(&'static str),
+    /// Not supported: the Ingress is served without it.
+    NotSupported,
+    /// A snippet: the Ingress is not served (or served without it, as configured).
+    Refused,
+    /// The value is invalid; what Wharf does instead.
+    Invalid(String),
+}
+
+/// One Ingress, as Wharf will see it.
+#[derive(Debug, Clone)]
+pub struct IngressReport {
+    /// The Ingress.
+    pub ingress: ObjectRef,
+    /// Each annotation under either prefix, by key: its value and verdict.
+    pub annotations: BTreeMap<String, (String, Verdict)>,
+    /// What translating it for Wharf reports (conflicts, invalid paths, ...).
+    pub problems: Vec<Diagnostic>,
+    /// It will not be served at all (a snippet, with `--snippet-annotations=skip-ingress`).
+    pub skipped: bool,
+}
+
+/// Where Wharf's behaviour differs for an annotation it implements.
+fn difference(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "proxy-read-timeout" => "times the wait for the response headers only; a response body that pauses is not cut",
+        "from-to-www-redirect" => "the redirect keeps a trailing / that ingress-nginx drops",
+        "app-root" => "the redirect keeps the query",
+        "use-regex" | "rewrite-target" => {
+            "regular expressions use Rust's syntax (no look-around or backreferences); equal-length paths are tried oldest Ingress first"
+        }
+        "canary-by-header-pattern" => "Rust regular expression syntax (no look-around or backreferences)",
+        "whitelist-source-range" | "allowlist-source-range" | "denylist-source-range" => {
+            "an entry that does not parse refuses every client, where ingress-nginx may keep the valid entries"
+        }
+        "affinity" => "sessions stay on their endpoint while it exists (affinity-mode persistent); WebSocket upgrades are not sticky",
+        "proxy-body-size" => "without it, the gateway's --max-request-body applies, not 1m",
+        _ => return None,
+    })
+}
+
+/// True when `ing` is of class `class` (by `spec.ingressClassName` or the legacy
+/// annotation), or has no class at all (which a default ingress-nginx served).
+pub fn is_of_class(ing: &Ingress, class: &str) -> bool {
+    let by_spec = ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref());
+    let by_annotation = ing.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).map(String::as_str);
+    match (by_spec, by_annotation) {
+        (Some(c), _) | (None, Some(c)) => c == class,
+        (None, None) => true,
+    }
+}
+
+fn reference(ing: &Ingress) -> ObjectRef {
+    ObjectRef::new(
+        "Ingress",
+        ing.metadata.namespace.as_deref().unwrap_or("default"),
+        ing.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+/// Reports on each Ingress of `world` in the `from_class`, as Wharf would serve them.
+/// Services and Secrets in `world` are used when present; without any, what depends on
+/// them is not reported.
+pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
+    let selected: Vec<&Ingress> = world.ingresses.iter().filter(|i| is_of_class(i, &opts.from_class)).collect();
+    let mut reports = Vec::new();
+    for ing in &selected {
+        let src = reference(ing);
+        let mut diags = Vec::new();
+        let settings = annotations::parse(ing.metadata.annotations.as_ref(), &src, &opts.annotations, &mut diags);
+        let mut found = BTreeMap::new();
+        for (key, value) in ing.metadata.annotations.iter().flatten() {
+            let Some(name) = key.strip_prefix(NGINX_PREFIX).or_else(|| key.strip_prefix(WHARF_PREFIX)) else {
+                continue;
+            };
+            let invalid = diags
+                .iter()
+                .find(|d| d.reason == "InvalidAnnotation" && d.message.starts_with(&format!("annotation {key}:")));
+            let verdict = if name.ends_with("-snippet") {
+                Verdict::Refused
+            } else if let Some(d) = invalid {
+                Verdict::Invalid(d.message.clone())
+            } else if !IMPLEMENTED.contains(&name)
+                || diags.iter().any(|d| d.message.contains(&format!("annotation {key} is")))
+            {
+                Verdict::NotSupported
+            } else {
+                difference(name).map_or(Verdict::Same, Verdict::Differs)
+            };
+            found.insert(key.clone(), (value.clone(), verdict));
+        }
+        reports.push(IngressReport { ingress: src, annotations: found, problems: Vec::new(), skipped: settings.skip });
+    }
+
+    // Translation as Wharf's class, for what only shows across Ingresses.
+    let mut moved = World {
+        ingress_classes: vec![wharf_class(&opts.to_class)],
+        services: world.services.clone(),
+        endpoint_slices: world.endpoint_slices.clone(),
+        secrets: world.secrets.clone(),
+        ..World::default()
+    };
+    moved.ingresses =
+        selected.iter().map(|i| rewrite(i, &MigrateOptions { rename_annotations: false, ..opts.clone() })).collect();
+    let topts =
+        Options { ingress_class: opts.to_class.clone(), annotations: opts.annotations.clone(), ..Options::default() };
+    let t = translate::translate(&moved, &topts, None);
+    let (no_services, no_secrets) = (world.services.is_empty(), world.secrets.is_empty());
+    for d in t.diagnostics {
+        let unknowable = (no_services && d.reason.starts_with("Service"))
+            || (no_secrets && (d.reason.starts_with("Secret") || d.reason.starts_with("Certificate")))
+            || d.reason.ends_with("Annotation")
+            || d.reason == "SnippetRefused";
+        if unknowable {
+            continue;
+        }
+        if let Some(r) = reports.iter_mut().find(|r| r.ingress == d.object) {
+            r.problems.push(d);
+        }
+    }
+    reports
+}
+
+fn wharf_class(name: &str) -> IngressClass {
+    IngressClass {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::networking::v1::IngressClassSpec {
+            controller: Some(Options::default().controller_name),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `ing` for Wharf: `spec.ingressClassName` set to `to_class`, the legacy class
+/// annotation removed, and, when asked, the annotations Wharf implements under their
+/// `wharf.dev/` names.
+pub fn rewrite(ing: &Ingress, opts: &MigrateOptions) -> Ingress {
+    let mut out = ing.clone();
+    let m = &mut out.metadata;
+    if let Some(ann) = m.annotations.as_mut() {
+        ann.remove(CLASS_ANNOTATION);
+        ann.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if opts.rename_annotations {
+            let renamed: BTreeMap<String, String> = std::mem::take(ann)
+                .into_iter()
+                .map(|(k, v)| match k.strip_prefix(NGINX_PREFIX) {
+                    Some(name) if IMPLEMENTED.contains(&name) => (format!("{WHARF_PREFIX}{name}"), v),
+                    _ => (k, v),
+                })
+                .collect();
+            *ann = renamed;
+        }
+    }
+    out.spec.get_or_insert_with(Default::default).ingress_class_name = Some(opts.to_class.clone());
+    out
+}
+
+/// [`rewrite`], without the fields the API server sets, ready for `kubectl apply`.
+pub fn for_apply(ing: &Ingress, opts: &MigrateOptions) -> Ingress {
+    let mut out = rewrite(ing, opts);
+    let m = &mut out.metadata;
+    m.managed_fields = None;
+    m.resource_version = None;
+    m.uid = None;
+    m.generation = None;
+    m.creation_timestamp = None;
+    out.status = None;
+    out
+}
+
+/// The report as text: per Ingress, each annotation and its verdict, then the totals.
+pub fn render(reports: &[IngressReport], opts: &MigrateOptions) -> String {
+    let mut out = String::new();
+    let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports {
+        let _ = writeln!(out, "Ingress {}/{}", r.ingress.namespace, r.ingress.name);
+        if r.skipped {
+            let _ = writeln!(
+                out,
+                "  NOT SERVED: it has a snippet annotation (start Wharf with --snippet-annotations=ignore to serve it without)"
+            );
+            *totals.entry("not served").or_default() += 1;
+        }
+        for (key, (value, verdict)) in &r.annotations {
+            let (label, note) = match verdict {
+                Verdict::Same => ("same", String::new()),
+                Verdict::Differs(why) => ("differs", format!(": {why}")),
+                Verdict::NotSupported => ("not supported", ": served without it".to_owned()),
+                Verdict::Refused => ("refused", ": raw proxy configuration, never run".to_owned()),
+                Verdict::Invalid(why) => ("invalid", format!(": {why}")),
+            };
+            *totals.entry(label).or_default() += 1;
+            let shown: String = value.chars().take(60).collect::<String>().replace('\n', " ");
+            let _ = writeln!(out, "  {label:<14} {key}={shown:?}{note}");
+        }
+        for d in &r.problems {
+            *totals.entry("problems").or_default() += 1;
+            let _ = writeln!(out, "  {:<14} {}: {}", "problem", d.reason, d.message);
+        }
+        if r.annotations.is_empty() && r.problems.is_empty() && !r.skipped {
+            let _ = writeln!(out, "  nothing to change but the class");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{} Ingresses of class {:?} (or without a class) for class {:?}.",
+        reports.len(),
+        opts.from_class,
+        opts.to_class
+    );
+    for (label, n) in totals {
+        let _ = writeln!(out, "  {label}: {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ingress(name: &str, class: Option<&str>, annotations: serde_json::Value, path: &str, ty: &str) -> Ingress {
+        let mut spec = json!({"rules": [{"host": "a.example", "http": {"paths": [{"path": path, "pathType": ty,
+            "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]});
+        if let Some(c) = class {
+            spec["ingressClassName"] = json!(c);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "annotations": annotations, "uid": "x", "resourceVersion": "7"},
+            "spec": spec,
+        }))
+        .unwrap_or_default()
+    }
+
+    fn opts() -> MigrateOptions {
+        MigrateOptions {
+            from_class: "nginx".into(),
+            to_class: "wharf".into(),
+            rename_annotations: false,
+            annotations: AnnotationOptions::default(),
+        }
+    }
+
+    #[test]
+    fn each_annotation_gets_a_verdict_and_cross_ingress_problems_are_found() {
+        let world = World {
+            ingresses: vec![
+                ingress(
+                    "web",
+                    Some("nginx"),
+                    json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
+                           "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+                           "nginx.ingress.kubernetes.io/auth-url": "http://auth/check",
+                           "nginx.ingress.kubernetes.io/limit-rps": "lots",
+                           "nginx.ingress.kubernetes.io/use-regex": "true",
+                           "example.com/team": "a"}),
+                    "/api(/|$)(.*)",
+                    "Prefix",
+                ),
+                ingress(
+                    "legacy",
+                    None,
+                    json!({"kubernetes.io/ingress.class": "nginx",
+                           "nginx.ingress.kubernetes.io/configuration-snippet": "deny all;"}),
+                    "/",
+                    "Prefix",
+                ),
+                ingress("other", Some("traefik"), json!({}), "/", "Prefix"),
+            ],
+            ..World::default()
+        };
+        let reports = report(&world, &opts());
+        assert_eq!(reports.len(), 2, "the traefik Ingress is not ingress-nginx's");
+        let web = &reports[0];
+        let verdict =
+            |k: &str| web.annotations.get(&format!("nginx.ingress.kubernetes.io/{k}")).map(|(_, v)| v.clone());
+        assert_eq!(verdict("ssl-redirect"), Some(Verdict::Same));
+        assert!(matches!(verdict("proxy-read-timeout"), Some(Verdict::Differs(_))));
+        assert_eq!(verdict("auth-url"), Some(Verdict::NotSupported));
+        assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
+        assert_eq!(web.annotations.len(), 5, "other prefixes are not reported");
+        let problems: Vec<&str> = web.problems.iter().map(|d| d.reason).collect();
+        assert_eq!(problems, ["InvalidPath"], "a regex path with pathType Prefix");
+        assert!(!web.skipped);
+        let legacy = &reports[1];
+        assert!(legacy.skipped);
+        assert_eq!(
+            legacy.annotations.get("nginx.ingress.kubernetes.io/configuration-snippet").map(|(_, v)| v),
+            Some(&Verdict::Refused)
+        );
+        let text = render(&reports, &opts());
+        assert!(text.contains("Ingress shop/web") && text.contains("NOT SERVED"), "{text}");
+        assert!(text.contains("not supported  nginx.ingress.kubernetes.io/auth-url=\"http://auth/check\""), "{text}");
+        assert!(text.contains("2 Ingresses of class \"nginx\""), "{text}");
+    }
+
+    #[test]
+    fn rewriting_sets_the_class_and_renames_what_wharf_implements() {
+        let ing = ingress(
+            "legacy",
+            None,
+            json!({"kubernetes.io/ingress.class": "nginx",
+                   "nginx.ingress.kubernetes.io/rewrite-target": "/$1",
+                   "nginx.ingress.kubernetes.io/auth-url": "http://auth"}),
+            "/",
+            "Prefix",
+        );
+        let kept = for_apply(&ing, &opts());
+        assert_eq!(kept.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()), Some("wharf"));
+        let ann = kept.metadata.annotations.clone().unwrap_or_default();
+        assert!(!ann.contains_key(CLASS_ANNOTATION));
+        assert!(ann.contains_key("nginx.ingress.kubernetes.io/rewrite-target"));
+        assert!(kept.metadata.uid.is_none() && kept.metadata.resource_version.is_none());
+        let renamed = rewrite(&ing, &MigrateOptions { rename_annotations: true, ..opts() });
+        let ann = renamed.metadata.annotations.unwrap_or_default();
+        assert_eq!(ann.get("wharf.dev/rewrite-target").map(String::as_str), Some("/$1"));
+        assert!(ann.contains_key("nginx.ingress.kubernetes.io/auth-url"), "what Wharf lacks keeps its name");
+    }
+}
