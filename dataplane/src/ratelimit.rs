@@ -21,6 +21,7 @@ pub struct Limiter {
     spec: RateLimit,
     start: Instant,
     clients: Mutex<HashMap<IpAddr, Client>>,
+    max_clients: usize,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -64,7 +65,11 @@ fn next(excess: u64, rate: u32, period_ms: u64, ms: u64) -> u64 {
 impl Limiter {
     /// A limiter with empty counts.
     pub fn new(spec: RateLimit) -> Arc<Limiter> {
-        Arc::new(Limiter { spec, start: Instant::now(), clients: Mutex::new(HashMap::new()) })
+        Limiter::tracking(spec, MAX_CLIENTS)
+    }
+
+    fn tracking(spec: RateLimit, max_clients: usize) -> Arc<Limiter> {
+        Arc::new(Limiter { spec, start: Instant::now(), clients: Mutex::new(HashMap::new()), max_clients })
     }
 
     /// Counts a request from `ip`: `Ok` (holding a place among its requests in progress
@@ -81,9 +86,9 @@ impl Limiter {
             return Ok(None);
         }
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&ip) {
+        if clients.len() >= self.max_clients && !clients.contains_key(&ip) {
             clients.retain(|_, c| c.in_flight > 0 || !self.idle(c, now_ms));
-            if clients.len() >= MAX_CLIENTS {
+            if clients.len() >= self.max_clients {
                 return Err(Limited);
             }
         }
@@ -239,24 +244,57 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &reg.get(&s)));
         let other = reg.get(&RateLimit { zone: "web/other".into(), ..s.clone() });
         assert!(!Arc::ptr_eq(&a, &other), "another zone counts apart");
+        assert!(Arc::ptr_eq(&a, &reg.get(&s)), "a limiter in use is kept when others are added");
         drop(a);
         let b = reg.get(&s);
         assert_eq!(passed(&b, A, 0, 2), 1, "fresh counts");
+        drop((b, other));
+        let _third = reg.get(&RateLimit { zone: "web/third".into(), ..s.clone() });
+        assert_eq!(reg.live.lock().map(|l| l.len()).unwrap_or(0), 1, "limiters no config uses are dropped");
     }
 
     #[test]
     fn idle_clients_are_forgotten_when_the_table_is_full() {
-        let l = Limiter::new(RateLimit { per_second: Some(1000), burst: 1, ..spec() });
-        for i in 0..MAX_CLIENTS as u32 {
-            let ip = IpAddr::V4(std::net::Ipv4Addr::from(i));
-            // Two requests: the second leaves a count two milliseconds drain.
-            assert_eq!(passed(&l, ip, 0, 2), 2);
+        for spec in [
+            RateLimit { per_second: Some(1000), burst: 1, ..spec() },
+            RateLimit { per_minute: Some(60_000), burst_per_minute: 1, ..spec() },
+        ] {
+            let l = Limiter::tracking(spec, 4);
+            for i in 0..4 {
+                let ip = IpAddr::V4(std::net::Ipv4Addr::from(i));
+                // Two requests: the second leaves a count two milliseconds drain.
+                assert_eq!(passed(&l, ip, 0, 2), 2);
+            }
+            // All still counted at 0 ms: a newcomer is refused rather than the table grown.
+            assert!(l.admit_at(A, 0).is_err());
+            assert!(l.admit_at(A, 1).is_err(), "a millisecond is not enough");
+            // Two milliseconds later each has drained: they are forgotten, the newcomer counted.
+            assert!(l.admit_at(A, 2).is_ok());
+            assert_eq!(l.clients.lock().map(|c| c.len()).unwrap_or(0), 1);
+            assert!(l.admit_at(B, 2).is_ok(), "room again");
         }
-        // All still counted at 0 ms: a newcomer is refused rather than the table grown.
-        assert!(l.admit_at(A, 0).is_err());
-        assert!(l.admit_at(A, 1).is_err(), "a millisecond is not enough");
-        // Two milliseconds later each has drained: they are forgotten, the newcomer counted.
-        assert!(l.admit_at(A, 2).is_ok());
-        assert_eq!(l.clients.lock().map(|c| c.len()).unwrap_or(0), 1);
+        assert_eq!(MAX_CLIENTS, 100_000);
+    }
+
+    #[test]
+    fn clients_with_requests_in_progress_are_never_forgotten() {
+        let l = Limiter::tracking(RateLimit { connections: Some(5), ..spec() }, 2);
+        let held = (l.admit_at(A, 0), l.admit_at(B, 0));
+        assert!(matches!(held, (Ok(Some(_)), Ok(Some(_)))));
+        let c: IpAddr = [10, 0, 0, 3].into();
+        assert!(l.admit_at(c, 10_000).is_err(), "both still have a request in progress");
+        drop(held);
+        assert!(l.admit_at(c, 10_000).is_ok());
+    }
+
+    #[test]
+    fn admit_counts_on_the_clock() {
+        let l = Limiter::new(RateLimit { per_minute: Some(1), burst_per_minute: 0, ..spec() });
+        assert!(l.admit(A).is_ok());
+        assert_eq!(l.admit(A).err(), Some(Limited), "a second request within the minute");
+        let conns = Limiter::new(RateLimit { connections: Some(1), ..spec() });
+        let first = conns.admit(A);
+        assert!(matches!(first, Ok(Some(_))));
+        assert!(conns.admit(A).is_err());
     }
 }

@@ -75,6 +75,7 @@ mod tests {
             ("https://a.b.shop.example", true),
             ("https://shop.example", false),
             ("https://evilshop.example", false),
+            ("https://.shop.example", false),
             ("http://a.shop.example", false),
             ("https://a.shop.example:8443", false),
             ("http://local.test:8080", true),

@@ -25,8 +25,9 @@ impl IpNet {
         let (addr, len) = match s.split_once('/') {
             Some((a, l)) => {
                 let addr: IpAddr = a.parse().map_err(|_| err())?;
-                // Digits only: `u8::from_str` would also take a leading `+`.
-                if l.is_empty() || l.len() > 3 || !l.bytes().all(|b| b.is_ascii_digit()) {
+                // Digits only (`u8::from_str` would also take a leading `+`), without
+                // leading zeros (as Go's ParseCIDR, which ingress-nginx uses).
+                if l.is_empty() || (l.len() > 1 && l.starts_with('0')) || !l.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(err());
                 }
                 let len: u8 = l.parse().map_err(|_| err())?;
@@ -157,13 +158,24 @@ mod tests {
             ("::1", "::1/128"),
             ("::/0", "::/0"),
             ("172.16.0.0/12", "172.16.0.0/12"),
+            ("2001:db8::/128", "2001:db8::/128"),
+            ("10.0.0.0/0", "0.0.0.0/0"),
         ];
         for (given, want) in cases {
             assert_eq!(IpNet::parse(given).map(|n| n.to_string()), Ok(want.to_owned()), "{given}");
         }
-        for bad in
-            ["", "10.0.0.0/33", "::/129", "10.0.0/8", "10.0.0.0/", "10.0.0.0/+8", "10.0.0.0/8/8", "host", " 10.0.0.1"]
-        {
+        for bad in [
+            "",
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0/8",
+            "10.0.0.0/",
+            "10.0.0.0/+8",
+            "10.0.0.0/08",
+            "10.0.0.0/8/8",
+            "host",
+            " 10.0.0.1",
+        ] {
             assert_eq!(IpNet::parse(bad), Err(IpNetError(bad.to_owned())), "{bad}");
         }
     }

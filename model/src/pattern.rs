@@ -176,6 +176,7 @@ mod tests {
             ("/something/a", "$0|$1|$9|$", "/something/a|/||$"),
             ("/something/a", "/$x/${1", "/$x/${1"),
             ("/something/a", "/$20", "/a0"),
+            ("/something/a", "/${x}/${}", "/${x}/${}"),
         ];
         for (value, template, want) in cases {
             assert_eq!(p.expand(value, template).as_deref(), Some(want), "{value} with {template}");
