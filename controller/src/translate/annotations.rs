@@ -1001,10 +1001,13 @@ mod tests {
             (s.upstream_vhost.as_deref(), s.forwarded_prefix.as_deref(), d.len()),
             (Some("svc.internal:8080"), Some("/shop"), 0)
         );
+        let spaced = parsed(&[("wharf.dev/x-forwarded-prefix", "/my shop")]).0;
+        assert_eq!(spaced.forwarded_prefix.as_deref(), Some("/my shop"), "spaces are header-safe");
         for (key, bad) in [
             ("wharf.dev/upstream-vhost", "a b"),
             ("wharf.dev/upstream-vhost", "$host"),
             ("wharf.dev/x-forwarded-prefix", "/a\r\nX-Evil: 1"),
+            ("wharf.dev/x-forwarded-prefix", "/a\r\nX"),
             ("wharf.dev/x-forwarded-prefix", ""),
         ] {
             let (s, d) = parsed(&[(key, bad)]);
@@ -1042,6 +1045,20 @@ mod tests {
         ]);
         let c = s.cors.unwrap_or_else(|| panic!("no CORS"));
         assert_eq!(c.allow_origins, ["https://a.example", "https://*.b.example:8443"]);
+        for bad in [
+            "://a.example",
+            "ht tp://a.example",
+            "http_s://a.example",
+            "https://",
+            "https://:8443",
+            "https://a_b.example",
+            "https://*.",
+        ] {
+            assert!(!is_origin(bad), "{bad}");
+        }
+        for good in ["*", "http://localhost:3000", "https://[::1]:8443", "https://*.a.example", "app+v1://x.example"] {
+            assert!(is_origin(good), "{good}");
+        }
         assert_eq!(d.len(), 2, "the two bad origins are reported: {d:?}");
         assert_eq!((c.allow_methods.as_str(), c.allow_headers.as_str()), ("GET, POST", "X-Token,Content-Type"));
         assert_eq!((c.expose_headers.as_str(), c.allow_credentials, c.max_age), ("*, X-Total", false, 600));
@@ -1144,6 +1161,13 @@ mod tests {
             Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false })
         );
         assert_eq!(d.len(), 4, "{d:?}");
+        for (value, want) in [("None", "None"), ("lax", "Lax")] {
+            let (s, _) = parsed(&[
+                ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+                ("nginx.ingress.kubernetes.io/session-cookie-samesite", value),
+            ]);
+            assert_eq!(s.affinity.and_then(|a| a.same_site).as_deref(), Some(want), "{value}");
+        }
         let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "ip")]);
         assert_eq!((s.affinity, d.len()), (None, 1));
     }
