@@ -7,7 +7,7 @@ use std::fmt::Write;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use wharf_model::ObjectRef;
 
-use crate::translate::annotations::{self, AnnotationOptions, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX};
+use crate::translate::annotations::{self, AnnotationOptions, Finding, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX};
 use crate::translate::{self, Diagnostic, Options};
 use crate::World;
 
@@ -86,14 +86,6 @@ pub fn is_of_class(ing: &Ingress, class: &str) -> bool {
     }
 }
 
-fn reference(ing: &Ingress) -> ObjectRef {
-    ObjectRef::new(
-        "Ingress",
-        ing.metadata.namespace.as_deref().unwrap_or("default"),
-        ing.metadata.name.as_deref().unwrap_or(""),
-    )
-}
-
 /// Reports on each Ingress of `world` in the `from_class`, as Wharf would serve them.
 /// Services and Secrets in `world` are used when present; without any, what depends on
 /// them is not reported.
@@ -101,45 +93,36 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
     let selected: Vec<&Ingress> = world.ingresses.iter().filter(|i| is_of_class(i, &opts.from_class)).collect();
     let mut reports = Vec::new();
     for ing in &selected {
-        let src = reference(ing);
-        let mut diags = Vec::new();
-        let settings = annotations::parse(ing.metadata.annotations.as_ref(), &src, &opts.annotations, &mut diags);
+        let src = translate::ingress_ref(ing);
+        let (settings, findings) = annotations::inspect(ing.metadata.annotations.as_ref(), &src, &opts.annotations);
         let mut found = BTreeMap::new();
         for (key, value) in ing.metadata.annotations.iter().flatten() {
             let Some(name) = key.strip_prefix(NGINX_PREFIX).or_else(|| key.strip_prefix(WHARF_PREFIX)) else {
                 continue;
             };
-            let invalid = diags
-                .iter()
-                .find(|d| d.reason == "InvalidAnnotation" && d.message.starts_with(&format!("annotation {key}:")));
-            let verdict = if name.ends_with("-snippet") {
-                Verdict::Refused
-            } else if let Some(d) = invalid {
-                Verdict::Invalid(d.message.clone())
-            } else if !IMPLEMENTED.contains(&name)
-                || diags.iter().any(|d| d.message.contains(&format!("annotation {key} is")))
-            {
-                Verdict::NotSupported
-            } else {
-                difference(name).map_or(Verdict::Same, Verdict::Differs)
+            let verdict = match findings.iter().find(|(k, _)| k == key).map(|(_, f)| f) {
+                Some(Finding::Refused(_)) => Verdict::Refused,
+                Some(Finding::Invalid(m)) => Verdict::Invalid(m.clone()),
+                Some(Finding::NotSupported(_)) => Verdict::NotSupported,
+                None => difference(name).map_or(Verdict::Same, Verdict::Differs),
             };
             found.insert(key.clone(), (value.clone(), verdict));
         }
         reports.push(IngressReport { ingress: src, annotations: found, problems: Vec::new(), skipped: settings.skip });
     }
 
-    // Translation as Wharf's class, for what only shows across Ingresses.
-    let mut moved = World {
+    // Translation as Wharf's class, for what only shows across Ingresses: with the names
+    // as they are (with --nginx-annotations=false, renamed ones would read differently),
+    // and the Services and Secrets given (endpoints change no diagnostic).
+    let keep_names = MigrateOptions { rename_annotations: false, ..opts.clone() };
+    let moved = World {
+        ingresses: selected.iter().map(|i| rewrite(i, &keep_names)).collect(),
         ingress_classes: vec![wharf_class(&opts.to_class)],
         services: world.services.clone(),
-        endpoint_slices: world.endpoint_slices.clone(),
         secrets: world.secrets.clone(),
         ..World::default()
     };
-    moved.ingresses =
-        selected.iter().map(|i| rewrite(i, &MigrateOptions { rename_annotations: false, ..opts.clone() })).collect();
-    let topts =
-        Options { ingress_class: opts.to_class.clone(), annotations: opts.annotations.clone(), ..Options::default() };
+    let topts = Options { annotations: opts.annotations.clone(), ..Options::default() };
     let t = translate::translate(&moved, &topts, None);
     let (no_services, no_secrets) = (world.services.is_empty(), world.secrets.is_empty());
     for d in t.diagnostics {
@@ -331,6 +314,123 @@ mod tests {
         assert!(text.contains("Ingress shop/web") && text.contains("NOT SERVED"), "{text}");
         assert!(text.contains("not supported  nginx.ingress.kubernetes.io/auth-url=\"http://auth/check\""), "{text}");
         assert!(text.contains("2 Ingresses of class \"nginx\""), "{text}");
+    }
+
+    #[test]
+    fn translation_problems_come_from_the_objects_given_and_the_controllers_settings() {
+        let backend = |svc: &str| json!({"service": {"name": svc, "port": {"number": 80}}});
+        let ing = |name: &str, annotations: serde_json::Value, svc: &str, tls: bool| -> Ingress {
+            let mut spec = json!({"ingressClassName": "nginx", "rules": [{"host": "a.example", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix", "backend": backend(svc)}]}}]});
+            if tls {
+                spec["tls"] = json!([{"hosts": ["a.example"], "secretName": "missing"}]);
+            }
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "shop", "annotations": annotations,
+                "creationTimestamp": format!("2026-01-01T00:0{}:00Z", name.len())}, "spec": spec}))
+            .unwrap_or_default()
+        };
+        let ingresses = vec![
+            ing("main", json!({"nginx.ingress.kubernetes.io/limit-rps": "many"}), "app", true),
+            ing("canary", json!({"nginx.ingress.kubernetes.io/canary": "true"}), "v2", false),
+        ];
+        let problems = |world: &World, opts: &MigrateOptions| -> Vec<String> {
+            report(world, opts)
+                .iter()
+                .flat_map(|r| r.problems.iter().map(move |d| format!("{} {}", r.ingress.name, d.reason)))
+                .collect()
+        };
+        // Without Services or Secrets, what depends on them is not reported; an invalid
+        // annotation is in the annotation's verdict, not among the problems.
+        let bare = World { ingresses: ingresses.clone(), ..World::default() };
+        assert!(problems(&bare, &opts()).is_empty(), "{:?}", problems(&bare, &opts()));
+        // With them, it is.
+        let app: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+            "metadata": {"name": "app", "namespace": "shop"}, "spec": {"ports": [{"port": 80}]}}))
+        .unwrap_or_default();
+        // The Secret exists, but holds no certificate.
+        let opaque: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(json!({"metadata": {"name": "missing", "namespace": "shop"}})).unwrap_or_default();
+        let full = World { services: vec![app], secrets: vec![opaque], ..bare };
+        assert_eq!(problems(&full, &opts()), ["main SecretNotTLS", "canary ServiceNotFound"]);
+        // As a controller that reads only wharf.dev names: the canary annotation is not
+        // read, so the canary is one more Ingress for the same path, even when the YAML
+        // would rename it.
+        let wharf_only = MigrateOptions {
+            rename_annotations: true,
+            annotations: AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() },
+            ..opts()
+        };
+        assert!(
+            problems(&full, &wharf_only).contains(&"canary HostPathConflict".to_owned()),
+            "{:?}",
+            problems(&full, &wharf_only)
+        );
+    }
+
+    #[test]
+    fn each_documented_difference_is_a_verdict() {
+        for name in [
+            "proxy-read-timeout",
+            "from-to-www-redirect",
+            "app-root",
+            "use-regex",
+            "rewrite-target",
+            "canary-by-header-pattern",
+            "whitelist-source-range",
+            "allowlist-source-range",
+            "denylist-source-range",
+            "affinity",
+            "proxy-body-size",
+        ] {
+            assert!(difference(name).is_some(), "{name}");
+            assert!(IMPLEMENTED.contains(&name), "{name} is a difference of something not implemented");
+        }
+        assert_eq!(difference("ssl-redirect"), None);
+    }
+
+    #[test]
+    fn the_report_counts_each_verdict_and_says_when_only_the_class_changes() {
+        let world = World {
+            ingresses: vec![
+                ingress(
+                    "web",
+                    Some("nginx"),
+                    json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
+                           "nginx.ingress.kubernetes.io/force-ssl-redirect": "true",
+                           "nginx.ingress.kubernetes.io/app-root": "/app",
+                           "nginx.ingress.kubernetes.io/auth-url": "http://auth"}),
+                    "/",
+                    "Prefix",
+                ),
+                ingress("plain", Some("nginx"), json!({}), "/b", "Prefix"),
+                // Same host and path as `plain`, and after it by name: a conflict.
+                ingress("zzz", Some("nginx"), json!({}), "/b", "Prefix"),
+                ingress(
+                    "snippet",
+                    Some("nginx"),
+                    json!({"nginx.ingress.kubernetes.io/server-snippet": "x"}),
+                    "/c",
+                    "Prefix",
+                ),
+            ],
+            ..World::default()
+        };
+        let text = render(&report(&world, &opts()), &opts());
+        let section = |name: &str| {
+            let after = text.split(&format!("Ingress shop/{name}\n")).nth(1).unwrap_or("");
+            after.split("Ingress ").next().unwrap_or("").split("\n\n").next().unwrap_or("").to_owned()
+        };
+        assert_eq!(section("plain"), "  nothing to change but the class\n", "{text}");
+        for name in ["web", "zzz", "snippet"] {
+            let s = section(name);
+            assert!(!s.is_empty() && !s.contains("nothing to change"), "{name}: {text}");
+        }
+        let totals = text.split("(or without a class)").nth(1).unwrap_or("");
+        for line in
+            ["  same: 2", "  differs: 1", "  not supported: 1", "  refused: 1", "  not served: 1", "  problems: 1"]
+        {
+            assert!(totals.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
     }
 
     #[test]

@@ -251,6 +251,35 @@ impl Default for Settings {
     }
 }
 
+/// What is wrong with one annotation; becomes an Event on its Ingress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// Its value is invalid (what Wharf does instead is in the message).
+    Invalid(String),
+    /// Wharf does not act on it.
+    NotSupported(String),
+    /// A snippet: raw proxy configuration, never run.
+    Refused(String),
+}
+
+impl Finding {
+    /// The Event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Finding::Invalid(_) => "InvalidAnnotation",
+            Finding::NotSupported(_) => "UnsupportedAnnotation",
+            Finding::Refused(_) => "SnippetRefused",
+        }
+    }
+
+    /// What is wrong and what to do, naming the annotation.
+    pub fn message(&self) -> &str {
+        match self {
+            Finding::Invalid(m) | Finding::NotSupported(m) | Finding::Refused(m) => m,
+        }
+    }
+}
+
 /// Parses the annotations of the Ingress `src`, reporting what is invalid, refused or
 /// not supported into `diags`.
 pub fn parse(
@@ -259,8 +288,35 @@ pub fn parse(
     opts: &AnnotationOptions,
     diags: &mut Vec<Diagnostic>,
 ) -> Settings {
+    let (settings, findings) = inspect(annotations, src, opts);
+    diags.extend(findings.into_iter().map(|(_, f)| Diagnostic {
+        object: src.clone(),
+        reason: f.reason(),
+        message: f.message().to_owned(),
+    }));
+    settings
+}
+
+/// [`parse`], with what is wrong with each annotation by its key instead of as
+/// diagnostics.
+pub fn inspect(
+    annotations: Option<&BTreeMap<String, String>>,
+    src: &ObjectRef,
+    opts: &AnnotationOptions,
+) -> (Settings, Vec<(String, Finding)>) {
     let empty = BTreeMap::new();
-    let mut r = Reader { ann: annotations.unwrap_or(&empty), opts, src, diags };
+    let ann = annotations.unwrap_or(&empty);
+    // Each name once, from the few annotations the Ingress has under our prefixes.
+    let mut by_name: BTreeMap<&str, [Option<(&str, &str)>; 2]> = BTreeMap::new();
+    for (key, value) in ann {
+        let (slot, name) = match (key.strip_prefix(WHARF_PREFIX), key.strip_prefix(NGINX_PREFIX)) {
+            (Some(name), _) => (0, name),
+            (None, Some(name)) => (1, name),
+            (None, None) => continue,
+        };
+        by_name.entry(name).or_default()[slot] = Some((key.as_str(), value.as_str()));
+    }
+    let mut r = Reader { ann, by_name, opts, src, findings: Vec::new() };
     let mut s = Settings {
         skip: r.unknown_and_refused(),
         ssl_passthrough: r.bool("ssl-passthrough").unwrap_or(false),
@@ -284,31 +340,41 @@ pub fn parse(
         affinity: r.affinity(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
-    s
+    (s, r.findings)
 }
 
 struct Reader<'a> {
     ann: &'a BTreeMap<String, String>,
+    /// Annotation name -> (key, value) under `wharf.dev/` and under ingress-nginx's prefix.
+    by_name: BTreeMap<&'a str, [Option<(&'a str, &'a str)>; 2]>,
     opts: &'a AnnotationOptions,
     src: &'a ObjectRef,
-    diags: &'a mut Vec<Diagnostic>,
+    findings: Vec<(String, Finding)>,
 }
 
 impl<'a> Reader<'a> {
-    fn report(&mut self, reason: &'static str, message: String) {
-        self.diags.push(Diagnostic { object: self.src.clone(), reason, message });
-    }
-
     /// The `wharf.dev/` value of `name`, else the ingress-nginx one (when read): the
     /// full key and the value.
     fn get(&self, name: &str) -> Option<(&'a str, &'a str)> {
-        let ann: &'a BTreeMap<String, String> = self.ann;
-        let prefixes: &[&str] = if self.opts.nginx_names { &[WHARF_PREFIX, NGINX_PREFIX] } else { &[WHARF_PREFIX] };
-        prefixes.iter().find_map(|p| ann.get_key_value(&format!("{p}{name}")).map(|(k, v)| (k.as_str(), v.as_str())))
+        let [wharf, nginx] = self.by_name.get(name)?;
+        wharf.or(nginx.filter(|_| self.opts.nginx_names))
     }
 
     fn invalid(&mut self, key: &str, message: String) {
-        self.report("InvalidAnnotation", format!("annotation {key}: {message}"));
+        self.findings.push((key.to_owned(), Finding::Invalid(format!("annotation {key}: {message}"))));
+    }
+
+    /// `name`'s value, trimmed, when `valid` takes it; otherwise reported as `{value:?}
+    /// {explain}` and treated as absent.
+    fn text(&mut self, name: &str, valid: impl Fn(&str) -> bool, explain: &str) -> Option<String> {
+        let (key, value) = self.get(name)?;
+        let v = value.trim();
+        if valid(v) {
+            Some(v.to_owned())
+        } else {
+            self.invalid(key, format!("{v:?} {explain}"));
+            None
+        }
     }
 
     /// Reports every annotation under our prefixes that is not implemented, and the
@@ -338,12 +404,10 @@ impl<'a> Reader<'a> {
                         "Check that nothing the snippet did (access control, headers) is needed",
                     ),
                 };
-                self.report(
-                    "SnippetRefused",
-                    format!(
-                        "annotation {key} injects raw proxy configuration, which Wharf never runs: {verdict}. {how}."
-                    ),
+                let message = format!(
+                    "annotation {key} injects raw proxy configuration, which Wharf never runs: {verdict}. {how}."
                 );
+                self.findings.push((key.clone(), Finding::Refused(message)));
             } else if !IMPLEMENTED.contains(&name) {
                 let message = if prefix == WHARF_PREFIX {
                     format!("annotation {key} is not one Wharf knows (a misspelling?); it is ignored")
@@ -353,15 +417,13 @@ impl<'a> Reader<'a> {
                          (docs/migrating-from-ingress-nginx.md lists every annotation and its status)"
                     )
                 };
-                self.report("UnsupportedAnnotation", message);
+                self.findings.push((key.clone(), Finding::NotSupported(message)));
             } else if prefix == NGINX_PREFIX && !self.opts.nginx_names {
-                self.report(
-                    "UnsupportedAnnotation",
-                    format!(
-                        "annotation {key} is ignored: this controller reads only wharf.dev/ annotations \
-                         (--nginx-annotations=false); use {WHARF_PREFIX}{name}"
-                    ),
+                let message = format!(
+                    "annotation {key} is ignored: this controller reads only wharf.dev/ annotations \
+                     (--nginx-annotations=false); use {WHARF_PREFIX}{name}"
                 );
+                self.findings.push((key.clone(), Finding::NotSupported(message)));
             }
         }
         skip
@@ -425,28 +487,20 @@ impl<'a> Reader<'a> {
 
     /// A host name, with a port or not.
     fn upstream_vhost(&mut self) -> Option<String> {
-        let (key, value) = self.get("upstream-vhost")?;
-        let host = value.trim();
-        if !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)) {
-            Some(host.to_owned())
-        } else {
-            self.invalid(
-                key,
-                format!("{host:?} is not a host name like svc.example or svc.example:8080; it is ignored"),
-            );
-            None
-        }
+        self.text(
+            "upstream-vhost",
+            |h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)),
+            "is not a host name like svc.example or svc.example:8080; it is ignored",
+        )
     }
 
     /// A header value: visible ASCII and spaces.
     fn forwarded_prefix(&mut self) -> Option<String> {
-        let (key, value) = self.get("x-forwarded-prefix")?;
-        if !value.is_empty() && value.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
-            Some(value.to_owned())
-        } else {
-            self.invalid(key, format!("{value:?} is not a header value of visible characters; it is ignored"));
-            None
-        }
+        self.text(
+            "x-forwarded-prefix",
+            |v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() || b == b' '),
+            "is not a header value of visible characters; it is ignored",
+        )
     }
 
     /// A whole number from 1 to `max`; an invalid value is reported and treated as absent.
@@ -499,25 +553,14 @@ impl<'a> Reader<'a> {
             self.invalid(key, format!("{value:?} is not supported (only \"cookie\"); requests are not sticky"));
             return None;
         }
-        let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-        let name = match self.get("session-cookie-name") {
-            None => "INGRESSCOOKIE".to_owned(),
-            Some((key, v)) if !token(v.trim()) => {
-                self.invalid(key, format!("{v:?} is not a cookie name; INGRESSCOOKIE is used"));
-                "INGRESSCOOKIE".to_owned()
-            }
-            Some((_, v)) => v.trim().to_owned(),
-        };
-        let path = match self.get("session-cookie-path") {
-            None => None,
-            Some((_, v)) if v.starts_with('/') && v.bytes().all(|b| b.is_ascii_graphic() && b != b';') => {
-                Some(v.to_owned())
-            }
-            Some((key, v)) => {
-                self.invalid(key, format!("{v:?} is not a path like /app; the route's path is used"));
-                None
-            }
-        };
+        let name = self
+            .text("session-cookie-name", is_cookie_name, "is not a cookie name; INGRESSCOOKIE is used")
+            .unwrap_or_else(|| "INGRESSCOOKIE".to_owned());
+        let path = self.text(
+            "session-cookie-path",
+            |v| v.starts_with('/') && v.bytes().all(|b| b.is_ascii_graphic() && b != b';'),
+            "is not a path like /app; the route's path is used",
+        );
         let age = |r: &mut Self, name: &str| {
             let (key, v) = r.get(name)?;
             let n = v.trim().parse::<u64>().ok();
@@ -602,18 +645,13 @@ impl<'a> Reader<'a> {
         if self.bool("canary") != Some(true) {
             return None;
         }
-        let header = match self.get("canary-by-header") {
-            None => None,
-            Some((key, value)) => {
-                let name = value.trim().to_ascii_lowercase();
-                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-                    Some(name)
-                } else {
-                    self.invalid(key, format!("{value:?} is not a header name; requests are not routed by header"));
-                    None
-                }
-            }
-        };
+        let header = self
+            .text(
+                "canary-by-header",
+                |h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "is not a header name; requests are not routed by header",
+            )
+            .map(|h| h.to_ascii_lowercase());
         let header_value = self.get("canary-by-header-value").map(|(_, v)| v.to_owned());
         let header_pattern = match self.get("canary-by-header-pattern") {
             Some((key, value)) if header_value.is_none() => {
@@ -628,18 +666,8 @@ impl<'a> Reader<'a> {
             }
             _ => None,
         };
-        let cookie = match self.get("canary-by-cookie") {
-            None => None,
-            Some((key, value)) => {
-                let name = value.trim();
-                if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-                    Some(name.to_owned())
-                } else {
-                    self.invalid(key, format!("{value:?} is not a cookie name; requests are not routed by cookie"));
-                    None
-                }
-            }
-        };
+        let cookie =
+            self.text("canary-by-cookie", is_cookie_name, "is not a cookie name; requests are not routed by cookie");
         let weight_total = match self.get("canary-weight-total") {
             None => 100,
             Some((key, value)) => match value.trim().parse::<u32>() {
@@ -726,29 +754,25 @@ impl<'a> Reader<'a> {
 
     /// A path template: visible ASCII, no query or fragment (the request's query is kept).
     fn rewrite_target(&mut self) -> Option<String> {
-        let (key, value) = self.get("rewrite-target")?;
-        let target = value.trim();
-        if !target.is_empty() && target.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#') {
-            Some(target.to_owned())
-        } else {
-            self.invalid(
-                key,
-                format!("{target:?} is not a path like /$2 (no spaces, query or fragment); the path is not rewritten"),
-            );
-            None
-        }
+        self.text(
+            "rewrite-target",
+            |t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#'),
+            "is not a path like /$2 (no spaces, query or fragment); the path is not rewritten",
+        )
     }
 
     fn app_root(&mut self) -> Option<String> {
-        let (key, value) = self.get("app-root")?;
-        let path = value.trim();
-        if path.starts_with('/') && path.len() > 1 && path.bytes().all(|b| b.is_ascii_graphic()) {
-            Some(path.to_owned())
-        } else {
-            self.invalid(key, format!("{path:?} is not an absolute path like /app; it is ignored"));
-            None
-        }
+        self.text(
+            "app-root",
+            |p| p.starts_with('/') && p.len() > 1 && p.bytes().all(|b| b.is_ascii_graphic()),
+            "is not an absolute path like /app; it is ignored",
+        )
     }
+}
+
+/// A cookie name Wharf accepts: letters, digits, `-`, `_` and `.`.
+fn is_cookie_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 /// `*`, or `scheme://host[:port]` with a host that may start with `*.`.

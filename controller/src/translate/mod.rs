@@ -216,7 +216,7 @@ fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) 
     (m.creation_timestamp.as_ref().map(|t| t.0), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
 }
 
-fn ingress_ref(ing: &Ingress) -> ObjectRef {
+pub(crate) fn ingress_ref(ing: &Ingress) -> ObjectRef {
     ObjectRef::new(
         "Ingress",
         ing.metadata.namespace.as_deref().unwrap_or("default"),
