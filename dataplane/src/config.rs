@@ -15,7 +15,7 @@ use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
 use crate::proxy::upstream::{EndpointState, Upstream};
 use crate::proxy::upstream_tls::UpstreamTlsConfig;
 pub use crate::routing::{
-    BackendEdits, CompiledAction, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router,
+    BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router,
 };
 use crate::tls::{self, Resumption, SniResolver};
 
@@ -367,7 +367,7 @@ impl Compiler {
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
                 clients: r.clients.clone(),
-                cors: r.cors.clone(),
+                cors: r.cors.as_ref().map(CompiledCors::new),
                 limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
                 metrics,
             }

@@ -69,11 +69,42 @@ pub struct CompiledRoute {
     /// The client addresses it serves (others get 403); all when `None`.
     pub clients: Option<ClientFilter>,
     /// Its CORS policy.
-    pub cors: Option<Cors>,
+    pub cors: Option<CompiledCors>,
     /// Its per-client limits.
     pub limiter: Option<Arc<crate::ratelimit::Limiter>>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
+}
+
+/// A CORS policy with the headers that do not depend on the request made once.
+#[derive(Debug)]
+pub struct CompiledCors {
+    /// The policy (for its origins).
+    pub policy: Cors,
+    /// Credentials, methods, headers, exposed headers and max age, as sent.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl CompiledCors {
+    /// `policy`, its fixed headers made (an empty list is not sent).
+    pub fn new(policy: &Cors) -> CompiledCors {
+        use http::header;
+        let mut headers = Vec::new();
+        if policy.allow_credentials {
+            headers.push((header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true")));
+        }
+        for (name, v) in [
+            (header::ACCESS_CONTROL_ALLOW_METHODS, &policy.allow_methods),
+            (header::ACCESS_CONTROL_ALLOW_HEADERS, &policy.allow_headers),
+            (header::ACCESS_CONTROL_EXPOSE_HEADERS, &policy.expose_headers),
+        ] {
+            if let Some(v) = HeaderValue::from_str(v).ok().filter(|_| !v.is_empty()) {
+                headers.push((name, v));
+            }
+        }
+        headers.push((header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(policy.max_age)));
+        CompiledCors { policy: policy.clone(), headers }
+    }
 }
 
 /// A route's action with its upstreams resolved.

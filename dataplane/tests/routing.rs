@@ -586,7 +586,20 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
         cors: Some(cors),
         ..route(PathMatch::prefix(p).unwrap(), "app", false)
     };
-    let mut routes = vec![with("/listed", policy(&["https://app.example"])), with("/any", policy(&["*"]))];
+    // One request a minute, not counting preflights.
+    let limited = wharf_model::Route {
+        rate_limit: Some(wharf_model::RateLimit {
+            zone: "web/limited".into(),
+            per_second: None,
+            per_minute: Some(1),
+            burst: 0,
+            burst_per_minute: 0,
+            connections: None,
+            exempt: vec![],
+        }),
+        ..with("/limited", policy(&["*"]))
+    };
+    let mut routes = vec![with("/listed", policy(&["https://app.example"])), with("/any", policy(&["*"])), limited];
     routes.sort_by_key(|r| r.matches.precedence_key());
     r.gw.apply(snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))])).unwrap();
 
@@ -621,6 +634,11 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
         );
         assert_eq!(h(&seen, "access-control-allow-origin"), None, "{method} from {origin:?}");
     }
+    for _ in 0..3 {
+        assert_eq!(ask("OPTIONS", "/limited", "https://a.example").await.status, 204);
+    }
+    assert_eq!(ask("GET", "/limited", "https://a.example").await.status, 200, "preflights are not counted");
+    assert_eq!(ask("GET", "/limited", "https://a.example").await.status, 503);
     let any = ask("GET", "/any", "https://whoever.example").await;
     assert_eq!(h(&any, "access-control-allow-origin").as_deref(), Some("*"));
     assert_eq!(h(&any, "vary"), None);
@@ -703,4 +721,77 @@ async fn sticky_sessions_keep_a_client_on_the_endpoint_its_cookie_names() {
         names.insert(get(None).await.0);
     }
     assert_eq!(names.len(), 3, "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_counts_against_its_client_until_its_response_body_ends() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use wharf_model::RateLimit;
+
+    // A backend whose first answer sends its headers and half its body, then the rest
+    // when released; later ones answer at once, on their own connections.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend = l.local_addr().unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let mut released = Some(released);
+        while let Ok((mut s, _)) = l.accept().await {
+            let first = released.take();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    n += s.read(&mut buf[n..]).await.unwrap_or(0);
+                }
+                match first {
+                    Some(released) => {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nab").await;
+                        let _ = released.await;
+                        let _ = s.write_all(b"cd").await;
+                    }
+                    None => {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n").await;
+                    }
+                }
+            });
+        }
+    });
+    let r = start().await;
+    let limit = RateLimit {
+        zone: "web/app".into(),
+        per_second: None,
+        per_minute: None,
+        burst: 0,
+        burst_per_minute: 0,
+        connections: Some(1),
+        exempt: vec![],
+    };
+    let limited =
+        wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[backend]))])).unwrap();
+
+    let mut first = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    first.write_all(b"GET / HTTP/1.1\r\nhost: a.test\r\n\r\n").await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"ab") {
+        let n = first.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    // The headers are out, the body is not: the request still counts.
+    assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().status, 503);
+    release.send(()).unwrap();
+    while !got.ends_with(b"abcd") {
+        let n = first.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    // The body ended: the place is free.
+    let after = eventually(Duration::from_secs(5), || async {
+        http_get(r.http, "a.test", "/").await.map(|s| s.status) == Ok(200)
+    })
+    .await;
+    assert!(after, "the place was not freed when the body ended");
 }

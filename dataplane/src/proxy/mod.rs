@@ -19,10 +19,10 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use wharf_model::{AppProtocol, Cors, PathMatch, PortProtocol, Redirect, Respond};
+use wharf_model::{AppProtocol, PathMatch, PortProtocol, Redirect, Respond};
 
 use crate::metrics::UpstreamError;
-use crate::routing::{CompiledAction, CompiledForward, CompiledRoute, RequestView};
+use crate::routing::{CompiledAction, CompiledCors, CompiledForward, CompiledRoute, RequestView};
 use crate::Shared;
 use body::{PooledBody, RequestBody};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,11 +203,12 @@ pub async fn handle(
     };
     let method = req.method().clone();
     let cors = route.and_then(|r| cors_allowed(r, req.headers()));
-    // Counted only for requests the route would serve: not refused ones, not redirects.
+    let preflight = cors.is_some() && method == http::Method::OPTIONS;
+    // Counted only for requests the route would serve: not refused ones, not redirects,
+    // not CORS preflights (nginx answers those before its limits).
+    let https_redirect = route.is_some_and(|r| r.https_redirect) && conn.scheme == Scheme::Http;
     let in_flight = match (route.and_then(|r| r.limiter.as_ref()), &checked) {
-        (Some(l), Ok(())) if !(route.is_some_and(|r| r.https_redirect) && conn.scheme == Scheme::Http) => {
-            l.admit(conn.client.ip())
-        }
+        (Some(l), Ok(())) if !https_redirect && !preflight => l.admit(conn.client.ip()),
         _ => Ok(None),
     };
     // Only the access log needs its own copy of the path.
@@ -219,15 +220,13 @@ pub async fn handle(
         (Ok(()), None) => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
         // A CORS preflight is answered here, before any other check of the route (as
         // ingress-nginx does).
-        (Ok(()), Some(_)) if cors.is_some() && method == http::Method::OPTIONS => {
+        (Ok(()), Some(_)) if preflight => {
             let mut r = Response::new(full(String::new()));
             *r.status_mut() = StatusCode::NO_CONTENT;
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
             (r, Some("cors_preflight"), None)
         }
-        (Ok(()), Some(r)) if r.https_redirect && conn.scheme == Scheme::Http => {
-            (redirect(&shared, &host, &req), None, None)
-        }
+        (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
         // Limits before address lists, as nginx's preaccess phase runs before its access
         // phase.
         (Ok(()), Some(_)) if in_flight.is_err() => {
@@ -280,34 +279,30 @@ pub async fn handle(
 
 /// The route's CORS policy and the `Access-Control-Allow-Origin` value, when the request
 /// comes from an origin it allows.
-fn cors_allowed<'r>(route: &'r CompiledRoute, headers: &http::HeaderMap) -> Option<(&'r Cors, HeaderValue)> {
-    let policy = route.cors.as_ref()?;
+fn cors_allowed<'r>(route: &'r CompiledRoute, headers: &http::HeaderMap) -> Option<(&'r CompiledCors, HeaderValue)> {
+    let cors = route.cors.as_ref()?;
     let origin = headers.get(header::ORIGIN)?.to_str().ok()?;
-    let allow = HeaderValue::from_str(policy.allow_origin(origin)?).ok()?;
-    Some((policy, allow))
+    let allow = HeaderValue::from_str(cors.policy.allow_origin(origin)?).ok()?;
+    Some((cors, allow))
 }
 
-/// The CORS headers of `policy` for an allowed origin, replacing any the backend sent.
-fn cors_headers(policy: &Cors, origin: HeaderValue, h: &mut http::HeaderMap) {
-    let value = |s: &str| HeaderValue::from_str(s).ok();
+/// The CORS headers for an allowed origin, replacing any the backend sent.
+fn cors_headers(cors: &CompiledCors, origin: HeaderValue, h: &mut http::HeaderMap) {
     if origin != "*" {
         h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    if policy.allow_credentials {
-        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
-    }
-    for (name, v) in [
-        (header::ACCESS_CONTROL_ALLOW_METHODS, policy.allow_methods.as_str()),
-        (header::ACCESS_CONTROL_ALLOW_HEADERS, policy.allow_headers.as_str()),
-        (header::ACCESS_CONTROL_EXPOSE_HEADERS, policy.expose_headers.as_str()),
+    for name in [
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
     ] {
-        match value(v).filter(|_| !v.is_empty()) {
-            Some(v) => h.insert(name, v),
-            None => h.remove(name),
-        };
+        h.remove(name);
     }
-    h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(policy.max_age));
+    for (name, v) in &cors.headers {
+        h.insert(name, v.clone());
+    }
 }
 
 /// A response, the reason it was not the backend's (for the access log), and the
@@ -443,45 +438,47 @@ fn full(s: String) -> Body {
 /// scheme, else the port the request came in on; 80 for http and 443 for https are left
 /// out of `Location`.
 fn redirect_to<B>(rd: &Redirect, matched: &PathMatch, conn: &ConnInfo, host: &str, req: &Request<B>) -> Response<Body> {
-    if let Some(location) = &rd.location {
-        let status =
-            StatusCode::from_u16(rd.status).ok().filter(StatusCode::is_redirection).unwrap_or(StatusCode::FOUND);
-        let mut r = local(status, "redirected by the route");
-        return match HeaderValue::from_str(location) {
-            Ok(v) => {
-                r.headers_mut().insert(header::LOCATION, v);
-                r
-            }
-            Err(_) => local(StatusCode::INTERNAL_SERVER_ERROR, "the route's redirect is not a valid Location"),
-        };
-    }
-    let scheme = rd.scheme.as_deref().unwrap_or(match conn.scheme {
-        Scheme::Http => "http",
-        Scheme::Https => "https",
-    });
-    let port = rd.port.unwrap_or(match rd.scheme.as_deref() {
-        Some("https") => 443,
-        Some("http") => 80,
-        _ => conn.port,
-    });
-    let port = match (scheme, port) {
-        ("http", 80) | ("https", 443) => String::new(),
-        (_, p) => format!(":{p}"),
+    // A whole Location given by the route is the route's fault when invalid; one built
+    // from the request, the request's.
+    let (location, invalid) = match &rd.location {
+        Some(location) => (
+            Cow::Borrowed(location.as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "the route's redirect is not a valid Location"),
+        ),
+        None => {
+            let scheme = rd.scheme.as_deref().unwrap_or(match conn.scheme {
+                Scheme::Http => "http",
+                Scheme::Https => "https",
+            });
+            let port = rd.port.unwrap_or(match rd.scheme.as_deref() {
+                Some("https") => 443,
+                Some("http") => 80,
+                _ => conn.port,
+            });
+            let port = match (scheme, port) {
+                ("http", 80) | ("https", 443) => String::new(),
+                (_, p) => format!(":{p}"),
+            };
+            let host = rd.host.as_deref().unwrap_or(host);
+            let path = match &rd.path {
+                Some(rewrite) => Cow::Owned(rewrite.apply(matched, req.uri().path())),
+                None => Cow::Borrowed(req.uri().path()),
+            };
+            let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
+            (
+                Cow::Owned(format!("{scheme}://{host}{port}{path}{query}")),
+                (StatusCode::BAD_REQUEST, "the request cannot be redirected"),
+            )
+        }
     };
-    let host = rd.host.as_deref().unwrap_or(host);
-    let path = match &rd.path {
-        Some(rewrite) => Cow::Owned(rewrite.apply(matched, req.uri().path())),
-        None => Cow::Borrowed(req.uri().path()),
-    };
-    let query = req.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
     let status = StatusCode::from_u16(rd.status).ok().filter(StatusCode::is_redirection).unwrap_or(StatusCode::FOUND);
-    let mut r = local(status, "redirected by the route");
-    match HeaderValue::from_str(&format!("{scheme}://{host}{port}{path}{query}")) {
+    match HeaderValue::from_str(&location) {
         Ok(v) => {
+            let mut r = local(status, "redirected by the route");
             r.headers_mut().insert(header::LOCATION, v);
             r
         }
-        Err(_) => local(StatusCode::BAD_REQUEST, "the request cannot be redirected"),
+        Err(_) => local(invalid.0, invalid.1),
     }
 }
 
