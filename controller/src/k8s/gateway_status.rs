@@ -553,5 +553,31 @@ mod tests {
             "our entry goes once no route of ours uses the Service"
         );
         assert!(!w.contains_key(&(StatusKind::BackendTlsPolicy, ("web".into(), "untouched".into()))));
+
+        // A policy with only a stale entry of ours loses it.
+        index.apply(policy("only-ours", "nobody", json!([stale])));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
+        let only = &w[&(StatusKind::BackendTlsPolicy, ("web".into(), "only-ours".into()))];
+        assert_eq!(only.status["ancestors"], json!([]));
+
+        // Our entry as written, older, beside another controller's for the same Gateway
+        // with other conditions: our conditions keep their times and nothing is written.
+        let mut settled = used.status["ancestors"][1].clone();
+        for c in settled["conditions"].as_array_mut().into_iter().flatten() {
+            c["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+        }
+        let mut same_gateway = settled.clone();
+        same_gateway["controllerName"] = json!("example.com/other");
+        for c in same_gateway["conditions"].as_array_mut().into_iter().flatten() {
+            c["status"] = json!("False");
+            c["lastTransitionTime"] = json!("2019-01-01T00:00:00Z");
+        }
+        index.apply(policy("used", "app", json!([same_gateway, settled])));
+        let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
+        assert!(
+            !w.contains_key(&(StatusKind::BackendTlsPolicy, ("web".into(), "used".into()))),
+            "{:?}",
+            w.get(&(StatusKind::BackendTlsPolicy, ("web".into(), "used".into()))).map(|b| &b.status)
+        );
     }
 }

@@ -240,6 +240,8 @@ struct RouteTable {
     protocols: HashMap<ObjectRef, annotations::BackendProtocol>,
     /// (host, path) -> the canary Ingress taking requests from its route.
     canaried: HashMap<(Host, RouteMatch), ObjectRef>,
+    /// Ingresses with `force-ssl-redirect` (and their canaries).
+    forced: HashSet<ObjectRef>,
 }
 
 impl RouteTable {
@@ -267,8 +269,9 @@ impl RouteTable {
                 routes.sort_by_key(|r| r.matches.precedence_key());
                 let has_tls = tls_covered(&host, tls_hosts);
                 for r in &mut routes {
-                    // `https_redirect` holds "the Ingress allows it" until here.
-                    r.https_redirect &= has_tls;
+                    // `https_redirect` holds "the Ingress allows it" until here; with
+                    // `force-ssl-redirect` its Ingress redirects without TLS too.
+                    r.https_redirect &= has_tls || self.forced.contains(&r.source);
                 }
                 VirtualHost { host, routes }
             })
@@ -402,6 +405,9 @@ impl<'a> Translator<'a> {
         }
 
         routes.protocols.insert(src.clone(), protocol);
+        if settings.force_ssl_redirect && settings.redirect.is_none() {
+            routes.forced.insert(src.clone());
+        }
         for rule in spec.rules.iter().flatten() {
             let Some(host) = self.rule_host(&src, rule) else { continue };
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
@@ -521,6 +527,9 @@ impl<'a> Translator<'a> {
                     continue;
                 }
                 let protocol = routes.protocols.get(&main).copied().unwrap_or_default();
+                if routes.forced.contains(&main) {
+                    routes.forced.insert(src.clone());
+                }
                 let Some(cluster) = self.backend(&src, &p.backend, protocol) else { continue };
                 let Some(list) = routes.by_host.get_mut(&host) else { continue };
                 let base = list[index].clone();
@@ -575,12 +584,11 @@ impl<'a> Translator<'a> {
     fn app_root(&mut self, host: &Host, app_root: &str, src: &ObjectRef, routes: &mut RouteTable) {
         let exact = PathMatch::Exact("/".into());
         let key = (host.clone(), RouteMatch::path(exact.clone()));
-        if routes.claimed.get(&key).is_some_and(|winner| winner != src) {
+        // Another Ingress's `/` (or this one's own Exact `/`) comes first.
+        if routes.claimed.contains_key(&key) {
             return;
         }
-        if routes.claimed.insert(key, src.clone()).is_some() {
-            return;
-        }
+        routes.claimed.insert(key, src.clone());
         let redirect = Redirect {
             scheme: None,
             host: None,

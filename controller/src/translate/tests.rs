@@ -912,3 +912,66 @@ fn sticky_sessions_take_the_route_path_for_their_cookie_unless_set() {
         .collect();
     assert_eq!(paths, [Some(("INGRESSCOOKIE".into(), "/api".into())), Some(("INGRESSCOOKIE".into(), "/".into()))]);
 }
+
+#[test]
+fn cors_limits_and_the_default_backend_take_the_ingress_settings() {
+    let spec = json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": "app", "port": {"number": 80}}},
+        "rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let ann = json!({"nginx.ingress.kubernetes.io/enable-cors": "true",
+                     "nginx.ingress.kubernetes.io/limit-rps": "5",
+                     "nginx.ingress.kubernetes.io/force-ssl-redirect": "true"});
+    let t = translate(&world(vec![ingress("web", 0, ann, spec)]), &opts(), None);
+    let r = &host_routes(&t, "a.com")[0];
+    assert_eq!(r.cors.as_ref().map(|c| c.allow_origins.clone()), Some(vec!["*".to_owned()]));
+    assert_eq!(r.rate_limit.as_ref().map(|l| (l.zone.as_str(), l.per_second)), Some(("web/web", Some(5))));
+    assert!(r.https_redirect);
+    let d = t.snapshot.default_backend.as_ref().unwrap();
+    assert!(!d.https_redirect, "the default backend answers plain HTTP, whatever the Ingress asks of its hosts");
+    assert!(d.cors.is_some() && d.rate_limit.is_some());
+}
+
+#[test]
+fn a_canary_by_header_alone_leaves_the_main_route_whole() {
+    let spec = |svc: &str| json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Prefix", svc, json!({"number": 80}))]))]});
+    let mut w = world(vec![
+        ingress("main", 0, json!({}), spec("app")),
+        ingress(
+            "canary",
+            1,
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-header": "x-v2"}),
+            spec("v2"),
+        ),
+    ]);
+    w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
+    let t = translate(&w, &opts(), None);
+    let routes = host_routes(&t, "a.com");
+    let Action::Forward(base) = &routes.last().unwrap().action else { panic!("{routes:?}") };
+    let backends: Vec<(&str, u32)> = base.backends.iter().map(|b| (b.cluster.as_str(), b.weight)).collect();
+    assert_eq!(backends, [("web/app:80", 1)], "no weight: the canary gets no share of the rest");
+}
+
+#[test]
+fn app_root_yields_to_an_exact_root_of_an_older_ingress() {
+    let exact = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Exact", "app", json!({"number": 80}))]))]});
+    let prefix = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    let t = translate(
+        &world(vec![
+            ingress("older", 0, json!({}), exact),
+            ingress("app", 1, json!({"nginx.ingress.kubernetes.io/app-root": "/app1"}), prefix),
+            // A third Ingress's Exact `/` conflicts with the older one, not with app-root.
+            ingress(
+                "third",
+                2,
+                json!({}),
+                json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Exact", "app", json!({"number": 80}))]))]}),
+            ),
+        ]),
+        &opts(),
+        None,
+    );
+    let routes = host_routes(&t, "a.com");
+    assert!(routes.iter().all(|r| matches!(r.action, Action::Forward(_))), "{routes:?}");
+    assert_eq!(routes[0].source.name, "older");
+    let conflict = t.diagnostics.iter().find(|d| d.object.name == "third").unwrap();
+    assert!(conflict.message.contains("web/older"), "{}", conflict.message);
+}
