@@ -76,14 +76,36 @@ impl Kind for ConfigMap {
 /// The ConfigMap key a BackendTLSPolicy's CA certificates are read from.
 pub const CA_CERT_KEY: &str = "ca.crt";
 
+/// Secret types never read, and listed apart: Helm's releases and service account
+/// tokens are the many and the large ones.
+const SECRET_TYPES_SKIPPED: [&str; 2] = ["helm.sh/release.v1", "kubernetes.io/service-account-token"];
+
+/// The Secret types whose data is kept: certificates (`kubernetes.io/tls`) and basic
+/// authentication users (`Opaque`, what `kubectl create secret generic` makes).
+const SECRET_TYPES_READ: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
+
 impl Kind for Secret {
-    /// Only TLS Secrets: other Secrets are never listed (or logged).
+    /// Not the Secret types that are never read.
     fn watch_config() -> watcher::Config {
-        watcher::Config::default().fields("type=kubernetes.io/tls")
+        let fields: Vec<String> = SECRET_TYPES_SKIPPED.iter().map(|t| format!("type!={t}")).collect();
+        watcher::Config::default().fields(&fields.join(","))
     }
 
-    /// `stringData` wins over `data`.
+    /// Keeps the name, the type and, for the types read, the data.
+    fn slim(self) -> Self {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let read = self.type_.as_deref().is_some_and(|t| SECRET_TYPES_READ.contains(&t));
+        Secret {
+            metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
+            data: self.data.filter(|_| read),
+            type_: self.type_,
+            ..Default::default()
+        }
+    }
+
+    /// `stringData` wins over `data`; the type defaults to `Opaque`.
     fn as_written(&mut self) {
+        self.type_.get_or_insert_with(|| "Opaque".to_owned());
         if let Some(string_data) = self.string_data.take() {
             let data = self.data.get_or_insert_with(Default::default);
             for (k, v) in string_data {
@@ -318,6 +340,28 @@ mod tests {
     }
 
     #[test]
+    fn secrets_keep_their_data_only_for_the_types_read() {
+        let secret = |ty: &str| -> Secret {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "s", "namespace": "web", "labels": {"a": "b"}, "annotations": {"big": "x"}},
+                "type": ty, "data": {"auth": "YTpi"},
+            }))
+            .unwrap_or_default()
+        };
+        for ty in ["kubernetes.io/tls", "Opaque"] {
+            let slim = secret(ty).slim();
+            assert_eq!(slim.data.map(|d| d.len()), Some(1), "{ty}");
+            assert_eq!(slim.type_.as_deref(), Some(ty));
+            assert!(slim.metadata.labels.is_none() && slim.metadata.annotations.is_none());
+            assert_eq!((slim.metadata.name.as_deref(), slim.metadata.namespace.as_deref()), (Some("s"), Some("web")));
+        }
+        for ty in ["kubernetes.io/dockerconfigjson", "bootstrap.kubernetes.io/token"] {
+            let slim = secret(ty).slim();
+            assert_eq!((slim.data, slim.type_.as_deref()), (None, Some(ty)));
+        }
+    }
+
+    #[test]
     fn config_maps_keep_only_their_ca_certificates() {
         let cm: ConfigMap = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "ca", "namespace": "web", "labels": {"a": "b"}, "resourceVersion": "3"},
@@ -335,7 +379,10 @@ mod tests {
 
     #[test]
     fn only_tls_secrets_are_watched() {
-        assert_eq!(Secret::watch_config().field_selector.as_deref(), Some("type=kubernetes.io/tls"));
+        assert_eq!(
+            Secret::watch_config().field_selector.as_deref(),
+            Some("type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token")
+        );
         assert_eq!(Service::watch_config().field_selector, None);
     }
 

@@ -37,6 +37,8 @@ pub enum Verdict {
     Differs(&'static str),
     /// Not supported: the Ingress is served without it.
     NotSupported,
+    /// Access control Wharf does not enforce yet: the Ingress's requests are answered 503.
+    NotEnforced,
     /// A snippet: the Ingress is not served (or served without it, as configured).
     Refused,
     /// The value is invalid; what Wharf does instead.
@@ -103,6 +105,9 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
             let verdict = match findings.iter().find(|(k, _)| k == key).map(|(_, f)| f) {
                 Some(Finding::Refused(_)) => Verdict::Refused,
                 Some(Finding::Invalid(m)) => Verdict::Invalid(m.clone()),
+                Some(Finding::NotSupported(_)) if annotations::UNENFORCED_ACCESS_CONTROL.contains(&name) => {
+                    Verdict::NotEnforced
+                }
                 Some(Finding::NotSupported(_)) => Verdict::NotSupported,
                 None => difference(name).map_or(Verdict::Same, Verdict::Differs),
             };
@@ -127,7 +132,10 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
     let (no_services, no_secrets) = (world.services.is_empty(), world.secrets.is_empty());
     for d in t.diagnostics {
         let unknowable = (no_services && d.reason.starts_with("Service"))
-            || (no_secrets && (d.reason.starts_with("Secret") || d.reason.starts_with("Certificate")))
+            || (no_secrets
+                && (d.reason.starts_with("Secret")
+                    || d.reason.starts_with("Certificate")
+                    || d.reason.starts_with("Auth")))
             || d.reason.ends_with("Annotation")
             || d.reason == "SnippetRefused";
         if unknowable {
@@ -208,6 +216,9 @@ pub fn render(reports: &[IngressReport], opts: &MigrateOptions) -> String {
                 Verdict::Same => ("same", String::new()),
                 Verdict::Differs(why) => ("differs", format!(": {why}")),
                 Verdict::NotSupported => ("not supported", ": served without it".to_owned()),
+                Verdict::NotEnforced => {
+                    ("not supported", ": access control Wharf cannot enforce yet; requests are answered 503".to_owned())
+                }
                 Verdict::Refused => ("refused", ": raw proxy configuration, never run".to_owned()),
                 Verdict::Invalid(why) => ("invalid", format!(": {why}")),
             };
@@ -298,7 +309,7 @@ mod tests {
             |k: &str| web.annotations.get(&format!("nginx.ingress.kubernetes.io/{k}")).map(|(_, v)| v.clone());
         assert_eq!(verdict("ssl-redirect"), Some(Verdict::Same));
         assert!(matches!(verdict("proxy-read-timeout"), Some(Verdict::Differs(_))));
-        assert_eq!(verdict("auth-url"), Some(Verdict::NotSupported));
+        assert_eq!(verdict("auth-url"), Some(Verdict::NotEnforced));
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
         assert_eq!(web.annotations.len(), 5, "other prefixes are not reported");
         let problems: Vec<&str> = web.problems.iter().map(|d| d.reason).collect();

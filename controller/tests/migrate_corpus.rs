@@ -30,9 +30,9 @@ fn opts() -> MigrateOptions {
 #[test]
 fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     let world = corpus();
-    assert_eq!(world.ingresses.len(), 40);
+    assert_eq!(world.ingresses.len(), 42);
     let reports = migrate::report(&world, &opts());
-    assert_eq!(reports.len(), 39, "every Ingress but the traefik one");
+    assert_eq!(reports.len(), 41, "every Ingress but the traefik one");
 
     // Every annotation under either prefix is accounted for.
     for r in &reports {
@@ -66,6 +66,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         Verdict::Same => "same",
         Verdict::Differs(_) => "differs",
         Verdict::NotSupported => "not supported",
+        Verdict::NotEnforced => "not enforced",
         Verdict::Refused => "refused",
         Verdict::Invalid(_) => "invalid",
     };
@@ -87,9 +88,16 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("web", "passthrough", "ssl-passthrough", "same"),
         ("admin", "office-only", "whitelist-source-range", "differs"),
         ("admin", "typo-in-list", "whitelist-source-range", "invalid"),
-        ("admin", "basic-auth", "auth-type", "not supported"),
-        ("admin", "oauth2", "auth-url", "not supported"),
-        ("admin", "client-certs", "auth-tls-secret", "not supported"),
+        ("admin", "basic-auth", "auth-type", "same"),
+        ("admin", "basic-auth", "auth-secret", "same"),
+        ("admin", "basic-auth", "auth-realm", "same"),
+        ("admin", "team-map", "auth-secret-type", "same"),
+        ("admin", "digest-auth", "auth-type", "invalid"),
+        ("admin", "digest-auth", "auth-secret", "same"),
+        ("admin", "oauth2", "auth-url", "not enforced"),
+        ("admin", "oauth2", "auth-signin", "not supported"),
+        ("admin", "client-certs", "auth-tls-secret", "not enforced"),
+        ("admin", "client-certs", "auth-tls-verify-client", "not supported"),
         ("app", "production", "proxy-send-timeout", "not supported"),
         ("app", "production", "proxy-read-timeout", "differs"),
         ("app", "canary", "canary-by-cookie", "same"),
@@ -133,7 +141,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     }
 
     let text = migrate::render(&reports, &opts());
-    assert!(text.contains("39 Ingresses of class \"nginx\""), "{text}");
+    assert!(text.contains("41 Ingresses of class \"nginx\""), "{text}");
 }
 
 #[test]

@@ -327,6 +327,10 @@ impl Compiler {
             false => None,
         };
 
+        // Routes with the same users (an Ingress's paths) share one checker, and what it
+        // remembers.
+        let mut checkers: HashMap<*const (String, wharf_model::PasswordHash), Arc<crate::auth::CompiledAuth>> =
+            HashMap::new();
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
             let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
@@ -369,6 +373,12 @@ impl Compiler {
                 clients: r.clients.clone(),
                 cors: r.cors.as_ref().map(CompiledCors::new),
                 limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
+                auth: r.auth.as_ref().map(|a| match a {
+                    wharf_model::Auth::Basic(b) => Arc::clone(
+                        checkers.entry(b.users.as_ptr()).or_insert_with(|| Arc::new(crate::auth::CompiledAuth::new(a))),
+                    ),
+                    wharf_model::Auth::Unavailable(_) => Arc::new(crate::auth::CompiledAuth::new(a)),
+                }),
                 metrics,
             }
         };

@@ -6,6 +6,7 @@
 //! with one `ArcSwap::store`; requests and connections never take a lock to read it.
 
 pub mod admin;
+pub mod auth;
 mod coalesce;
 pub mod config;
 pub mod drain;

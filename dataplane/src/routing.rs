@@ -72,6 +72,8 @@ pub struct CompiledRoute {
     pub cors: Option<CompiledCors>,
     /// Its per-client limits.
     pub limiter: Option<Arc<crate::ratelimit::Limiter>>,
+    /// Who may use it.
+    pub auth: Option<Arc<crate::auth::CompiledAuth>>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -498,6 +500,7 @@ mod tests {
             clients: None,
             cors: None,
             limiter: None,
+            auth: None,
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();

@@ -795,3 +795,65 @@ async fn a_request_counts_against_its_client_until_its_response_body_ends() {
     .await;
     assert!(after, "the place was not freed when the body ended");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_authentication_admits_its_users_after_the_address_check_and_hides_their_credentials() {
+    use wharf_model::{Auth, BasicAuth, ClientFilter, IpNet, PasswordHash};
+
+    let r = start().await;
+    let users: Vec<(String, PasswordHash)> = [
+        ("alice", "$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW"),
+        ("bob", "$apr1$aBlCDgVn$lrQ0SRClIT9Den5NwehZ4."),
+    ]
+    .iter()
+    .map(|(u, h)| ((*u).to_owned(), PasswordHash::parse(h).unwrap()))
+    .collect();
+    let basic = Auth::Basic(BasicAuth { realm: "Staff only".into(), users: users.into() });
+    let with = |p: &str, auth: Auth| wharf_model::Route {
+        auth: Some(auth),
+        ..route(PathMatch::prefix(p).unwrap(), "app", false)
+    };
+    let fenced = wharf_model::Route {
+        clients: Some(ClientFilter { allow: Some(vec![IpNet::parse("10.0.0.0/8").unwrap()]), deny: vec![] }),
+        ..with("/fenced", basic.clone())
+    };
+    let mut routes = vec![
+        with("/staff", basic),
+        with("/down", Auth::Unavailable("auth-secret web/x does not exist".into())),
+        fenced,
+    ];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))])).unwrap();
+
+    let ask = |path: &'static str, authorization: &'static str| async move {
+        let headers: Vec<(&str, &str)> =
+            if authorization.is_empty() { vec![] } else { vec![("authorization", authorization)] };
+        http_request(r.http, "GET", "a.test", path, &headers).await.unwrap()
+    };
+    let alice = "Basic YWxpY2U6Y29ycmVjdCBob3JzZQ=="; // alice:correct horse
+    let bob = "Basic Ym9iOmNvcnJlY3QgaG9yc2U="; // bob:correct horse
+    let wrong = "Basic YWxpY2U6Y29ycmVjdCBob3JzZTI="; // alice:correct horse2
+
+    let none = ask("/staff", "").await;
+    assert_eq!(none.status, 401);
+    assert_eq!(none.headers["www-authenticate"], "Basic realm=\"Staff only\"");
+    assert_eq!(none.echo_name(), "", "the backend was not asked");
+    for (who, want) in [(alice, 200), (bob, 200), (wrong, 401), ("Bearer abc", 401)] {
+        let seen = ask("/staff", who).await;
+        assert_eq!(seen.status, want, "{who}");
+        if want == 200 {
+            assert_eq!(seen.echo_name(), "app");
+            assert!(seen.json()["headers"].get("authorization").is_none(), "the backend got the credentials");
+        }
+    }
+    // Twice more for alice: the remembered credentials still pass (and a wrong password
+    // after them still fails).
+    assert_eq!(ask("/staff", alice).await.status, 200);
+    assert_eq!(ask("/staff", wrong).await.status, 401);
+    let down = ask("/down", alice).await;
+    assert_eq!((down.status, down.echo_name()), (503, String::new()), "authentication that cannot be set up refuses");
+    // The address check comes first: a client outside the list gets 403 with or without
+    // credentials.
+    assert_eq!(ask("/fenced", "").await.status, 403);
+    assert_eq!(ask("/fenced", alice).await.status, 403);
+}

@@ -259,3 +259,140 @@ async fn ingress_nginx_annotations_as_a_user_sees_them() {
         );
     }
 }
+
+/// An htpasswd line made by the real `htpasswd` (`-B` bcrypt, `-m` apr1).
+fn htpasswd(scheme: &str, user: &str, password: &str) -> String {
+    let out =
+        Command::new("htpasswd").args(["-nb", scheme, user, password]).output().expect("htpasswd (apache2-utils)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn basic(user: &str, password: &str) -> String {
+    use std::fmt::Write;
+    // Base64 by hand keeps the test's dependencies as they are.
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let raw = format!("{user}:{password}").into_bytes();
+    let mut out = String::from("Basic ");
+    for chunk in raw.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            let c = if i <= chunk.len() { ABC[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' };
+            let _ = out.write_char(c);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::networking::v1::Ingress;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("auth").await.unwrap();
+    let c = Controller::start(&env, &s, "auth-0", &[]).await.unwrap();
+    let (_b, addr) = backend(&env, "app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+
+    let users = format!("{}\n{}\n", htpasswd("-B", "alice", "correct horse"), htpasswd("-m", "bob", "hunter2"));
+    let secret = |name: &str, data: Value| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": s.ns},
+               "type": "Opaque", "stringData": data})
+    };
+    s.apply::<Secret>(secret("users", json!({"auth": users}))).await.unwrap();
+    let map = htpasswd("-B", "carol", "s3cret");
+    let carol_hash = map.split_once(':').unwrap().1;
+    s.apply::<Secret>(secret("map", json!({"carol": carol_hash}))).await.unwrap();
+    let auth = |secret: &str| {
+        json!({"nginx.ingress.kubernetes.io/auth-type": "basic",
+               "nginx.ingress.kubernetes.io/auth-secret": secret,
+               "nginx.ingress.kubernetes.io/auth-realm": "Staff only"})
+    };
+    s.apply::<Ingress>(ingress(&s, "basic", "basic.e2e.test", auth("users"))).await.unwrap();
+    let mut mapped = auth(&format!("{}/map", s.ns));
+    mapped["nginx.ingress.kubernetes.io/auth-secret-type"] = json!("auth-map");
+    s.apply::<Ingress>(ingress(&s, "mapped", "mapped.e2e.test", mapped)).await.unwrap();
+    s.apply::<Ingress>(ingress(&s, "later", "later.e2e.test", auth("later"))).await.unwrap();
+    let external = json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.e2e.test/check"});
+    s.apply::<Ingress>(ingress(&s, "external", "external.e2e.test", external)).await.unwrap();
+
+    let get = |host: &'static str, authorization: Option<String>| async move {
+        let headers: Vec<(&str, &str)> =
+            authorization.as_deref().map(|a| vec![("authorization", a)]).unwrap_or_default();
+        http_request(c.http, "GET", host, "/", &headers).await.unwrap()
+    };
+    let live = eventually(Duration::from_secs(10), || async {
+        get("basic.e2e.test", None).await.status == 401 && get("mapped.e2e.test", None).await.status == 401
+    })
+    .await;
+    assert!(live, "the protected Ingresses are not served; log:\n{}", c.proc.log());
+
+    let challenge = get("basic.e2e.test", None).await;
+    assert_eq!(challenge.headers["www-authenticate"], "Basic realm=\"Staff only\"");
+    for (host, user, password, want) in [
+        ("basic.e2e.test", "alice", "correct horse", 200),
+        ("basic.e2e.test", "bob", "hunter2", 200),
+        ("basic.e2e.test", "alice", "hunter2", 401),
+        ("basic.e2e.test", "carol", "s3cret", 401),
+        ("mapped.e2e.test", "carol", "s3cret", 200),
+        ("mapped.e2e.test", "alice", "correct horse", 401),
+    ] {
+        let seen = get(host, Some(basic(user, password))).await;
+        assert_eq!(seen.status, want, "{user} on {host}: {}", seen.body);
+        if want == 200 {
+            assert!(seen.json()["headers"].get("authorization").is_none(), "the backend got the credentials");
+        }
+    }
+    // curl, as a user would.
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-u",
+            "alice:correct horse",
+            "-H",
+            "Host: basic.e2e.test",
+        ])
+        .arg(format!("http://{}/", c.http))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+
+    // A missing Secret refuses every request, and says so, until the Secret appears.
+    assert_eq!(get("later.e2e.test", Some(basic("dave", "pw"))).await.status, 503);
+    // Access control Wharf does not enforce yet is never skipped silently.
+    assert_eq!(get("external.e2e.test", None).await.status, 503);
+    for (name, reason, words) in
+        [("later", "AuthSecretInvalid", "does not exist"), ("external", "UnsupportedAnnotation", "answered 503")]
+    {
+        let described = eventually(Duration::from_secs(10), || async {
+            let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
+            text.contains(reason) && text.contains(words)
+        })
+        .await;
+        assert!(
+            described,
+            "kubectl describe ingress {name} shows no {reason} saying {words}:\n{}",
+            s.kubectl(&["describe", "ingress", name]).unwrap_or_default()
+        );
+    }
+    s.apply::<Secret>(secret("later", json!({"auth": htpasswd("-B", "dave", "pw")}))).await.unwrap();
+    let served = eventually(Duration::from_secs(10), || async {
+        get("later.e2e.test", Some(basic("dave", "pw"))).await.status == 200
+    })
+    .await;
+    assert!(served, "the Secret's arrival did not open the Ingress; log:\n{}", c.proc.log());
+
+    // A changed password applies without a restart; the old one stops working.
+    s.apply::<Secret>(secret("users", json!({"auth": htpasswd("-m", "alice", "new horse")}))).await.unwrap();
+    let rotated = eventually(Duration::from_secs(10), || async {
+        get("basic.e2e.test", Some(basic("alice", "new horse"))).await.status == 200
+    })
+    .await;
+    assert!(rotated, "the new password is not taken; log:\n{}", c.proc.log());
+    assert_eq!(get("basic.e2e.test", Some(basic("alice", "correct horse"))).await.status, 401);
+    assert_eq!(get("basic.e2e.test", Some(basic("bob", "hunter2"))).await.status, 401, "bob was removed");
+}

@@ -117,7 +117,7 @@ fn wildcard_matches(suffix: &str, name: &str) -> bool {
 
 /// DNS-1123 subdomain: labels of [a-z0-9-], not starting or ending with '-', 1-63 chars,
 /// total at most 253.
-pub(crate) fn is_dns_name(name: &str) -> bool {
+pub fn is_dns_name(name: &str) -> bool {
     if name.is_empty() || name.len() > 253 {
         return false;
     }

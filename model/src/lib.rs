@@ -2,6 +2,7 @@
 //! controller (which builds snapshots from Kubernetes objects) and the data plane
 //! (which compiles and serves them). No I/O, no Kubernetes types.
 
+mod auth;
 mod cors;
 mod host;
 pub mod identity;
@@ -12,8 +13,11 @@ mod route;
 mod snapshot;
 pub mod tls;
 
+pub use auth::{
+    decode_base64, parse_auth_map, parse_htpasswd, Auth, BasicAuth, EntryError, HashError, Md5Magic, PasswordHash,
+};
 pub use cors::Cors;
-pub use host::{Host, HostError};
+pub use host::{is_dns_name, Host, HostError};
 pub use identity::Identity;
 pub use net::{ClientFilter, IpNet, IpNetError, RateLimit};
 pub use path::{PathMatch, PathMatchError};

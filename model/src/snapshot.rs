@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch, WeightedBackend};
+use crate::{Action, Auth, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch, WeightedBackend};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -172,6 +172,9 @@ pub struct Route {
     /// Per-client limits (503 beyond).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// Who may use it (checked after the address list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Auth>,
 }
 
 impl Route {
@@ -186,6 +189,7 @@ impl Route {
             clients: None,
             cors: None,
             rate_limit: None,
+            auth: None,
         }
     }
 }

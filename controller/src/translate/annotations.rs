@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 47] = [
+pub const IMPLEMENTED: [&str; 51] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -65,7 +65,32 @@ pub const IMPLEMENTED: [&str; 47] = [
     "session-cookie-expires",
     "session-cookie-samesite",
     "session-cookie-secure",
+    "auth-type",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-realm",
 ];
+
+/// Annotations that ask for access control Wharf does not enforce yet: an Ingress with
+/// one is answered 503 rather than served unprotected.
+pub const UNENFORCED_ACCESS_CONTROL: [&str; 2] = ["auth-url", "auth-tls-secret"];
+
+/// Basic authentication, as the annotations ask; the Secret is read at translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthSetting {
+    /// `auth-type: basic`.
+    Basic {
+        /// `auth-realm` (ingress-nginx's default is empty).
+        realm: String,
+        /// The Secret's namespace and name.
+        secret: (String, String),
+        /// `auth-secret-type: auth-map`: each key a user (else the htpasswd file in `auth`).
+        map: bool,
+    },
+    /// The authentication asked for cannot be enforced (why, for the log): requests are
+    /// answered 503.
+    Unavailable(String),
+}
 
 /// Sticky sessions by cookie, as the annotations ask; the path defaults to the route's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,6 +240,9 @@ pub struct Settings {
     pub rate_limit: Option<wharf_model::RateLimit>,
     /// `affinity: cookie` and `session-cookie-*`.
     pub affinity: Option<Affinity>,
+    /// `auth-type`, `auth-secret`, `auth-secret-type`, `auth-realm`, and access control
+    /// that cannot be enforced.
+    pub auth: Option<AuthSetting>,
 }
 
 impl Settings {
@@ -247,6 +275,7 @@ impl Default for Settings {
             cors: None,
             rate_limit: None,
             affinity: None,
+            auth: None,
         }
     }
 }
@@ -338,6 +367,7 @@ pub fn inspect(
         cors: r.cors(),
         rate_limit: r.rate_limit(),
         affinity: r.affinity(),
+        auth: r.auth(),
     };
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     (s, r.findings)
@@ -408,6 +438,13 @@ impl<'a> Reader<'a> {
                     "annotation {key} injects raw proxy configuration, which Wharf never runs: {verdict}. {how}."
                 );
                 self.findings.push((key.clone(), Finding::Refused(message)));
+            } else if UNENFORCED_ACCESS_CONTROL.contains(&name) && self.get(name).is_some() {
+                let message = format!(
+                    "annotation {key} asks for access control Wharf does not support yet; so that the Ingress \
+                     is not served unprotected, its requests are answered 503 \
+                     (docs/migrating-from-ingress-nginx.md lists every annotation and its status)"
+                );
+                self.findings.push((key.clone(), Finding::NotSupported(message)));
             } else if !IMPLEMENTED.contains(&name) {
                 let message = if prefix == WHARF_PREFIX {
                     format!("annotation {key} is not one Wharf knows (a misspelling?); it is ignored")
@@ -584,6 +621,67 @@ impl<'a> Reader<'a> {
         };
         let secure = self.bool("session-cookie-secure").unwrap_or(false);
         Some(Affinity { name, path, max_age, same_site, secure })
+    }
+
+    fn auth(&mut self) -> Option<AuthSetting> {
+        if let Some(name) = UNENFORCED_ACCESS_CONTROL.into_iter().find(|n| self.get(n).is_some()) {
+            return Some(AuthSetting::Unavailable(format!("annotation {name} is not supported")));
+        }
+        let Some((type_key, ty)) = self.get("auth-type") else {
+            if let Some((key, _)) = self.get("auth-secret") {
+                let msg = "has no effect without auth-type: basic (as in ingress-nginx); the Ingress is served \
+                           without authentication";
+                self.invalid(key, msg.to_owned());
+            }
+            return None;
+        };
+        // Why, for the log, names the annotation without its prefix: renaming the
+        // annotations changes nothing that is served.
+        let unavailable = |r: &mut Self, key: &str, message: String| {
+            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
+            let name = key.rsplit('/').next().unwrap_or(key);
+            Some(AuthSetting::Unavailable(format!("annotation {name}: {message}")))
+        };
+        match ty.trim() {
+            "basic" => {}
+            "digest" => {
+                return unavailable(self, type_key, "digest authentication is not supported (use basic)".into())
+            }
+            other => return unavailable(self, type_key, format!("{other:?} is not basic")),
+        }
+        let Some((secret_key, secret)) = self.get("auth-secret") else {
+            return unavailable(self, type_key, "needs auth-secret, the Secret with the users".into());
+        };
+        let own = self.src.namespace.as_str();
+        let raw = secret.trim();
+        let secret = raw.split_once('/').unwrap_or((own, raw));
+        if secret.0.contains('.') || !wharf_model::is_dns_name(secret.0) || !wharf_model::is_dns_name(secret.1) {
+            return unavailable(self, secret_key, format!("{raw:?} is not a Secret's NAME or NAMESPACE/NAME"));
+        }
+        if secret.0 != own {
+            let msg = format!(
+                "Secret {}/{} is in another namespace, which ingress-nginx refuses by default (and Wharf always); \
+                 copy it into namespace {own}",
+                secret.0, secret.1
+            );
+            return unavailable(self, secret_key, msg);
+        }
+        let map = match self.get("auth-secret-type") {
+            None => false,
+            Some((key, v)) => match v.trim() {
+                "auth-file" => false,
+                "auth-map" => true,
+                other => return unavailable(self, key, format!("{other:?} is not auth-file or auth-map")),
+            },
+        };
+        let realm = self
+            .text(
+                "auth-realm",
+                |v| v.bytes().all(|b| b.is_ascii_graphic() || b == b' '),
+                "is not a realm of visible characters; the realm is empty",
+            )
+            .unwrap_or_default();
+        Some(AuthSetting::Basic { realm, secret: (secret.0.to_owned(), secret.1.to_owned()), map })
     }
 
     fn cors(&mut self) -> Option<wharf_model::Cors> {
@@ -1257,6 +1355,99 @@ mod tests {
         );
     }
 
+    fn auth_of(pairs: &[(&str, &str)]) -> (Option<AuthSetting>, Vec<(&'static str, String)>) {
+        let (s, d) = parsed(pairs);
+        (s.auth, d)
+    }
+
+    #[test]
+    fn basic_auth_names_its_secret_realm_and_form() {
+        let basic = |secret: (&str, &str), realm: &str, map: bool| {
+            Some(AuthSetting::Basic { realm: realm.into(), secret: (secret.0.into(), secret.1.into()), map })
+        };
+        let (a, d) = auth_of(&[
+            ("nginx.ingress.kubernetes.io/auth-type", "basic"),
+            ("nginx.ingress.kubernetes.io/auth-secret", "users"),
+        ]);
+        assert_eq!((a, d.len()), (basic(("default", "users"), "", false), 0));
+        let (a, d) = auth_of(&[
+            ("nginx.ingress.kubernetes.io/auth-type", " basic "),
+            ("nginx.ingress.kubernetes.io/auth-secret", "default/users"),
+            ("nginx.ingress.kubernetes.io/auth-secret-type", "auth-map"),
+            ("nginx.ingress.kubernetes.io/auth-realm", "Staff \"only\""),
+        ]);
+        assert_eq!((a, d.len()), (basic(("default", "users"), "Staff \"only\"", true), 0));
+        let (a, _) = auth_of(&[
+            ("wharf.dev/auth-type", "basic"),
+            ("wharf.dev/auth-secret", "users"),
+            ("wharf.dev/auth-secret-type", "auth-file"),
+        ]);
+        assert_eq!(a, basic(("default", "users"), "", false));
+        // A realm that is no header value is reported and left empty.
+        let (a, d) = auth_of(&[
+            ("wharf.dev/auth-type", "basic"),
+            ("wharf.dev/auth-secret", "users"),
+            ("wharf.dev/auth-realm", "a\nb"),
+        ]);
+        assert_eq!((a, d.len()), (basic(("default", "users"), "", false), 1));
+    }
+
+    #[test]
+    fn authentication_that_cannot_be_set_up_refuses_rather_than_opens() {
+        let unavailable = |pairs: &[(&str, &str)], key: &str, words: &str| {
+            let (a, d) = auth_of(pairs);
+            let name = key.rsplit('/').next().unwrap_or(key);
+            let why = format!("annotation {name}: ");
+            assert!(matches!(&a, Some(AuthSetting::Unavailable(w)) if w.starts_with(&why)), "{pairs:?}: {a:?}");
+            let said = d.iter().any(|(r, m)| {
+                *r == "InvalidAnnotation"
+                    && m.contains(key)
+                    && m.contains(words)
+                    && m.ends_with("requests are answered 503 until it is fixed")
+            });
+            assert!(said, "{pairs:?}: {d:?}");
+        };
+        let t = "wharf.dev/auth-type";
+        let sec = "wharf.dev/auth-secret";
+        unavailable(&[(t, "digest"), (sec, "users")], t, "digest authentication is not supported");
+        unavailable(&[(t, "ldap"), (sec, "users")], t, "\"ldap\" is not basic");
+        unavailable(&[(t, "basic")], t, "needs auth-secret");
+        unavailable(&[(t, "basic"), (sec, "other/users")], sec, "another namespace");
+        for bad in ["Users", "a/b/c", "/users", "default/", "a.b/users", ""] {
+            unavailable(&[(t, "basic"), (sec, bad)], sec, "is not a Secret's NAME or NAMESPACE/NAME");
+        }
+        unavailable(
+            &[(t, "basic"), (sec, "users"), ("wharf.dev/auth-secret-type", "htdigest")],
+            "wharf.dev/auth-secret-type",
+            "is not auth-file or auth-map",
+        );
+        // External authentication and client certificates are not enforced yet: refused,
+        // whatever else is set, and each says so.
+        for (key, value) in [
+            ("nginx.ingress.kubernetes.io/auth-url", "http://auth/check"),
+            ("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca"),
+        ] {
+            let (a, d) = auth_of(&[(key, value), (t, "basic"), (sec, "users")]);
+            let name = key.rsplit('/').next().unwrap_or_default();
+            assert_eq!(a, Some(AuthSetting::Unavailable(format!("annotation {name} is not supported"))));
+            let msg = d.iter().find(|(_, m)| m.contains(key)).map(|(r, m)| (*r, m.clone()));
+            assert!(matches!(&msg, Some(("UnsupportedAnnotation", m)) if m.contains("answered 503")), "{key}: {d:?}");
+        }
+        // With the nginx names off, an nginx auth-url is not read, so nothing is refused.
+        let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
+        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-url", "http://auth/check")], &off);
+        assert_eq!(s.auth, None);
+    }
+
+    #[test]
+    fn a_secret_without_a_type_does_nothing_as_in_ingress_nginx_and_says_so() {
+        let (a, d) = auth_of(&[("nginx.ingress.kubernetes.io/auth-secret", "users")]);
+        assert_eq!(a, None);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].1.contains("has no effect without auth-type: basic"), "{d:?}");
+        assert_eq!(auth_of(&[("nginx.ingress.kubernetes.io/auth-realm", "x")]), (None, vec![]));
+    }
+
     #[test]
     fn every_implemented_name_is_read() {
         // An annotation named in IMPLEMENTED but not read would be silently ignored: each
@@ -1284,6 +1475,10 @@ mod tests {
             "session-cookie-name" => "route",
             n if n.starts_with("cors-") => "X-Custom",
             "x-forwarded-prefix" => "/app",
+            "auth-type" => "basic",
+            "auth-secret" => "users",
+            "auth-secret-type" => "auth-map",
+            "auth-realm" => "Staff only",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
             n if n.starts_with("canary-weight") => "30",
@@ -1305,6 +1500,12 @@ mod tests {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
             } else if name.starts_with("session-cookie-") {
                 pairs.push(("wharf.dev/affinity".to_owned(), "cookie".to_owned()));
+            } else if name.starts_with("auth-") {
+                for (other, v) in [("auth-type", "basic"), ("auth-secret", "users")] {
+                    if name != other {
+                        pairs.push((format!("wharf.dev/{other}"), v.to_owned()));
+                    }
+                }
             }
             let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             let (s, d) = parsed(&borrowed);

@@ -103,6 +103,7 @@ mod tests {
             clients: None,
             cors: None,
             rate_limit: None,
+            auth: None,
         }
     }
 

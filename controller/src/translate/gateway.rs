@@ -884,6 +884,7 @@ fn attach_route(
                         clients: None,
                         cors: None,
                         rate_limit: None,
+                        auth: None,
                     };
                     entries.push((host.clone(), key, route));
                 }

@@ -1,6 +1,7 @@
 //! networking.k8s.io/v1 Ingress semantics, as a pure function.
 
 pub mod annotations;
+mod auth;
 mod backend;
 mod backend_tls;
 mod class;
@@ -136,7 +137,13 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     routes.regex_hosts = regex_hosts(&ours, &settings);
     let mut served = Vec::with_capacity(ours.len());
     for (ing, settings) in ours.into_iter().zip(&settings) {
-        if t.ingress(ing, settings, &secrets, &mut tls_hosts, &mut routes) {
+        let auth = match &settings.auth {
+            Some(a) if !settings.skip && settings.canary.is_none() => {
+                Some(auth::resolve(&secrets, &ingress_ref(ing), a, &mut t.diags))
+            }
+            _ => None,
+        };
+        if t.ingress(ing, settings, auth, &secrets, &mut tls_hosts, &mut routes) {
             served.push((ing, settings));
         }
     }
@@ -304,6 +311,7 @@ impl<'a> Translator<'a> {
         &mut self,
         ing: &Ingress,
         settings: &annotations::Settings,
+        auth: Option<wharf_model::Auth>,
         secrets: &tls::Secrets,
         tls_hosts: &mut tls::TlsHosts,
         routes: &mut RouteTable,
@@ -345,6 +353,7 @@ impl<'a> Translator<'a> {
                         clients: settings.clients.clone(),
                         cors: settings.cors.clone(),
                         rate_limit: settings.rate_limit.clone(),
+                        auth: auth.clone(),
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {

@@ -975,3 +975,66 @@ fn app_root_yields_to_an_exact_root_of_an_older_ingress() {
     let conflict = t.diagnostics.iter().find(|d| d.object.name == "third").unwrap();
     assert!(conflict.message.contains("web/older"), "{}", conflict.message);
 }
+
+#[test]
+fn basic_auth_reaches_every_route_of_its_ingress_and_its_canaries_and_fails_closed() {
+    let spec = |svc: &str, paths: &[&str]| {
+        let paths: Vec<Value> = paths.iter().map(|p| path(p, "Prefix", svc, json!({"number": 80}))).collect();
+        json!({"ingressClassName": "wharf", "defaultBackend": {"service": {"name": svc, "port": {"number": 80}}},
+               "rules": [rule(Some("a.com"), json!(paths))]})
+    };
+    let auth = |secret: &str| {
+        json!({"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": secret,
+               "nginx.ingress.kubernetes.io/auth-realm": "staff"})
+    };
+    let mut w = world(vec![
+        ingress("main", 0, auth("users"), spec("app", &["/", "/api"])),
+        ingress(
+            "canary",
+            1,
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-header": "x-v2",
+                   "nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "nobody"}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/api", "Prefix", "app", json!({"number": 80}))]))]}),
+        ),
+        ingress(
+            "open",
+            2,
+            json!({}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("b.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
+        ),
+        ingress(
+            "locked",
+            3,
+            auth("missing"),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some("c.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
+        ),
+    ]);
+    w.secrets.push(obj(json!({
+        "metadata": {"name": "users", "namespace": "web"}, "type": "Opaque",
+        "data": {"auth": b64("alice:{PLAIN}a\n")},
+    })));
+    let t = translate(&w, &opts(), None);
+    let users = |auth: &Option<wharf_model::Auth>| match auth {
+        Some(wharf_model::Auth::Basic(b)) => format!("{}:{}", b.realm, b.users.len()),
+        Some(wharf_model::Auth::Unavailable(why)) => format!("503 {why}"),
+        None => "open".to_owned(),
+    };
+    let seen: Vec<(String, String, String)> = host_routes(&t, "a.com")
+        .iter()
+        .map(|r| (r.matches.path.path().to_owned(), r.source.name.clone(), users(&r.auth)))
+        .collect();
+    // The canary's own auth annotations do not apply; the main Ingress's do.
+    assert_eq!(
+        seen,
+        [
+            ("/api".into(), "canary".into(), "staff:1".into()),
+            ("/api".into(), "main".into(), "staff:1".into()),
+            ("/api".into(), "main".into(), "staff:1".into()),
+            ("/".into(), "main".into(), "staff:1".into()),
+        ]
+    );
+    assert_eq!(users(&t.snapshot.default_backend.as_ref().unwrap().auth), "staff:1", "the default backend too");
+    assert_eq!(users(&host_routes(&t, "b.com")[0].auth), "open");
+    assert_eq!(users(&host_routes(&t, "c.com")[0].auth), "503 auth-secret web/missing does not exist");
+    assert_eq!(reasons(&t), [("locked", "AuthSecretInvalid")], "{:?}", t.diagnostics);
+}

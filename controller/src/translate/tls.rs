@@ -26,6 +26,11 @@ impl<'a> Secrets<'a> {
         Secrets { by_name, previous, now, checked: Default::default() }
     }
 
+    /// Secret `ns/name`, of any type.
+    pub(super) fn get(&self, ns: &str, name: &str) -> Option<&'a Secret> {
+        self.by_name.get(&(ns, name)).copied()
+    }
+
     /// Adds the certificate of Secret `ns/name` to the snapshot and returns its id. When the
     /// Secret is bad, reports why on `src` and falls back to the certificate the previous
     /// snapshot served from it, if any.
@@ -42,7 +47,7 @@ impl<'a> Secrets<'a> {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "SecretNotFound",
-                message: format!("TLS Secret {id} does not exist (only Secrets of type kubernetes.io/tls are read); its hosts get the default certificate until it does"),
+                message: format!("TLS Secret {id} does not exist; its hosts get the default certificate until it does"),
             });
             return None;
         };

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use wharf_model::{AppProtocol, PathMatch, PortProtocol, Redirect, Respond};
 
+use crate::auth::CompiledAuth;
 use crate::metrics::UpstreamError;
 use crate::routing::{CompiledAction, CompiledCors, CompiledForward, CompiledRoute, RequestView};
 use crate::Shared;
@@ -236,12 +237,15 @@ pub async fn handle(
         (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => {
             (local(StatusCode::FORBIDDEN, "this client address is not allowed here"), Some("client_denied"), None)
         }
-        (Ok(()), Some(r)) => match &r.action {
-            // Boxed: the forwarding state is large, and hyper moves the request future into
-            // a task per HTTP/2 stream; a small future makes that move cheap.
-            CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
-            CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
-            CompiledAction::Respond(rs) => (respond(rs), None, None),
+        (Ok(()), Some(r)) => match authenticate(r, &mut req).await {
+            Some(denied) => denied,
+            None => match &r.action {
+                // Boxed: the forwarding state is large, and hyper moves the request future
+                // into a task per HTTP/2 stream; a small future makes that move cheap.
+                CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
+                CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
+                CompiledAction::Respond(rs) => (respond(rs), None, None),
+            },
         },
     };
     let mut resp = match in_flight {
@@ -250,7 +254,9 @@ pub async fn handle(
         _ => resp,
     };
     if let Some((policy, origin)) = cors {
-        if resp.status().is_success() || resp.status().is_redirection() {
+        // A 401 too, so that a page can see it must sign in.
+        let status = resp.status();
+        if status.is_success() || status.is_redirection() || status == StatusCode::UNAUTHORIZED {
             cors_headers(policy, origin, resp.headers_mut());
         }
     }
@@ -275,6 +281,27 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// Checks the route's authentication: `None` when the request may go on (its credentials
+/// removed, as the backend has no use for them), else the answer.
+async fn authenticate<B>(route: &CompiledRoute, req: &mut Request<B>) -> Option<Outcome> {
+    match route.auth.as_deref()? {
+        CompiledAuth::Basic(checker) if checker.admits(req.headers()).await => {
+            req.headers_mut().remove(header::AUTHORIZATION);
+            None
+        }
+        CompiledAuth::Basic(checker) => {
+            let mut r = local(StatusCode::UNAUTHORIZED, "authorization required");
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, checker.challenge().clone());
+            Some((r, Some("unauthorized"), None))
+        }
+        // Why is in the Ingress's Event and the controller's log, once, not per request.
+        CompiledAuth::Unavailable(_) => {
+            let msg = "authentication for this route is not available";
+            Some((local(StatusCode::SERVICE_UNAVAILABLE, msg), Some("auth_unavailable"), None))
+        }
+    }
 }
 
 /// The route's CORS policy and the `Access-Control-Allow-Origin` value, when the request

@@ -1,0 +1,327 @@
+//! Authentication of a route's clients: HTTP basic authentication against htpasswd
+//! entries (bcrypt, MD5-crypt, SHA-1, plain), or a refusal while the route's
+//! authentication cannot be set up.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock};
+
+use aws_lc_rs::constant_time::verify_slices_are_equal;
+use aws_lc_rs::digest;
+use http::{header, HeaderMap, HeaderValue};
+use md5::{Digest, Md5};
+use tokio::sync::Semaphore;
+use wharf_model::{Auth, Md5Magic, PasswordHash};
+
+/// Credentials that passed are remembered (by a digest) so that a client's next requests
+/// do not pay for bcrypt again; past this many the memory starts over.
+const REMEMBERED: usize = 4096;
+
+/// How a route checks its clients.
+#[derive(Debug)]
+pub enum CompiledAuth {
+    /// Basic authentication.
+    Basic(BasicChecker),
+    /// Nobody passes: 503, with why in the log.
+    Unavailable(String),
+}
+
+impl CompiledAuth {
+    /// Ready to check `auth`.
+    pub fn new(auth: &Auth) -> CompiledAuth {
+        match auth {
+            Auth::Basic(b) => CompiledAuth::Basic(BasicChecker::new(&b.realm, &b.users)),
+            Auth::Unavailable(why) => CompiledAuth::Unavailable(why.clone()),
+        }
+    }
+}
+
+/// Checks `Authorization: Basic` against a list of users.
+pub struct BasicChecker {
+    challenge: HeaderValue,
+    users: HashMap<String, PasswordHash>,
+    passed: Mutex<HashSet<[u8; 32]>>,
+}
+
+impl std::fmt::Debug for BasicChecker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BasicChecker").field("challenge", &self.challenge).field("users", &self.users.len()).finish()
+    }
+}
+
+impl BasicChecker {
+    /// A checker for `users`, challenging with `realm`.
+    pub fn new(realm: &str, users: &[(String, PasswordHash)]) -> BasicChecker {
+        BasicChecker {
+            challenge: challenge(realm),
+            users: users.iter().cloned().collect(),
+            passed: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The `WWW-Authenticate` value of the 401.
+    pub fn challenge(&self) -> &HeaderValue {
+        &self.challenge
+    }
+
+    /// True when `headers` carry the name and password of one of the users.
+    pub async fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some((user, password)) = headers.get(header::AUTHORIZATION).and_then(|v| credentials(v.as_bytes())) else {
+            return false;
+        };
+        let Some(hash) = self.users.get(&user) else { return false };
+        let key = remembered_key(&user, &password);
+        if self.passed.lock().is_ok_and(|p| p.contains(&key)) {
+            return true;
+        }
+        let ok = match hash {
+            // bcrypt costs milliseconds to hundreds of them, by design: off the event
+            // loop, and no more at once than there are cores.
+            PasswordHash::Bcrypt(h) => {
+                let Ok(_permit) = bcrypt_slots().acquire().await else { return false };
+                let h = h.clone();
+                tokio::task::spawn_blocking(move || bcrypt::verify(&password, &h).unwrap_or(false))
+                    .await
+                    .unwrap_or(false)
+            }
+            other => verify(other, &password),
+        };
+        if ok {
+            if let Ok(mut p) = self.passed.lock() {
+                if p.len() >= REMEMBERED {
+                    p.clear();
+                }
+                p.insert(key);
+            }
+        }
+        ok
+    }
+}
+
+fn bcrypt_slots() -> &'static Semaphore {
+    static SLOTS: OnceLock<Semaphore> = OnceLock::new();
+    SLOTS.get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
+}
+
+fn remembered_key(user: &str, password: &[u8]) -> [u8; 32] {
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    ctx.update(user.as_bytes());
+    ctx.update(&[0]);
+    ctx.update(password);
+    let mut key = [0u8; 32];
+    key.copy_from_slice(ctx.finish().as_ref());
+    key
+}
+
+/// `Basic realm="…"`, the realm's quotes and backslashes escaped (a realm that is no
+/// header value is left empty).
+fn challenge(realm: &str) -> HeaderValue {
+    let escaped: String = realm
+        .chars()
+        .flat_map(|c| match c {
+            '"' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    HeaderValue::from_str(&format!("Basic realm=\"{escaped}\""))
+        .unwrap_or_else(|_| HeaderValue::from_static("Basic realm=\"\""))
+}
+
+/// The user and password of an `Authorization: Basic` value.
+fn credentials(value: &[u8]) -> Option<(String, Vec<u8>)> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = wharf_model::decode_base64(token.trim())?;
+    let colon = raw.iter().position(|&b| b == b':')?;
+    let user = String::from_utf8(raw[..colon].to_vec()).ok()?;
+    Some((user, raw[colon + 1..].to_vec()))
+}
+
+/// Checks `password` against a hash other than bcrypt's.
+fn verify(hash: &PasswordHash, password: &[u8]) -> bool {
+    match hash {
+        PasswordHash::Plain(p) => verify_slices_are_equal(p.as_bytes(), password).is_ok(),
+        PasswordHash::Sha1(d) => {
+            verify_slices_are_equal(digest::digest(&digest::SHA1_FOR_LEGACY_USE_ONLY, password).as_ref(), d).is_ok()
+        }
+        PasswordHash::SaltedSha1 { digest: d, salt } => {
+            let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
+            ctx.update(password);
+            ctx.update(salt);
+            verify_slices_are_equal(ctx.finish().as_ref(), d).is_ok()
+        }
+        PasswordHash::Md5Crypt { magic, salt, digest: d } => {
+            verify_slices_are_equal(md5_crypt(password, salt.as_bytes(), *magic).as_bytes(), d.as_bytes()).is_ok()
+        }
+        PasswordHash::Bcrypt(h) => bcrypt::verify(password, h).unwrap_or(false),
+    }
+}
+
+/// The 22-character digest of Poul-Henning Kamp's MD5-crypt (`$1$`, and Apache's `$apr1$`
+/// which differs only in its magic).
+fn md5_crypt(password: &[u8], salt: &[u8], magic: Md5Magic) -> String {
+    let mut alt = Md5::new();
+    alt.update(password);
+    alt.update(salt);
+    alt.update(password);
+    let alt = alt.finalize();
+
+    let mut ctx = Md5::new();
+    ctx.update(password);
+    ctx.update(magic.as_str().as_bytes());
+    ctx.update(salt);
+    for chunk in password.chunks(16) {
+        ctx.update(&alt[..chunk.len()]);
+    }
+    let mut n = password.len();
+    while n > 0 {
+        if n & 1 == 1 {
+            ctx.update([0u8]);
+        } else {
+            ctx.update(&password[..1]);
+        }
+        n >>= 1;
+    }
+    let mut sum = ctx.finalize();
+    for i in 0..1000 {
+        let mut round = Md5::new();
+        if i & 1 == 1 {
+            round.update(password);
+        } else {
+            round.update(sum);
+        }
+        if i % 3 != 0 {
+            round.update(salt);
+        }
+        if i % 7 != 0 {
+            round.update(password);
+        }
+        if i & 1 == 1 {
+            round.update(sum);
+        } else {
+            round.update(password);
+        }
+        sum = round.finalize();
+    }
+
+    const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = String::with_capacity(22);
+    let mut put = |mut v: u32, n: usize| {
+        for _ in 0..n {
+            out.push(ITOA64[(v & 0x3f) as usize] as char);
+            v >>= 6;
+        }
+    };
+    for (a, b, c) in [(0, 6, 12), (1, 7, 13), (2, 8, 14), (3, 9, 15), (4, 10, 5)] {
+        put(u32::from(sum[a]) << 16 | u32::from(sum[b]) << 8 | u32::from(sum[c]), 4);
+    }
+    put(u32::from(sum[11]), 2);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(s: &str) -> PasswordHash {
+        PasswordHash::parse(s).unwrap_or(PasswordHash::Plain(String::new()))
+    }
+
+    #[test]
+    fn md5_crypt_matches_openssl_and_htpasswd() {
+        // openssl passwd -apr1 / -1 and htpasswd -m, password "correct horse".
+        assert_eq!(md5_crypt(b"correct horse", b"r31.Ak2S", Md5Magic::Apr1), "40M9RlHXMSUpOUAmQUiWO/");
+        assert_eq!(md5_crypt(b"correct horse", b"aBlCDgVn", Md5Magic::Apr1), "lrQ0SRClIT9Den5NwehZ4.");
+        assert_eq!(md5_crypt(b"correct horse", b"saltsalt", Md5Magic::Glibc), "NuzA7WTAelpl95xgBGWN60");
+        // openssl passwd -apr1 -salt a ''
+        assert_eq!(md5_crypt(b"", b"a", Md5Magic::Apr1), "lsAcX0kKaMIVmrCtUuk5b0");
+    }
+
+    #[test]
+    fn every_scheme_takes_its_password_and_no_other() {
+        for h in [
+            "$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW",
+            "$apr1$aBlCDgVn$lrQ0SRClIT9Den5NwehZ4.",
+            "$1$saltsalt$NuzA7WTAelpl95xgBGWN60",
+            "{SHA}L55TUjtiq8FBorTWAZ0jy6g129A=",
+            "{SSHA}Ki+Q9Ri8Nn2QN1jUbcaqfsgK/pJOYUNs",
+            "{PLAIN}correct horse",
+        ] {
+            let h = hash(h);
+            assert!(verify(&h, b"correct horse"), "{h:?}");
+            for wrong in [&b"correct horsE"[..], b"correct hors", b"correct horse ", b""] {
+                assert!(!verify(&h, wrong), "{h:?} took {wrong:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn credentials_come_from_a_basic_authorization() {
+        // alice:correct horse
+        let v = b"Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==";
+        assert_eq!(credentials(v), Some(("alice".into(), b"correct horse".to_vec())));
+        assert_eq!(credentials(b"basic  YWxpY2U6Y29ycmVjdCBob3JzZQ== "), credentials(v));
+        // a:b:c keeps the colon in the password; an empty password is one.
+        assert_eq!(credentials(b"Basic YTpiOmM="), Some(("a".into(), b"b:c".to_vec())));
+        assert_eq!(credentials(b"Basic YTo="), Some(("a".into(), Vec::new())));
+        for bad in [&b"Bearer YTpi"[..], b"Basic", b"Basic YWxpY2U=", b"Basic !!!!", b"BasicYTpi", b"Basic /w==Og=="] {
+            assert_eq!(credentials(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn the_challenge_names_the_realm_escaped() {
+        assert_eq!(challenge(""), "Basic realm=\"\"");
+        assert_eq!(challenge("Staff only"), "Basic realm=\"Staff only\"");
+        assert_eq!(challenge(r#"a"b\c"#), r#"Basic realm="a\"b\\c""#);
+        assert_eq!(challenge("line\nbreak"), "Basic realm=\"\"");
+    }
+
+    fn basic(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(header::AUTHORIZATION, v);
+        }
+        h
+    }
+
+    #[tokio::test]
+    async fn a_checker_admits_its_users_with_their_passwords_and_remembers_them() {
+        let users = vec![
+            ("alice".to_owned(), hash("$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW")),
+            ("bob".to_owned(), hash("{PLAIN}hunter2")),
+        ];
+        let c = BasicChecker::new("staff", &users);
+        assert_eq!(c.challenge(), "Basic realm=\"staff\"");
+        assert!(c.admits(&basic("Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==")).await, "alice");
+        assert!(c.admits(&basic("Basic Ym9iOmh1bnRlcjI=")).await, "bob:hunter2");
+        for no in ["Basic Ym9iOmh1bnRlcjM=", "Basic Y2Fyb2w6aHVudGVyMg==", "Basic YWxpY2U6aHVudGVyMg==", "Bearer x"] {
+            assert!(!c.admits(&basic(no)).await, "{no}");
+        }
+        assert!(!c.admits(&HeaderMap::new()).await, "no Authorization");
+        let remembered = c.passed.lock().map(|p| p.len()).unwrap_or(0);
+        assert_eq!(remembered, 2, "only what passed is remembered");
+        // What is remembered still has to be the right password for the right user.
+        assert!(!c.admits(&basic("Basic Ym9iOmNvcnJlY3QgaG9yc2U=")).await, "bob with alice's password");
+    }
+
+    #[test]
+    fn the_memory_of_passed_credentials_is_bounded() {
+        let c = BasicChecker::new("", &[("u".to_owned(), hash("{PLAIN}p"))]);
+        let rt = tokio::runtime::Builder::new_current_thread().build();
+        let Ok(rt) = rt else { return };
+        rt.block_on(async {
+            if let Ok(mut p) = c.passed.lock() {
+                for i in 0..REMEMBERED as u32 {
+                    let mut k = [0u8; 32];
+                    k[..4].copy_from_slice(&i.to_le_bytes());
+                    p.insert(k);
+                }
+            }
+            assert!(c.admits(&basic("Basic dTpw")).await);
+            assert_eq!(c.passed.lock().map(|p| p.len()).unwrap_or(0), 1);
+        });
+    }
+}

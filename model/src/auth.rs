@@ -1,0 +1,360 @@
+//! Who may use a route: HTTP basic authentication against htpasswd entries (ingress-nginx
+//! `auth-type: basic`), or no one while the route's authentication cannot be set up.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+
+/// How a route authenticates its clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Auth {
+    /// HTTP basic authentication: 401 with a `WWW-Authenticate` challenge unless the
+    /// request's `Authorization` names a user and password of the list.
+    Basic(BasicAuth),
+    /// The authentication the route asks for cannot be enforced (a missing Secret, an
+    /// unsupported scheme): every request is answered 503 rather than served unchecked.
+    Unavailable(String),
+}
+
+/// Basic authentication: the realm the challenge names and who may pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BasicAuth {
+    /// The realm of the `WWW-Authenticate: Basic realm="…"` challenge.
+    pub realm: String,
+    /// The users and their password hashes (never serialized: a config dump shows how
+    /// many there are).
+    #[serde(serialize_with = "count")]
+    pub users: Arc<[(String, PasswordHash)]>,
+}
+
+fn count<S: Serializer>(users: &Arc<[(String, PasswordHash)]>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(users.len() as u64)
+}
+
+/// A password hash, in one of the forms nginx's `auth_basic` reads.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum PasswordHash {
+    /// bcrypt (`$2y$`, `$2b$`, `$2a$`; `htpasswd -B`): the whole hash.
+    Bcrypt(String),
+    /// MD5-crypt: Apache's `$apr1$` (`htpasswd -m`, its default) or glibc's `$1$`
+    /// (`openssl passwd -1`).
+    Md5Crypt {
+        /// `$apr1$` or `$1$`.
+        magic: Md5Magic,
+        /// The salt, up to 8 characters.
+        salt: String,
+        /// The 22-character digest, in crypt's base64 alphabet.
+        digest: String,
+    },
+    /// `{SHA}`: SHA-1 of the password (`htpasswd -s`).
+    Sha1([u8; 20]),
+    /// `{SSHA}`: SHA-1 of the password and the salt, then the salt.
+    SaltedSha1 {
+        /// SHA-1 of password + salt.
+        digest: [u8; 20],
+        /// The salt.
+        salt: Vec<u8>,
+    },
+    /// `{PLAIN}`: the password itself.
+    Plain(String),
+}
+
+// Hashes stay out of logs and debug output.
+impl fmt::Debug for PasswordHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.scheme())
+    }
+}
+
+/// The two MD5-crypt variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Md5Magic {
+    /// `$apr1$`.
+    Apr1,
+    /// `$1$`.
+    Glibc,
+}
+
+impl Md5Magic {
+    /// The prefix, as hashed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Md5Magic::Apr1 => "$apr1$",
+            Md5Magic::Glibc => "$1$",
+        }
+    }
+}
+
+impl PasswordHash {
+    /// The scheme's name, as htpasswd's documentation calls it.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            PasswordHash::Bcrypt(_) => "bcrypt",
+            PasswordHash::Md5Crypt { magic: Md5Magic::Apr1, .. } => "apr1",
+            PasswordHash::Md5Crypt { magic: Md5Magic::Glibc, .. } => "md5-crypt",
+            PasswordHash::Sha1(_) => "SHA",
+            PasswordHash::SaltedSha1 { .. } => "SSHA",
+            PasswordHash::Plain(_) => "PLAIN",
+        }
+    }
+
+    /// Reads a hash as htpasswd writes it.
+    pub fn parse(s: &str) -> Result<PasswordHash, HashError> {
+        if let Some(rest) = s.strip_prefix("{PLAIN}") {
+            return Ok(PasswordHash::Plain(rest.to_owned()));
+        }
+        if let Some(rest) = s.strip_prefix("{SHA}") {
+            let raw = decode_base64(rest).ok_or(HashError::Malformed("{SHA}"))?;
+            return raw.try_into().map(PasswordHash::Sha1).map_err(|_| HashError::Malformed("{SHA}"));
+        }
+        if let Some(rest) = s.strip_prefix("{SSHA}") {
+            let raw = decode_base64(rest).filter(|r| r.len() > 20).ok_or(HashError::Malformed("{SSHA}"))?;
+            let (digest, salt) = raw.split_at(20);
+            let digest = digest.try_into().map_err(|_| HashError::Malformed("{SSHA}"))?;
+            return Ok(PasswordHash::SaltedSha1 { digest, salt: salt.to_vec() });
+        }
+        for magic in [Md5Magic::Apr1, Md5Magic::Glibc] {
+            if let Some(rest) = s.strip_prefix(magic.as_str()) {
+                let malformed = HashError::Malformed(magic.as_str());
+                let (salt, digest) = rest.split_once('$').ok_or(malformed.clone())?;
+                let crypt64 = |v: &str| v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/');
+                if salt.len() > 8 || !crypt64(salt) || digest.len() != 22 || !crypt64(digest) {
+                    return Err(malformed);
+                }
+                return Ok(PasswordHash::Md5Crypt { magic, salt: salt.to_owned(), digest: digest.to_owned() });
+            }
+        }
+        if let Some(rest) = ["$2y$", "$2b$", "$2a$"].iter().find_map(|p| s.strip_prefix(p)) {
+            // COST$ then 22 characters of salt and 31 of hash.
+            let ok = rest.len() == 56
+                && rest.as_bytes()[2] == b'$'
+                && rest[..2].parse::<u32>().is_ok_and(|c| (4..=31).contains(&c))
+                && rest[3..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/');
+            return if ok { Ok(PasswordHash::Bcrypt(s.to_owned())) } else { Err(HashError::Malformed("bcrypt")) };
+        }
+        Err(HashError::Unsupported)
+    }
+}
+
+/// Why a password hash cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HashError {
+    /// A known scheme, written wrongly.
+    #[error("its {0} hash is malformed")]
+    Malformed(&'static str),
+    /// Not a scheme Wharf checks (DES crypt, SHA-256/512-crypt).
+    #[error("its hash is not in a form Wharf checks (bcrypt, $apr1$, $1$, {{SHA}}, {{SSHA}} or {{PLAIN}}); create it with htpasswd -B")]
+    Unsupported,
+}
+
+/// Standard base64, padded (as htpasswd and `Authorization: Basic` write it).
+pub fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let s = s.as_bytes();
+    if s.is_empty() || s.len() % 4 != 0 {
+        return None;
+    }
+    let pad = s.iter().rev().take_while(|&&c| c == b'=').count();
+    if pad > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    for chunk in s.chunks(4) {
+        let mut n = 0u32;
+        let mut real = 0;
+        for &c in chunk {
+            n <<= 6;
+            if c != b'=' {
+                n |= value(c)?;
+                real += 1;
+            }
+        }
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..real - 1]);
+    }
+    // '=' only at the very end.
+    (s[..s.len() - pad].iter().all(|&c| c != b'=')).then_some(out)
+}
+
+/// One entry that could not be read, by line (1-based) and user when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryError {
+    /// The line, or the key of an auth map.
+    pub at: String,
+    /// The user, when the line names one.
+    pub user: Option<String>,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// The users of an htpasswd file (`user:hash`, optionally `:comment`; `#` lines and blank
+/// lines skipped, as nginx does), and the entries that could not be read. A user listed
+/// twice keeps the first entry, as nginx's line-by-line search does.
+pub fn parse_htpasswd(text: &str) -> (Vec<(String, PasswordHash)>, Vec<EntryError>) {
+    let mut users: Vec<(String, PasswordHash)> = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = format!("line {}", i + 1);
+        let Some((user, rest)) = line.split_once(':') else {
+            errors.push(EntryError { at, user: None, problem: "is not user:hash".into() });
+            continue;
+        };
+        let hash = rest.split(':').next().unwrap_or(rest);
+        push_user(&mut users, &mut errors, at, user, hash);
+    }
+    (users, errors)
+}
+
+/// The users of an auth map (ingress-nginx `auth-secret-type: auth-map`): each key a user,
+/// its value the hash.
+pub fn parse_auth_map<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (Vec<(String, PasswordHash)>, Vec<EntryError>) {
+    let mut users = Vec::new();
+    let mut errors = Vec::new();
+    for (user, hash) in entries {
+        push_user(&mut users, &mut errors, format!("key {user}"), user, hash.trim());
+    }
+    (users, errors)
+}
+
+fn push_user(
+    users: &mut Vec<(String, PasswordHash)>,
+    errors: &mut Vec<EntryError>,
+    at: String,
+    user: &str,
+    hash: &str,
+) {
+    if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+        errors.push(EntryError { at, user: None, problem: "has no valid user name".into() });
+        return;
+    }
+    match PasswordHash::parse(hash) {
+        Ok(h) if !users.iter().any(|(u, _)| u == user) => users.push((user.to_owned(), h)),
+        Ok(_) => {}
+        Err(e) => errors.push(EntryError { at, user: Some(user.to_owned()), problem: e.to_string() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_htpasswd_scheme_is_read_into_its_parts() {
+        let apr1 = PasswordHash::parse("$apr1$r31.Ak2S$40M9RlHXMSUpOUAmQUiWO/");
+        assert_eq!(
+            apr1,
+            Ok(PasswordHash::Md5Crypt {
+                magic: Md5Magic::Apr1,
+                salt: "r31.Ak2S".into(),
+                digest: "40M9RlHXMSUpOUAmQUiWO/".into()
+            })
+        );
+        let glibc = PasswordHash::parse("$1$saltsalt$NuzA7WTAelpl95xgBGWN60");
+        assert!(matches!(glibc, Ok(PasswordHash::Md5Crypt { magic: Md5Magic::Glibc, .. })));
+        let sha = PasswordHash::parse("{SHA}L55TUjtiq8FBorTWAZ0jy6g129A=");
+        let expect = [
+            0x2f, 0x9e, 0x53, 0x52, 0x3b, 0x62, 0xab, 0xc1, 0x41, 0xa2, 0xb4, 0xd6, 0x01, 0x9d, 0x23, 0xcb, 0xa8, 0x35,
+            0xdb, 0xd0,
+        ];
+        assert_eq!(sha, Ok(PasswordHash::Sha1(expect)));
+        let ssha = PasswordHash::parse("{SSHA}Ki+Q9Ri8Nn2QN1jUbcaqfsgK/pJOYUNs");
+        assert!(matches!(&ssha, Ok(PasswordHash::SaltedSha1 { salt, .. }) if salt == b"NaCl"), "{ssha:?}");
+        assert_eq!(PasswordHash::parse("{PLAIN}pw:x"), Ok(PasswordHash::Plain("pw:x".into())));
+        let bcrypt = "$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW";
+        assert_eq!(PasswordHash::parse(bcrypt), Ok(PasswordHash::Bcrypt(bcrypt.into())));
+        for prefix in ["$2b$", "$2a$"] {
+            let other = bcrypt.replacen("$2y$", prefix, 1);
+            assert_eq!(PasswordHash::parse(&other), Ok(PasswordHash::Bcrypt(other.clone())));
+        }
+    }
+
+    #[test]
+    fn malformed_and_unknown_hashes_are_told_apart() {
+        let bcrypt = "$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW";
+        let bad: Vec<(String, &str)> = vec![
+            ("{SHA}L55TUjtiq8FBorTWAZ0jy6g129A".into(), "{SHA}"),
+            ("{SHA}L55TUjtiq8FBorTWAZ0jy6g129AA".into(), "{SHA}"),
+            ("{SHA}YWJj".into(), "{SHA}"),
+            ("{SSHA}L55TUjtiq8FBorTWAZ0jy6g129A=".into(), "{SSHA}"),
+            ("$apr1$r31.Ak2S40M9RlHXMSUpOUAmQUiWO/".into(), "$apr1$"),
+            ("$apr1$r31.Ak2S9$40M9RlHXMSUpOUAmQUiWO/".into(), "$apr1$"),
+            ("$apr1$r31.Ak2S$40M9RlHXMSUpOUAmQUiWO".into(), "$apr1$"),
+            ("$apr1$r31_Ak2S$40M9RlHXMSUpOUAmQUiWO/".into(), "$apr1$"),
+            ("$apr1$r31.Ak2S$40M9RlHXMSUpOUAmQUiW-/".into(), "$apr1$"),
+            ("$1$saltsalt$NuzA7WTAelpl95xgBGWN6".into(), "$1$"),
+            (bcrypt[..59].to_owned(), "bcrypt"),
+            (bcrypt.replacen("$05$", "$03$", 1), "bcrypt"),
+            (bcrypt.replacen("$05$", "$32$", 1), "bcrypt"),
+            (bcrypt.replacen("$05$", "$5$$", 1), "bcrypt"),
+            (bcrypt.replacen("$05$", "$05.", 1), "bcrypt"),
+            (bcrypt.replacen("2yEn", "2y-n", 1), "bcrypt"),
+        ];
+        for (bad, scheme) in &bad {
+            assert_eq!(PasswordHash::parse(bad), Err(HashError::Malformed(scheme)), "{bad}");
+        }
+        for unknown in ["abJnggxhB/yWI", "$5$rounds=5000$x$y", "$6$salt$hash", "", "secret"] {
+            assert_eq!(PasswordHash::parse(unknown), Err(HashError::Unsupported), "{unknown}");
+        }
+    }
+
+    #[test]
+    fn decode_base64_is_strict() {
+        assert_eq!(decode_base64("YWJj"), Some(b"abc".to_vec()));
+        assert_eq!(decode_base64("YWI="), Some(b"ab".to_vec()));
+        assert_eq!(decode_base64("YQ=="), Some(b"a".to_vec()));
+        assert_eq!(decode_base64("+/+/"), Some(vec![0xfb, 0xff, 0xbf]));
+        for bad in ["", "YWJ", "Y===", "YQ=a", "Y=Ja", "YW J", "YWJj\n"] {
+            assert_eq!(decode_base64(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_htpasswd_file_yields_its_users_and_names_each_bad_line() {
+        let text = "# admins\n\nalice:{PLAIN}a\r\nbob:$apr1$r31.Ak2S$40M9RlHXMSUpOUAmQUiWO/:Bob B\n\
+                    alice:{PLAIN}second\nnocolon\ncarol:abJnggxhB/yWI\n:{PLAIN}x\n";
+        let (users, errors) = parse_htpasswd(text);
+        let names: Vec<&str> = users.iter().map(|(u, _)| u.as_str()).collect();
+        assert_eq!(names, ["alice", "bob"]);
+        assert_eq!(users[0].1, PasswordHash::Plain("a".into()));
+        assert_eq!(users[1].1.scheme(), "apr1");
+        let got: Vec<(&str, Option<&str>)> = errors.iter().map(|e| (e.at.as_str(), e.user.as_deref())).collect();
+        assert_eq!(got, [("line 6", None), ("line 7", Some("carol")), ("line 8", None)]);
+        assert!(errors[1].problem.contains("htpasswd -B"), "{}", errors[1].problem);
+    }
+
+    #[test]
+    fn an_auth_map_takes_keys_as_users() {
+        let (users, errors) = parse_auth_map([("dev", " {PLAIN}d\n"), ("ops", "x"), ("a:b", "{PLAIN}c")]);
+        assert_eq!(users, [("dev".to_owned(), PasswordHash::Plain("d".into()))]);
+        let got: Vec<(&str, Option<&str>)> = errors.iter().map(|e| (e.at.as_str(), e.user.as_deref())).collect();
+        assert_eq!(got, [("key ops", Some("ops")), ("key a:b", None)]);
+    }
+
+    #[test]
+    fn a_config_dump_shows_the_realm_and_how_many_users_never_a_hash() {
+        let auth = Auth::Basic(BasicAuth {
+            realm: "staff".into(),
+            users: vec![("alice".to_owned(), PasswordHash::Plain("hunter2".into()))].into(),
+        });
+        let dump = serde_json::to_string(&auth).unwrap_or_default();
+        assert_eq!(dump, r#"{"basic":{"realm":"staff","users":1}}"#);
+        assert!(!format!("{auth:?}").contains("hunter2"));
+    }
+}
