@@ -284,6 +284,7 @@ mod tests {
                     json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
                            "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
                            "nginx.ingress.kubernetes.io/auth-url": "http://auth/check",
+                           "nginx.ingress.kubernetes.io/proxy-buffering": "on",
                            "nginx.ingress.kubernetes.io/limit-rps": "lots",
                            "nginx.ingress.kubernetes.io/use-regex": "true",
                            "example.com/team": "a"}),
@@ -310,8 +311,9 @@ mod tests {
         assert_eq!(verdict("ssl-redirect"), Some(Verdict::Same));
         assert!(matches!(verdict("proxy-read-timeout"), Some(Verdict::Differs(_))));
         assert_eq!(verdict("auth-url"), Some(Verdict::NotEnforced));
+        assert_eq!(verdict("proxy-buffering"), Some(Verdict::NotSupported));
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
-        assert_eq!(web.annotations.len(), 5, "other prefixes are not reported");
+        assert_eq!(web.annotations.len(), 6, "other prefixes are not reported");
         let problems: Vec<&str> = web.problems.iter().map(|d| d.reason).collect();
         assert_eq!(problems, ["InvalidPath"], "a regex path with pathType Prefix");
         assert!(!web.skipped);
@@ -323,7 +325,12 @@ mod tests {
         );
         let text = render(&reports, &opts());
         assert!(text.contains("Ingress shop/web") && text.contains("NOT SERVED"), "{text}");
-        assert!(text.contains("not supported  nginx.ingress.kubernetes.io/auth-url=\"http://auth/check\""), "{text}");
+        let refused =
+            "not supported  nginx.ingress.kubernetes.io/auth-url=\"http://auth/check\": access control Wharf \
+                       cannot enforce yet; requests are answered 503";
+        assert!(text.contains(refused), "{text}");
+        let dropped = "not supported  nginx.ingress.kubernetes.io/proxy-buffering=\"on\": served without it";
+        assert!(text.contains(dropped), "{text}");
         assert!(text.contains("2 Ingresses of class \"nginx\""), "{text}");
     }
 
@@ -341,7 +348,14 @@ mod tests {
             .unwrap_or_default()
         };
         let ingresses = vec![
-            ing("main", json!({"nginx.ingress.kubernetes.io/limit-rps": "many"}), "app", true),
+            ing(
+                "main",
+                json!({"nginx.ingress.kubernetes.io/limit-rps": "many",
+                       "nginx.ingress.kubernetes.io/auth-type": "basic",
+                       "nginx.ingress.kubernetes.io/auth-secret": "users"}),
+                "app",
+                true,
+            ),
             ing("canary", json!({"nginx.ingress.kubernetes.io/canary": "true"}), "v2", false),
         ];
         let problems = |world: &World, opts: &MigrateOptions| -> Vec<String> {
@@ -362,7 +376,7 @@ mod tests {
         let opaque: k8s_openapi::api::core::v1::Secret =
             serde_json::from_value(json!({"metadata": {"name": "missing", "namespace": "shop"}})).unwrap_or_default();
         let full = World { services: vec![app], secrets: vec![opaque], ..bare };
-        assert_eq!(problems(&full, &opts()), ["main SecretNotTLS", "canary ServiceNotFound"]);
+        assert_eq!(problems(&full, &opts()), ["main AuthSecretInvalid", "main SecretNotTLS", "canary ServiceNotFound"]);
         // As a controller that reads only wharf.dev names: the canary annotation is not
         // read, so the canary is one more Ingress for the same path, even when the YAML
         // would rename it.

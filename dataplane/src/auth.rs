@@ -308,6 +308,13 @@ mod tests {
     }
 
     #[test]
+    fn a_checker_shows_its_challenge_and_how_many_users_never_a_hash() {
+        let c = BasicChecker::new("staff", &[("u".to_owned(), hash("{PLAIN}secret-pw"))]);
+        let debug = format!("{c:?}");
+        assert_eq!(debug, "BasicChecker { challenge: \"Basic realm=\\\"staff\\\"\", users: 1 }");
+    }
+
+    #[test]
     fn the_memory_of_passed_credentials_is_bounded() {
         let c = BasicChecker::new("", &[("u".to_owned(), hash("{PLAIN}p"))]);
         let rt = tokio::runtime::Builder::new_current_thread().build();
