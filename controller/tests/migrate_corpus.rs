@@ -30,9 +30,9 @@ fn opts() -> MigrateOptions {
 #[test]
 fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     let world = corpus();
-    assert_eq!(world.ingresses.len(), 42);
+    assert_eq!(world.ingresses.len(), 43);
     let reports = migrate::report(&world, &opts());
-    assert_eq!(reports.len(), 41, "every Ingress but the traefik one");
+    assert_eq!(reports.len(), 42, "every Ingress but the traefik one");
 
     // Every annotation under either prefix is accounted for.
     for r in &reports {
@@ -94,8 +94,12 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("admin", "team-map", "auth-secret-type", "same"),
         ("admin", "digest-auth", "auth-type", "invalid"),
         ("admin", "digest-auth", "auth-secret", "same"),
-        ("admin", "oauth2", "auth-url", "not enforced"),
-        ("admin", "oauth2", "auth-signin", "not supported"),
+        ("admin", "oauth2", "auth-url", "differs"),
+        ("admin", "oauth2", "auth-signin", "same"),
+        ("admin", "oauth2", "auth-response-headers", "same"),
+        ("admin", "authelia", "auth-url", "differs"),
+        ("admin", "authelia", "auth-signin-redirect-param", "same"),
+        ("admin", "authelia", "auth-always-set-cookie", "same"),
         ("admin", "client-certs", "auth-tls-secret", "not enforced"),
         ("admin", "client-certs", "auth-tls-verify-client", "not supported"),
         ("app", "production", "proxy-send-timeout", "not supported"),
@@ -141,7 +145,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     }
 
     let text = migrate::render(&reports, &opts());
-    assert!(text.contains("41 Ingresses of class \"nginx\""), "{text}");
+    assert!(text.contains("42 Ingresses of class \"nginx\""), "{text}");
 }
 
 #[test]

@@ -10,7 +10,9 @@ use aws_lc_rs::digest;
 use http::{header, HeaderMap, HeaderValue};
 use md5::{Digest, Md5};
 use tokio::sync::Semaphore;
-use wharf_model::{Auth, Md5Magic, PasswordHash};
+use wharf_model::{Auth, ExternalAuth, Md5Magic, PasswordHash};
+
+use crate::routing::CompiledForward;
 
 /// Credentials that passed are remembered (by a digest) so that a client's next requests
 /// do not pay for bcrypt again; past this many the memory starts over.
@@ -21,18 +23,72 @@ const REMEMBERED: usize = 4096;
 pub enum CompiledAuth {
     /// Basic authentication.
     Basic(BasicChecker),
+    /// External authentication.
+    External(Box<ExternalChecker>),
     /// Nobody passes: 503, with why in the log.
     Unavailable(String),
 }
 
 impl CompiledAuth {
-    /// Ready to check `auth`.
-    pub fn new(auth: &Auth) -> CompiledAuth {
+    /// Ready to check `auth`; `forward` makes the forward to a check's cluster.
+    pub fn new(auth: &Auth, forward: impl FnOnce(&str) -> CompiledForward) -> CompiledAuth {
         match auth {
             Auth::Basic(b) => CompiledAuth::Basic(BasicChecker::new(&b.realm, &b.users)),
+            Auth::External(e) => CompiledAuth::External(Box::new(ExternalChecker {
+                method: e
+                    .method
+                    .as_deref()
+                    .and_then(|m| http::Method::from_bytes(m.as_bytes()).ok())
+                    .unwrap_or_default(),
+                response_headers: e
+                    .response_headers
+                    .iter()
+                    .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
+                    .collect(),
+                forward: e.cluster.as_deref().map(forward),
+                auth: e.clone(),
+            })),
             Auth::Unavailable(why) => CompiledAuth::Unavailable(why.clone()),
         }
     }
+}
+
+/// External authentication, ready to send checks.
+#[derive(Debug)]
+pub struct ExternalChecker {
+    /// What the annotations asked for.
+    pub auth: ExternalAuth,
+    /// The check's method.
+    pub method: http::Method,
+    /// Headers of a passing answer copied onto the request.
+    pub response_headers: Vec<http::HeaderName>,
+    /// The check's way to the Service its URL names; `None`: routed by this gateway.
+    pub forward: Option<CompiledForward>,
+}
+
+/// `$escaped_request_uri`: every byte but the unreserved ones (RFC 3986) percent-encoded,
+/// so the URI fits in one query parameter.
+pub fn escape_query_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3 / 2);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The sign-in page's URL with `param` set to `original` (escaped), unless it already
+/// has that parameter.
+pub fn signin_location(signin: &str, param: &str, original: &str) -> String {
+    let query = signin.split_once('?').map_or("", |(_, q)| q);
+    if query.split('&').any(|kv| kv.split_once('=').map_or(kv, |(k, _)| k) == param) {
+        return signin.to_owned();
+    }
+    let sep = if signin.contains('?') { '&' } else { '?' };
+    format!("{signin}{sep}{param}={}", escape_query_value(original))
 }
 
 /// Checks `Authorization: Basic` against a list of users.
@@ -227,6 +283,31 @@ mod tests {
 
     fn hash(s: &str) -> PasswordHash {
         PasswordHash::parse(s).unwrap_or(PasswordHash::Plain(String::new()))
+    }
+
+    #[test]
+    fn the_sign_in_page_gets_the_original_url_once() {
+        assert_eq!(escape_query_value("/a b/?x=1&y=é~"), "%2Fa%20b%2F%3Fx%3D1%26y%3D%C3%A9~");
+        let original = "https://app.example/?a=b&c=d";
+        assert_eq!(
+            signin_location("https://sso.example/start", "rd", original),
+            "https://sso.example/start?rd=https%3A%2F%2Fapp.example%2F%3Fa%3Db%26c%3Dd"
+        );
+        assert_eq!(
+            signin_location("https://sso.example/start?x=1", "orig", "http://a/"),
+            "https://sso.example/start?x=1&orig=http%3A%2F%2Fa%2F"
+        );
+        // The page already carries the parameter (ingress-nginx: `?rd=$escaped_request_uri`).
+        let given = "https://sso.example/start?rd=%2Fp";
+        assert_eq!(signin_location(given, "rd", original), given);
+        assert_eq!(
+            signin_location("https://sso.example/start?x=1&rd", "rd", original),
+            "https://sso.example/start?x=1&rd"
+        );
+        assert_eq!(
+            signin_location("https://sso.example/start?ard=1", "rd", "/"),
+            "https://sso.example/start?ard=1&rd=%2F"
+        );
     }
 
     #[test]

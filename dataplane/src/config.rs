@@ -373,11 +373,19 @@ impl Compiler {
                 clients: r.clients.clone(),
                 cors: r.cors.as_ref().map(CompiledCors::new),
                 limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
-                auth: r.auth.as_ref().map(|a| match a {
-                    wharf_model::Auth::Basic(b) => Arc::clone(
-                        checkers.entry(b.users.as_ptr()).or_insert_with(|| Arc::new(crate::auth::CompiledAuth::new(a))),
-                    ),
-                    wharf_model::Auth::Unavailable(_) => Arc::new(crate::auth::CompiledAuth::new(a)),
+                auth: r.auth.as_ref().map(|a| {
+                    let to_cluster = |cluster: &str| {
+                        let none = || CompiledEdits::new(&Default::default());
+                        CompiledForward::new(vec![(target(upstreams, cluster, false), 1)], none(), none())
+                    };
+                    match a {
+                        wharf_model::Auth::Basic(b) => Arc::clone(
+                            checkers
+                                .entry(b.users.as_ptr())
+                                .or_insert_with(|| Arc::new(crate::auth::CompiledAuth::new(a, to_cluster))),
+                        ),
+                        _ => Arc::new(crate::auth::CompiledAuth::new(a, to_cluster)),
+                    }
                 }),
                 metrics,
             }

@@ -2,7 +2,9 @@
 //! and its own name. Used by the quickstart, tests and benchmarks.
 //!
 //! Query parameters shape the answer: `status=NNN`, `delay_ms=N`, `size=N` (pad the body to
-//! N bytes). The request body is read to its end before the answer (which reports its
+//! N bytes). So do request headers, for a client that does not choose the URL (as when
+//! the echo stands in for an authentication service): `x-echo-status: NNN`, and each
+//! `x-echo-header: Name: value` adds that header to the answer. The request body is read to its end before the answer (which reports its
 //! length as `body_bytes`), as an application would. A request with `Upgrade` gets `101`
 //! and then every byte echoed back.
 
@@ -106,12 +108,21 @@ async fn respond(
         }
     }
     let status = query(&req.uri, "status")
-        .and_then(|v| v.parse::<u16>().ok())
+        .or_else(|| req.headers.get("x-echo-status").and_then(|v| v.to_str().ok()))
+        .and_then(|v| v.trim().parse::<u16>().ok())
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    for asked in req.headers.get_all("x-echo-header").iter().filter_map(|v| v.to_str().ok()) {
+        let Some((name, value)) = asked.split_once(':') else { continue };
+        if let (Ok(n), Ok(v)) =
+            (header::HeaderName::from_bytes(name.trim().as_bytes()), header::HeaderValue::from_str(value.trim()))
+        {
+            resp.headers_mut().append(n, v);
+        }
+    }
     if let Ok(v) = header::HeaderValue::from_str(&name) {
         resp.headers_mut().insert("x-echo-name", v);
     }

@@ -335,6 +335,33 @@ pub async fn http_request(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<Seen, String> {
+    send_http1(addr, method, host, path, headers, Empty::<Bytes>::new()).await
+}
+
+/// [`http_request`] with a body.
+pub async fn http_request_with_body(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Seen, String> {
+    send_http1(addr, method, host, path, headers, http_body_util::Full::new(Bytes::copy_from_slice(body))).await
+}
+
+async fn send_http1<B>(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: B,
+) -> Result<Seen, String>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let send = async {
         let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let (mut s, c) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
@@ -343,7 +370,7 @@ pub async fn http_request(
         for (n, v) in headers {
             req = req.header(*n, *v);
         }
-        let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
+        let req = req.body(body).map_err(|e| e.to_string())?;
         seen(s.send_request(req).await.map_err(|e| e.to_string())?).await
     };
     tokio::time::timeout(Duration::from_secs(10), send)

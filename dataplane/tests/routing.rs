@@ -857,3 +857,136 @@ async fn basic_authentication_admits_its_users_after_the_address_check_and_hides
     assert_eq!(ask("/fenced", "").await.status, 403);
     assert_eq!(ask("/fenced", alice).await.status, 403);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_check_decides_and_its_headers_and_cookies_go_where_ingress_nginx_sends_them() {
+    use wharf_model::{Auth, ExternalAuth, Template};
+
+    let r = start().await;
+    let external = |url: &str, cluster: Option<&str>| {
+        Auth::External(ExternalAuth {
+            url: Template::parse(url).unwrap(),
+            cluster: cluster.map(str::to_owned),
+            method: None,
+            signin: None,
+            signin_redirect_param: "rd".into(),
+            response_headers: vec!["x-user".into()],
+            request_redirect: None,
+            always_set_cookie: false,
+        })
+    };
+    let with = |host_path: &str, auth: Auth| wharf_model::Route {
+        auth: Some(auth),
+        ..route(PathMatch::prefix(host_path).unwrap(), "app", false)
+    };
+    let mut signin = external("http://$host/sso/check?u=$escaped_request_uri", None);
+    if let Auth::External(e) = &mut signin {
+        e.signin = Some(Template::parse("https://login.test/start").unwrap());
+        e.always_set_cookie = true;
+    }
+    let sso = wharf_model::Route { ..route(PathMatch::prefix("/sso").unwrap(), "sso", false) };
+    let mut routes = vec![
+        with("/svc", external("http://sso.auth.svc/check", Some("sso"))),
+        with("/self", signin),
+        with("/nowhere", external("http://$host/none", None)),
+        sso,
+    ];
+    routes.sort_by_key(|r| r.matches.precedence_key());
+    let clusters = vec![("app", cluster(&[echo("app").await])), ("sso", cluster(&[echo("sso").await]))];
+    r.gw.apply(snapshot(vec![(host("a.test"), routes)], clusters)).unwrap();
+
+    let ask = |path: &'static str, headers: Vec<(&'static str, &'static str)>| async move {
+        http_request(r.http, "GET", "a.test", path, &headers).await.unwrap()
+    };
+    // The check's answer decides; the backend gets the check's X-User, not the client's.
+    let pass = ask("/svc/x", vec![("x-echo-header", "X-User: alice"), ("x-user", "mallory")]).await;
+    assert_eq!((pass.status, pass.echo_name()), (200, "app".to_owned()), "{}", pass.body);
+    assert_eq!(pass.json()["headers"]["x-user"], "alice");
+    let bare = ask("/svc/x", vec![("x-user", "mallory")]).await;
+    assert!(bare.json()["headers"].get("x-user").is_none(), "{}", bare.body);
+    for (status, want) in [("401", 401), ("403", 403), ("404", 500), ("500", 500), ("307", 500)] {
+        let seen = ask("/svc/x", vec![("x-echo-status", status)]).await;
+        assert_eq!((seen.status, seen.echo_name()), (want, String::new()), "the check answered {status}");
+    }
+    // An upgrade request's check is no upgrade: it passes like any other.
+    let up = ask("/svc/x", vec![("x-echo-status", "403"), ("connection", "upgrade"), ("upgrade", "websocket")]).await;
+    assert_eq!(up.status, 403);
+
+    // Routed through this gateway: the check reaches /sso with the request's URL in its
+    // own, and the headers ingress-nginx sends.
+    let seen = ask("/self/p?q=1", vec![("x-echo-status", "401")]).await;
+    assert_eq!(seen.status, 302);
+    assert_eq!(seen.headers["location"], "https://login.test/start?rd=http%3A%2F%2Fa.test%2Fself%2Fp%3Fq%3D1");
+    // The check's echo is visible through its cookie: always set, here on a 401 too.
+    let cookie = ask("/self/p", vec![("x-echo-status", "401"), ("x-echo-header", "Set-Cookie: s=1")]).await;
+    assert_eq!(
+        cookie.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap_or("")).collect::<Vec<_>>(),
+        ["s=1"]
+    );
+    let through = ask("/self/p?q=1", vec![("x-echo-header", "X-User: carol")]).await;
+    assert_eq!((through.status, through.json()["headers"]["x-user"].as_str()), (200, Some("carol")));
+    // No route for the check's URL: 500.
+    assert_eq!(ask("/nowhere", vec![]).await.status, 500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_not_its_body() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use wharf_model::{Auth, ExternalAuth, Template};
+
+    // The authentication service: passes everything, and tells the test what it got.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sso = listener.local_addr().unwrap();
+    let (got_tx, mut got) = tokio::sync::mpsc::channel::<String>(4);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let got_tx = got_tx.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                let mut n = 0;
+                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf[n..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => n += k,
+                    }
+                }
+                let _ = got_tx.send(String::from_utf8_lossy(&buf[..n]).into_owned()).await;
+                let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n").await;
+            });
+        }
+    });
+
+    let r = start().await;
+    let check = Auth::External(ExternalAuth {
+        url: Template::parse("http://sso.auth.svc/check?for=$host").unwrap(),
+        cluster: Some("sso".into()),
+        method: None,
+        signin: None,
+        signin_redirect_param: "rd".into(),
+        response_headers: vec![],
+        request_redirect: None,
+        always_set_cookie: false,
+    });
+    let protected = wharf_model::Route { auth: Some(check), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    let clusters = vec![("app", cluster(&[echo("app").await])), ("sso", cluster(&[sso]))];
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![protected])], clusters)).unwrap();
+
+    let seen = http_request_with_body(r.http, "POST", "a.test", "/orders?id=7", &[("cookie", "s=1")], b"{\"n\":1}")
+        .await
+        .unwrap();
+    assert_eq!((seen.status, seen.json()["body_bytes"].as_u64()), (200, Some(7)), "the backend got the body");
+    let head = got.recv().await.unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("get /check?for=a.test http/1.1\r\n"), "{head}");
+    for line in [
+        "host: sso.auth.svc\r\n",
+        "cookie: s=1\r\n",
+        "x-original-url: http://a.test/orders?id=7\r\n",
+        "x-original-method: post\r\n",
+        "x-sent-from: nginx-ingress-controller\r\n",
+        "x-real-ip: 127.0.0.1\r\n",
+        "x-auth-request-redirect: /orders?id=7\r\n",
+    ] {
+        assert!(head.contains(line), "{line:?} not in\n{head}");
+    }
+    assert!(!head.contains("content-length: 7") && !head.contains("transfer-encoding"), "{head}");
+}

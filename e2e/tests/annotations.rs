@@ -313,8 +313,10 @@ async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
     mapped["nginx.ingress.kubernetes.io/auth-secret-type"] = json!("auth-map");
     s.apply::<Ingress>(ingress(&s, "mapped", "mapped.e2e.test", mapped)).await.unwrap();
     s.apply::<Ingress>(ingress(&s, "later", "later.e2e.test", auth("later"))).await.unwrap();
-    let external = json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.e2e.test/check"});
+    let external = json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.elsewhere.test/check"});
     s.apply::<Ingress>(ingress(&s, "external", "external.e2e.test", external)).await.unwrap();
+    let mtls = json!({"nginx.ingress.kubernetes.io/auth-tls-secret": format!("{}/ca", s.ns)});
+    s.apply::<Ingress>(ingress(&s, "mtls", "mtls.e2e.test", mtls)).await.unwrap();
 
     let get = |host: &'static str, authorization: Option<String>| async move {
         let headers: Vec<(&str, &str)> =
@@ -363,11 +365,15 @@ async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
 
     // A missing Secret refuses every request, and says so, until the Secret appears.
     assert_eq!(get("later.e2e.test", Some(basic("dave", "pw"))).await.status, 503);
-    // Access control Wharf does not enforce yet is never skipped silently.
+    // Access control Wharf cannot enforce is never skipped silently: a check no Service
+    // or route of this gateway answers, client certificates.
     assert_eq!(get("external.e2e.test", None).await.status, 503);
-    for (name, reason, words) in
-        [("later", "AuthSecretInvalid", "does not exist"), ("external", "UnsupportedAnnotation", "answered 503")]
-    {
+    assert_eq!(get("mtls.e2e.test", None).await.status, 503);
+    for (name, reason, words) in [
+        ("later", "AuthSecretInvalid", "does not exist"),
+        ("external", "AuthURLNotServed", "auth.elsewhere.test"),
+        ("mtls", "UnsupportedAnnotation", "answered 503"),
+    ] {
         let described = eventually(Duration::from_secs(10), || async {
             let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
             text.contains(reason) && text.contains(words)
@@ -395,4 +401,89 @@ async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
     assert!(rotated, "the new password is not taken; log:\n{}", c.proc.log());
     assert_eq!(get("basic.e2e.test", Some(basic("alice", "correct horse"))).await.status, 401);
     assert_eq!(get("basic.e2e.test", Some(basic("bob", "hunter2"))).await.status, 401, "bob was removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_authentication_asks_a_service_and_follows_its_answer() {
+    use k8s_openapi::api::networking::v1::Ingress;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("extauth").await.unwrap();
+    let c = Controller::start(&env, &s, "extauth-0", &[]).await.unwrap();
+    let (_b, addr) = backend(&env, "app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    // The authentication service: an echo that answers with the status and headers the
+    // client's request names (its headers reach the check).
+    let (_a, sso) = backend(&env, "sso").await.unwrap();
+    s.service("sso", sso).await.unwrap();
+
+    let by_service = json!({
+        "nginx.ingress.kubernetes.io/auth-url": format!("http://sso.{}.svc.cluster.local/oauth2/auth", s.ns),
+        "nginx.ingress.kubernetes.io/auth-response-headers": "X-User",
+    });
+    s.apply::<Ingress>(ingress(&s, "ext", "ext.e2e.test", by_service)).await.unwrap();
+    let with_signin = json!({
+        "nginx.ingress.kubernetes.io/auth-url": "http://$host/oauth2/auth",
+        "nginx.ingress.kubernetes.io/auth-signin": "https://$host/oauth2/start",
+        // Which echo answered the check: the backend gets its name.
+        "nginx.ingress.kubernetes.io/auth-response-headers": "X-Echo-Name",
+    });
+    s.apply::<Ingress>(ingress(&s, "self", "self.e2e.test", with_signin)).await.unwrap();
+    // The same host's /oauth2 goes to the authentication service itself, unprotected.
+    let mut sso_paths = ingress(&s, "self-sso", "self.e2e.test", json!({}));
+    sso_paths["spec"]["rules"][0]["http"]["paths"][0]["path"] = json!("/oauth2");
+    sso_paths["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = json!("sso");
+    s.apply::<Ingress>(sso_paths).await.unwrap();
+
+    let get = |host: &'static str, path: &'static str, headers: Vec<(&'static str, &'static str)>| async move {
+        http_request(c.http, "GET", host, path, &headers).await.unwrap()
+    };
+    let live = eventually(Duration::from_secs(10), || async {
+        get("ext.e2e.test", "/", vec![("x-echo-status", "401")]).await.status == 401
+            && get("self.e2e.test", "/", vec![("x-echo-status", "401")]).await.status == 302
+            && get("self.e2e.test", "/oauth2/start", vec![]).await.echo_name() == "sso"
+    })
+    .await;
+    assert!(live, "the protected Ingresses are not served; log:\n{}", c.proc.log());
+
+    // A passing check: the request goes on, with the check's X-User (not the client's).
+    let pass = get(
+        "ext.e2e.test",
+        "/p?a=b",
+        vec![("x-echo-header", "X-User: alice"), ("x-user", "mallory"), ("cookie", "session=s1")],
+    )
+    .await;
+    assert_eq!((pass.status, pass.echo_name()), (200, "app".to_owned()), "{}", pass.body);
+    assert_eq!(pass.json()["headers"]["x-user"], "alice");
+    // A passing check without the header removes the client's.
+    let bare = get("ext.e2e.test", "/", vec![("x-user", "mallory")]).await;
+    assert_eq!(bare.status, 200);
+    assert!(bare.json()["headers"].get("x-user").is_none(), "{}", bare.body);
+    // 401 and 403 are the client's answer (with the check's challenge); anything else is 500.
+    let denied =
+        get("ext.e2e.test", "/", vec![("x-echo-status", "401"), ("x-echo-header", "WWW-Authenticate: Bearer")]).await;
+    assert_eq!((denied.status, denied.headers["www-authenticate"].to_str().unwrap()), (401, "Bearer"));
+    assert_eq!(get("ext.e2e.test", "/", vec![("x-echo-status", "403")]).await.status, 403);
+    assert_eq!(get("ext.e2e.test", "/", vec![("x-echo-status", "302")]).await.status, 500);
+    assert_eq!(get("ext.e2e.test", "/", vec![("x-echo-status", "503")]).await.status, 500);
+
+    // Through this gateway's own route for the same host ($host), with a sign-in page.
+    let signin = get("self.e2e.test", "/orders?id=7", vec![("x-echo-status", "401")]).await;
+    assert_eq!(signin.status, 302);
+    assert_eq!(
+        signin.headers["location"].to_str().unwrap(),
+        "https://self.e2e.test/oauth2/start?rd=http%3A%2F%2Fself.e2e.test%2Forders%3Fid%3D7"
+    );
+    let cookie =
+        get("self.e2e.test", "/orders", vec![("x-echo-header", "Set-Cookie: _oauth2_proxy=refreshed; Path=/")]).await;
+    assert_eq!((cookie.status, cookie.echo_name()), (200, "app".to_owned()));
+    assert_eq!(cookie.json()["headers"]["x-echo-name"], "sso", "the check went to the host's /oauth2 route");
+    let cookies: Vec<&str> = cookie.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap()).collect();
+    assert!(cookies.contains(&"_oauth2_proxy=refreshed; Path=/"), "{cookies:?}");
+    assert_eq!(get("self.e2e.test", "/oauth2/start", vec![]).await.echo_name(), "sso", "its own paths are open");
+
+    // The authentication service gone: 500, never the backend.
+    s.delete::<k8s_openapi::api::core::v1::Service>("sso").await.unwrap();
+    let gone =
+        eventually(Duration::from_secs(10), || async { get("ext.e2e.test", "/", vec![]).await.status == 500 }).await;
+    assert!(gone, "requests still pass without the authentication service; log:\n{}", c.proc.log());
 }

@@ -13,6 +13,8 @@ pub enum Auth {
     /// HTTP basic authentication: 401 with a `WWW-Authenticate` challenge unless the
     /// request's `Authorization` names a user and password of the list.
     Basic(BasicAuth),
+    /// External authentication: a check request decides.
+    External(ExternalAuth),
     /// The authentication the route asks for cannot be enforced (a missing Secret, an
     /// unsupported scheme): every request is answered 503 rather than served unchecked.
     Unavailable(String),
@@ -31,6 +33,146 @@ pub struct BasicAuth {
 
 fn count<S: Serializer>(users: &Arc<[(String, PasswordHash)]>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(users.len() as u64)
+}
+
+/// External authentication (ingress-nginx `auth-url`): each request is first sent,
+/// without its body, to a check. A 2xx answer lets it through; 401 and 403 are the
+/// client's answer (a 401 redirects to the sign-in page when there is one); any other
+/// answer, or none, is 500.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExternalAuth {
+    /// The check's URL (`http` or `https`), its variables filled per request.
+    pub url: Template,
+    /// The cluster the check goes to when the URL names a Service; otherwise it is routed
+    /// like a request to the URL's host through this gateway's own routes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// The check's method; `GET` when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Where a 401 redirects to (`auth-signin`), its variables filled per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signin: Option<Template>,
+    /// The query parameter of the sign-in URL that carries the original URL.
+    pub signin_redirect_param: String,
+    /// Headers of a passing answer copied onto the request (lower-case); one the answer
+    /// lacks is removed from it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub response_headers: Vec<String>,
+    /// The check's `X-Auth-Request-Redirect`; the request's URI when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<String>,
+    /// The answer's cookies go to the client whatever its status (else only with a 2xx or
+    /// 3xx response).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub always_set_cookie: bool,
+}
+
+/// A string with nginx variables (`$host`, `$scheme`, `$request_uri`,
+/// `$escaped_request_uri`, `$uri`, `$args`), filled per request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    source: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Var(Var),
+}
+
+/// A variable of a [`Template`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Var {
+    /// `$host`: the request's host, without a port.
+    Host,
+    /// `$scheme`: `http` or `https`.
+    Scheme,
+    /// `$request_uri`: the path and query, as sent.
+    RequestUri,
+    /// `$escaped_request_uri`: the same, percent-encoded for a query parameter.
+    EscapedRequestUri,
+    /// `$uri`: the path.
+    Uri,
+    /// `$args`: the query.
+    Args,
+}
+
+impl Var {
+    const ALL: [(&'static str, Var); 6] = [
+        ("escaped_request_uri", Var::EscapedRequestUri),
+        ("request_uri", Var::RequestUri),
+        ("scheme", Var::Scheme),
+        ("host", Var::Host),
+        ("args", Var::Args),
+        ("uri", Var::Uri),
+    ];
+}
+
+impl Serialize for Template {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+impl Template {
+    /// Reads `source`; an unknown variable is an error naming it.
+    pub fn parse(source: &str) -> Result<Template, String> {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        let mut rest = source;
+        while let Some(at) = rest.find('$') {
+            text.push_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let braced = after.strip_prefix('{');
+            let name_src = braced.unwrap_or(after);
+            let len = name_src.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+            let name = &name_src[..len];
+            let Some((_, var)) = Var::ALL.iter().find(|(n, _)| *n == name) else {
+                return Err(format!(
+                    "${name} is not a variable Wharf fills (host, scheme, request_uri, escaped_request_uri, uri, args)"
+                ));
+            };
+            let consumed = match braced {
+                Some(b) if b[len..].starts_with('}') => len + 2,
+                Some(_) => return Err(format!("${{{name} is not closed")),
+                None => len,
+            };
+            if !text.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut text)));
+            }
+            parts.push(Part::Var(*var));
+            rest = &after[consumed..];
+        }
+        text.push_str(rest);
+        if !text.is_empty() {
+            parts.push(Part::Text(text));
+        }
+        Ok(Template { source: source.to_owned(), parts })
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// True when it has no variables.
+    pub fn is_fixed(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
+    /// The template with each variable's value from `value`.
+    pub fn fill(&self, value: impl Fn(Var) -> String) -> String {
+        let mut out = String::with_capacity(self.source.len() + 32);
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Var(v) => out.push_str(&value(*v)),
+            }
+        }
+        out
+    }
 }
 
 /// A password hash, in one of the forms nginx's `auth_basic` reads.
@@ -345,6 +487,31 @@ mod tests {
         assert_eq!(users, [("dev".to_owned(), PasswordHash::Plain("d".into()))]);
         let got: Vec<(&str, Option<&str>)> = errors.iter().map(|e| (e.at.as_str(), e.user.as_deref())).collect();
         assert_eq!(got, [("key ops", Some("ops")), ("key a:b", None)]);
+    }
+
+    #[test]
+    fn templates_fill_nginx_variables_and_refuse_others() {
+        let t = Template::parse("https://$host/oauth2/start?rd=$escaped_request_uri&s=${scheme}x").unwrap();
+        assert_eq!(t.as_str(), "https://$host/oauth2/start?rd=$escaped_request_uri&s=${scheme}x");
+        assert!(!t.is_fixed());
+        let filled = t.fill(|v| match v {
+            Var::Host => "a.example".into(),
+            Var::EscapedRequestUri => "%2Fp%3Fq".into(),
+            Var::Scheme => "https".into(),
+            other => format!("<{other:?}>"),
+        });
+        assert_eq!(filled, "https://a.example/oauth2/start?rd=%2Fp%3Fq&s=httpsx");
+        let each = Template::parse("$request_uri|$uri|$args|$host").unwrap().fill(|v| format!("{v:?}"));
+        assert_eq!(each, "RequestUri|Uri|Args|Host");
+        let fixed = Template::parse("http://auth.sso.svc/check").unwrap();
+        assert!(fixed.is_fixed());
+        assert_eq!(fixed.fill(|_| "x".into()), "http://auth.sso.svc/check");
+        assert!(Template::parse("").unwrap().is_fixed());
+        for bad in ["http://$remote_addr/", "x$", "${host", "$hostname"] {
+            assert!(Template::parse(bad).is_err(), "{bad}");
+        }
+        let dump = serde_json::to_string(&fixed).unwrap_or_default();
+        assert_eq!(dump, r#""http://auth.sso.svc/check""#);
     }
 
     #[test]

@@ -14,7 +14,8 @@ mod snapshot;
 pub mod tls;
 
 pub use auth::{
-    decode_base64, parse_auth_map, parse_htpasswd, Auth, BasicAuth, EntryError, HashError, Md5Magic, PasswordHash,
+    decode_base64, parse_auth_map, parse_htpasswd, Auth, BasicAuth, EntryError, ExternalAuth, HashError, Md5Magic,
+    PasswordHash, Template, Var,
 };
 pub use cors::Cors;
 pub use host::{is_dns_name, Host, HostError};

@@ -17,7 +17,7 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 51] = [
+pub const IMPLEMENTED: [&str; 58] = [
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -69,11 +69,18 @@ pub const IMPLEMENTED: [&str; 51] = [
     "auth-secret",
     "auth-secret-type",
     "auth-realm",
+    "auth-url",
+    "auth-method",
+    "auth-signin",
+    "auth-signin-redirect-param",
+    "auth-response-headers",
+    "auth-request-redirect",
+    "auth-always-set-cookie",
 ];
 
 /// Annotations that ask for access control Wharf does not enforce yet: an Ingress with
 /// one is answered 503 rather than served unprotected.
-pub const UNENFORCED_ACCESS_CONTROL: [&str; 2] = ["auth-url", "auth-tls-secret"];
+pub const UNENFORCED_ACCESS_CONTROL: [&str; 1] = ["auth-tls-secret"];
 
 /// Basic authentication, as the annotations ask; the Secret is read at translation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,9 +94,37 @@ pub enum AuthSetting {
         /// `auth-secret-type: auth-map`: each key a user (else the htpasswd file in `auth`).
         map: bool,
     },
+    /// `auth-url` and the settings of its check.
+    External(ExternalSetting),
     /// The authentication asked for cannot be enforced (why, for the log): requests are
     /// answered 503.
     Unavailable(String),
+}
+
+/// External authentication, as the annotations ask; where the check goes is decided at
+/// translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalSetting {
+    /// `auth-url`.
+    pub url: wharf_model::Template,
+    /// Its scheme is `https`.
+    pub tls: bool,
+    /// Its host, when fixed (not `$host`), lower-case.
+    pub host: Option<String>,
+    /// Its port (the scheme's default when the URL has none).
+    pub port: u16,
+    /// `auth-method`.
+    pub method: Option<String>,
+    /// `auth-signin`.
+    pub signin: Option<wharf_model::Template>,
+    /// `auth-signin-redirect-param` (default `rd`).
+    pub signin_redirect_param: String,
+    /// `auth-response-headers`, lower-case.
+    pub response_headers: Vec<String>,
+    /// `auth-request-redirect`.
+    pub request_redirect: Option<String>,
+    /// `auth-always-set-cookie`.
+    pub always_set_cookie: bool,
 }
 
 /// Sticky sessions by cookie, as the annotations ask; the path defaults to the route's.
@@ -627,6 +662,19 @@ impl<'a> Reader<'a> {
         if let Some(name) = UNENFORCED_ACCESS_CONTROL.into_iter().find(|n| self.get(n).is_some()) {
             return Some(AuthSetting::Unavailable(format!("annotation {name} is not supported")));
         }
+        // Why, for the log, names the annotation without its prefix: renaming the
+        // annotations changes nothing that is served.
+        let unavailable = Self::unavailable;
+        if let Some((url_key, _)) = self.get("auth-url") {
+            if let Some((type_key, _)) = self.get("auth-type") {
+                return unavailable(
+                    self,
+                    type_key,
+                    format!("basic authentication together with {url_key} is not supported"),
+                );
+            }
+            return self.external();
+        }
         let Some((type_key, ty)) = self.get("auth-type") else {
             if let Some((key, _)) = self.get("auth-secret") {
                 let msg = "has no effect without auth-type: basic (as in ingress-nginx); the Ingress is served \
@@ -634,13 +682,6 @@ impl<'a> Reader<'a> {
                 self.invalid(key, msg.to_owned());
             }
             return None;
-        };
-        // Why, for the log, names the annotation without its prefix: renaming the
-        // annotations changes nothing that is served.
-        let unavailable = |r: &mut Self, key: &str, message: String| {
-            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
-            let name = key.rsplit('/').next().unwrap_or(key);
-            Some(AuthSetting::Unavailable(format!("annotation {name}: {message}")))
         };
         match ty.trim() {
             "basic" => {}
@@ -682,6 +723,76 @@ impl<'a> Reader<'a> {
             )
             .unwrap_or_default();
         Some(AuthSetting::Basic { realm, secret: (secret.0.to_owned(), secret.1.to_owned()), map })
+    }
+
+    /// Reports `key` as `message` and refuses every request. Why, for the log, names the
+    /// annotation without its prefix: renaming the annotations changes nothing served.
+    fn unavailable(&mut self, key: &str, message: String) -> Option<AuthSetting> {
+        self.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
+        let name = key.rsplit('/').next().unwrap_or(key);
+        Some(AuthSetting::Unavailable(format!("annotation {name}: {message}")))
+    }
+
+    /// `auth-url` and its settings; what is invalid refuses every request, as in
+    /// ingress-nginx.
+    fn external(&mut self) -> Option<AuthSetting> {
+        let unavailable = Self::unavailable;
+        let (url_key, raw) = self.get("auth-url")?;
+        let raw = raw.trim();
+        let (url, tls, host, port) = match parse_auth_url(raw) {
+            Ok(parsed) => parsed,
+            Err(why) => return unavailable(self, url_key, format!("{raw:?} {why}")),
+        };
+        let method = match self.get("auth-method") {
+            None => None,
+            Some((key, m)) => match m.trim() {
+                m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS" | "TRACE") => Some(m.to_owned()),
+                other => return unavailable(self, key, format!("{other:?} is not an HTTP method like GET or POST")),
+            },
+        };
+        let signin = match self.get("auth-signin") {
+            None => None,
+            Some((key, v)) => match parse_auth_url(v.trim()) {
+                Ok((t, ..)) => Some(t),
+                Err(why) => return unavailable(self, key, format!("{:?} {why}", v.trim())),
+            },
+        };
+        let signin_redirect_param = match self.get("auth-signin-redirect-param") {
+            None => "rd".to_owned(),
+            Some((key, v)) => match v.trim() {
+                p if !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => {
+                    p.to_owned()
+                }
+                other => return unavailable(self, key, format!("{other:?} is not a query parameter name")),
+            },
+        };
+        let mut response_headers = Vec::new();
+        if let Some((key, v)) = self.get("auth-response-headers") {
+            for h in v.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+                if !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                    return unavailable(self, key, format!("{h:?} is not a header name"));
+                }
+                response_headers.push(h.to_ascii_lowercase());
+            }
+        }
+        let request_redirect = self.text(
+            "auth-request-redirect",
+            |v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic()),
+            "is not a URL of visible characters; the request's URI is sent",
+        );
+        let always_set_cookie = self.bool("auth-always-set-cookie").unwrap_or(false);
+        Some(AuthSetting::External(ExternalSetting {
+            url,
+            tls,
+            host,
+            port,
+            method,
+            signin,
+            signin_redirect_param,
+            response_headers,
+            request_redirect,
+            always_set_cookie,
+        }))
     }
 
     fn cors(&mut self) -> Option<wharf_model::Cors> {
@@ -885,6 +996,43 @@ fn is_origin(o: &str) -> bool {
         && !host.is_empty()
         && !host.starts_with(':')
         && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+}
+
+/// An `http://` or `https://` URL with nginx variables, for a check or a sign-in page: the
+/// template, whether it is `https`, its host when fixed (lower-case) and its port.
+fn parse_auth_url(raw: &str) -> Result<(wharf_model::Template, bool, Option<String>, u16), String> {
+    let (tls, rest) = match (raw.strip_prefix("https://"), raw.strip_prefix("http://")) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        (None, None) => return Err("is not an http:// or https:// URL".into()),
+    };
+    if !raw.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("has spaces or characters a URL cannot have".into());
+    }
+    let template = wharf_model::Template::parse(raw)?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let default_port = if tls { 443 } else { 80 };
+    // `[v6]:port`, `[v6]`, `name:port`, `name`.
+    let split = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map(|(a, p)| (&authority[..a.len() + 2], p.strip_prefix(':'))),
+        None => Some(authority.split_once(':').map_or((authority, None), |(h, p)| (h, Some(p)))),
+    };
+    let (host, port) = match split {
+        Some((h, None)) => (h, default_port),
+        Some((h, Some(p))) => match p.parse::<u16>() {
+            Ok(p) if p > 0 => (h, p),
+            _ => return Err(format!("has no valid port ({p:?})")),
+        },
+        None => return Err("has an unclosed [ in its host".into()),
+    };
+    let host = match host {
+        "$host" | "${host}" => None,
+        h if !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b)) => {
+            Some(h.to_ascii_lowercase())
+        }
+        _ => return Err("has no host (a name, an address or $host)".into()),
+    };
+    Ok((template, tls, host, port))
 }
 
 /// An absolute `http://` or `https://` URL with a host, of visible ASCII only (nothing a
@@ -1421,22 +1569,107 @@ mod tests {
             "wharf.dev/auth-secret-type",
             "is not auth-file or auth-map",
         );
-        // External authentication and client certificates are not enforced yet: refused,
-        // whatever else is set, and each says so.
-        for (key, value) in [
-            ("nginx.ingress.kubernetes.io/auth-url", "http://auth/check"),
-            ("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca"),
-        ] {
-            let (a, d) = auth_of(&[(key, value), (t, "basic"), (sec, "users")]);
-            let name = key.rsplit('/').next().unwrap_or_default();
-            assert_eq!(a, Some(AuthSetting::Unavailable(format!("annotation {name} is not supported"))));
-            let msg = d.iter().find(|(_, m)| m.contains(key)).map(|(r, m)| (*r, m.clone()));
-            assert!(matches!(&msg, Some(("UnsupportedAnnotation", m)) if m.contains("answered 503")), "{key}: {d:?}");
-        }
-        // With the nginx names off, an nginx auth-url is not read, so nothing is refused.
+        // Client certificates are not enforced yet: refused, whatever else is set, and
+        // the Event says so.
+        let (key, value) = ("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca");
+        let (a, d) = auth_of(&[(key, value), (t, "basic"), (sec, "users")]);
+        let name = key.rsplit('/').next().unwrap_or_default();
+        assert_eq!(a, Some(AuthSetting::Unavailable(format!("annotation {name} is not supported"))));
+        let msg = d.iter().find(|(_, m)| m.contains(key)).map(|(r, m)| (*r, m.clone()));
+        assert!(matches!(&msg, Some(("UnsupportedAnnotation", m)) if m.contains("answered 503")), "{key}: {d:?}");
+        // With the nginx names off, an nginx name is not read, so nothing is refused.
         let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
-        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-url", "http://auth/check")], &off);
+        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca")], &off);
         assert_eq!(s.auth, None);
+        // Basic and external authentication together are not supported.
+        unavailable(&[(t, "basic"), (sec, "users"), ("wharf.dev/auth-url", "http://a.b.svc/")], t, "together");
+    }
+
+    fn external(pairs: &[(&str, &str)]) -> ExternalSetting {
+        match auth_of(pairs) {
+            (Some(AuthSetting::External(e)), d) if d.is_empty() => e,
+            other => panic!("{pairs:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn external_auth_reads_its_url_and_settings_with_ingress_nginx_defaults() {
+        let e = external(&[(
+            "nginx.ingress.kubernetes.io/auth-url",
+            " http://oauth2-proxy.sso.svc.cluster.local/oauth2/auth ",
+        )]);
+        assert_eq!(e.url.as_str(), "http://oauth2-proxy.sso.svc.cluster.local/oauth2/auth");
+        assert_eq!((e.tls, e.host.as_deref(), e.port), (false, Some("oauth2-proxy.sso.svc.cluster.local"), 80));
+        assert_eq!((e.method, e.signin, e.signin_redirect_param.as_str()), (None, None, "rd"));
+        assert!(e.response_headers.is_empty() && e.request_redirect.is_none() && !e.always_set_cookie);
+        let e = external(&[
+            ("nginx.ingress.kubernetes.io/auth-url", "https://$host/oauth2/auth"),
+            ("nginx.ingress.kubernetes.io/auth-signin", "https://$host/oauth2/start?rd=$escaped_request_uri"),
+            ("nginx.ingress.kubernetes.io/auth-signin-redirect-param", "orig"),
+            ("nginx.ingress.kubernetes.io/auth-method", "POST"),
+            ("nginx.ingress.kubernetes.io/auth-response-headers", "X-Auth-Request-User, X-Auth-Request-Email,"),
+            ("nginx.ingress.kubernetes.io/auth-request-redirect", "https://app.example/"),
+            ("nginx.ingress.kubernetes.io/auth-always-set-cookie", "true"),
+        ]);
+        assert_eq!((e.tls, e.host, e.port), (true, None, 443));
+        assert_eq!(
+            e.signin.map(|t| t.as_str().to_owned()).as_deref(),
+            Some("https://$host/oauth2/start?rd=$escaped_request_uri")
+        );
+        assert_eq!((e.method.as_deref(), e.signin_redirect_param.as_str()), (Some("POST"), "orig"));
+        assert_eq!(e.response_headers, ["x-auth-request-user", "x-auth-request-email"]);
+        assert_eq!((e.request_redirect.as_deref(), e.always_set_cookie), (Some("https://app.example/"), true));
+        for (url, host, port) in [
+            ("http://Auth.Example:8080/x", Some("auth.example"), 8080),
+            ("http://10.0.0.1", Some("10.0.0.1"), 80),
+            ("https://[fd00::1]:8443/check?x=1", Some("[fd00::1]"), 8443),
+            ("http://${host}:81/", None, 81),
+        ] {
+            let e = external(&[("wharf.dev/auth-url", url)]);
+            assert_eq!((e.host.as_deref(), e.port), (host, port), "{url}");
+        }
+    }
+
+    #[test]
+    fn an_external_auth_that_does_not_parse_refuses_every_request() {
+        let url = "wharf.dev/auth-url";
+        for (pairs, key, words) in [
+            (vec![(url, "ftp://auth/")], url, "is not an http:// or https:// URL"),
+            (vec![(url, "http://auth check/")], url, "characters a URL cannot have"),
+            (vec![(url, "http:///check")], url, "has no host"),
+            (vec![(url, "http://a:0/")], url, "has no valid port"),
+            (vec![(url, "http://a:x/")], url, "has no valid port"),
+            (vec![(url, "http://[fd00::1/")], url, "unclosed ["),
+            (vec![(url, "http://$remote_addr/")], url, "$remote_addr is not a variable"),
+            (
+                vec![(url, "http://a/"), ("wharf.dev/auth-method", "FETCH")],
+                "wharf.dev/auth-method",
+                "not an HTTP method",
+            ),
+            (vec![(url, "http://a/"), ("wharf.dev/auth-signin", "/start")], "wharf.dev/auth-signin", "not an http://"),
+            (
+                vec![(url, "http://a/"), ("wharf.dev/auth-signin-redirect-param", "r d")],
+                "wharf.dev/auth-signin-redirect-param",
+                "not a query parameter name",
+            ),
+            (
+                vec![(url, "http://a/"), ("wharf.dev/auth-response-headers", "X-User, X User")],
+                "wharf.dev/auth-response-headers",
+                "\"X User\" is not a header name",
+            ),
+        ] {
+            let (a, d) = auth_of(&pairs);
+            let name = key.rsplit('/').next().unwrap_or(key);
+            assert!(
+                matches!(&a, Some(AuthSetting::Unavailable(w)) if w.starts_with(&format!("annotation {name}: "))),
+                "{pairs:?}: {a:?}"
+            );
+            assert!(d.iter().any(|(_, m)| m.contains(key) && m.contains(words)), "{pairs:?}: {d:?}");
+        }
+        // An invalid auth-request-redirect is only reported: the request's URI is sent.
+        let (a, d) = auth_of(&[(url, "http://a/"), ("wharf.dev/auth-request-redirect", "a b")]);
+        assert!(matches!(a, Some(AuthSetting::External(e)) if e.request_redirect.is_none()));
+        assert_eq!(d.len(), 1);
     }
 
     #[test]
@@ -1479,6 +1712,12 @@ mod tests {
             "auth-secret" => "users",
             "auth-secret-type" => "auth-map",
             "auth-realm" => "Staff only",
+            "auth-url" => "http://auth.sso.svc/check",
+            "auth-method" => "POST",
+            "auth-signin" => "https://sso.example/start",
+            "auth-signin-redirect-param" => "orig",
+            "auth-response-headers" => "X-User",
+            "auth-request-redirect" => "/x",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
             n if n.starts_with("canary-weight") => "30",
@@ -1500,6 +1739,12 @@ mod tests {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
             } else if name.starts_with("session-cookie-") {
                 pairs.push(("wharf.dev/affinity".to_owned(), "cookie".to_owned()));
+            } else if name.starts_with("auth-")
+                && !matches!(name, "auth-type" | "auth-secret" | "auth-secret-type" | "auth-realm")
+            {
+                if name != "auth-url" {
+                    pairs.push(("wharf.dev/auth-url".to_owned(), "http://auth.sso.svc/check".to_owned()));
+                }
             } else if name.starts_with("auth-") {
                 for (other, v) in [("auth-type", "basic"), ("auth-secret", "users")] {
                     if name != other {

@@ -1,11 +1,67 @@
 //! The users of an Ingress's basic authentication, read from the Secret its annotations
 //! name (an htpasswd file in key `auth`, or an auth map: each key a user).
 
-use wharf_model::{Auth, BasicAuth, ObjectRef};
+use std::collections::HashSet;
 
-use super::annotations::AuthSetting;
+use k8s_openapi::api::networking::v1::Ingress;
+use wharf_model::{Auth, BasicAuth, ExternalAuth, ObjectRef};
+
+use super::annotations::{AuthSetting, ExternalSetting};
+use super::backend::ServicePortRef;
 use super::tls::Secrets;
-use super::Diagnostic;
+use super::{Diagnostic, Translator};
+
+/// The hosts of the rules of `ingresses`, lower-case.
+pub fn rule_hosts(ingresses: &[&Ingress]) -> HashSet<String> {
+    ingresses
+        .iter()
+        .filter_map(|i| i.spec.as_ref())
+        .flat_map(|s| s.rules.iter().flatten())
+        .filter_map(|r| r.host.as_deref())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+impl Translator<'_> {
+    /// Where the check of `e` goes: the Service its URL names (`NAME.NAMESPACE.svc`, with
+    /// the cluster domain or not), else this gateway's routes for its host (`$host`, or a
+    /// host among `served`). A fixed host that is neither refuses every request.
+    pub(super) fn external_auth(&mut self, src: &ObjectRef, e: &ExternalSetting, served: &HashSet<String>) -> Auth {
+        let service = e.host.as_deref().and_then(|h| {
+            let domain = format!(".svc.{}", self.opts.cluster_domain);
+            let rest = h.strip_suffix(&domain).or_else(|| h.strip_suffix(".svc"))?;
+            rest.split_once('.').filter(|(name, ns)| !name.is_empty() && !ns.is_empty() && !ns.contains('.'))
+        });
+        let cluster = match (service, &e.host) {
+            (Some((name, ns)), _) => {
+                let port = ServicePortRef::Number(i32::from(e.port));
+                let clusters = &mut self.snapshot.clusters;
+                let id = self.backends.cluster_for(ns, name, &port, false, src, &mut self.diags, clusters);
+                let id = id.unwrap_or_else(|| super::backend::cluster_id(ns, name, &port));
+                Some(if e.tls { self.unverified_tls(id, ns, name) } else { id })
+            }
+            (None, Some(host)) if !served.contains(host) => {
+                let why = format!(
+                    "auth-url host {host} is neither a Service of the cluster (NAME.NAMESPACE.svc) nor a host of \
+                     an Ingress this gateway serves"
+                );
+                self.diag(src, "AuthURLNotServed", format!("{why}; requests are answered 503"));
+                return Auth::Unavailable(why);
+            }
+            (None, _) => None,
+        };
+        Auth::External(ExternalAuth {
+            url: e.url.clone(),
+            cluster,
+            method: e.method.clone(),
+            signin: e.signin.clone(),
+            signin_redirect_param: e.signin_redirect_param.clone(),
+            response_headers: e.response_headers.clone(),
+            request_redirect: e.request_redirect.clone(),
+            always_set_cookie: e.always_set_cookie,
+        })
+    }
+}
 
 /// The key of an htpasswd file in an `auth-file` Secret.
 pub const HTPASSWD_KEY: &str = "auth";
@@ -16,6 +72,8 @@ pub const HTPASSWD_KEY: &str = "auth";
 pub fn resolve(secrets: &Secrets<'_>, src: &ObjectRef, setting: &AuthSetting, diags: &mut Vec<Diagnostic>) -> Auth {
     let (realm, (ns, name), map) = match setting {
         AuthSetting::Unavailable(why) => return Auth::Unavailable(why.clone()),
+        // Resolved by the translator, which knows the Services.
+        AuthSetting::External(_) => return Auth::Unavailable("external authentication was not resolved".into()),
         AuthSetting::Basic { realm, secret, map } => (realm, secret, *map),
     };
     let mut report = |message: String| {
@@ -84,7 +142,7 @@ mod tests {
     fn users(auth: &Auth) -> Vec<(&str, &'static str)> {
         match auth {
             Auth::Basic(b) => b.users.iter().map(|(u, h)| (u.as_str(), h.scheme())).collect(),
-            Auth::Unavailable(_) => Vec::new(),
+            Auth::External(_) | Auth::Unavailable(_) => Vec::new(),
         }
     }
 

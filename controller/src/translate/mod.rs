@@ -135,9 +135,15 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         })
         .collect();
     routes.regex_hosts = regex_hosts(&ours, &settings);
+    // The hosts an external authentication check may be routed to, when any asks.
+    let external = settings.iter().any(|s| matches!(s.auth, Some(annotations::AuthSetting::External(_))));
+    let ours_hosts = if external { auth::rule_hosts(&ours) } else { HashSet::new() };
     let mut served = Vec::with_capacity(ours.len());
     for (ing, settings) in ours.into_iter().zip(&settings) {
         let auth = match &settings.auth {
+            Some(annotations::AuthSetting::External(e)) if !settings.skip && settings.canary.is_none() => {
+                Some(t.external_auth(&ingress_ref(ing), e, &ours_hosts))
+            }
             Some(a) if !settings.skip && settings.canary.is_none() => {
                 Some(auth::resolve(&secrets, &ingress_ref(ing), a, &mut t.diags))
             }
@@ -654,11 +660,17 @@ impl<'a> Translator<'a> {
         if !protocol.tls() {
             return Some(id);
         }
-        // ingress-nginx's HTTPS and GRPCS: encrypted, the certificate not checked.
+        Some(self.unverified_tls(id, &ns, &svc.name))
+    }
+
+    /// The cluster `id` of Service `ns/name`, encrypted with the certificate not checked
+    /// (ingress-nginx's HTTPS and GRPCS backends).
+    fn unverified_tls(&mut self, id: String, ns: &str, name: &str) -> String {
+        let clusters = &mut self.snapshot.clusters;
         let tls_id = format!("{id}/tls-unverified");
         if let (false, Some(plain)) = (clusters.contains_key(&tls_id), clusters.get(&id)) {
             let tls = wharf_model::UpstreamTls {
-                server_name: format!("{}.{ns}.svc", svc.name),
+                server_name: format!("{name}.{ns}.svc"),
                 ca_pem: None,
                 subject_alt_names: Vec::new(),
                 unverified: true,
@@ -666,7 +678,7 @@ impl<'a> Translator<'a> {
             let cluster = wharf_model::Cluster { tls: Some(tls), ..plain.clone() };
             clusters.insert(tls_id.clone(), cluster);
         }
-        Some(tls_id)
+        tls_id
     }
 
     fn passthrough(&mut self, ing: &Ingress, src: &ObjectRef, routes: &mut RouteTable) {

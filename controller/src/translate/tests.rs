@@ -1017,6 +1017,7 @@ fn basic_auth_reaches_every_route_of_its_ingress_and_its_canaries_and_fails_clos
     let users = |auth: &Option<wharf_model::Auth>| match auth {
         Some(wharf_model::Auth::Basic(b)) => format!("{}:{}", b.realm, b.users.len()),
         Some(wharf_model::Auth::Unavailable(why)) => format!("503 {why}"),
+        Some(wharf_model::Auth::External(e)) => format!("external {}", e.url.as_str()),
         None => "open".to_owned(),
     };
     let seen: Vec<(String, String, String)> = host_routes(&t, "a.com")
@@ -1037,4 +1038,44 @@ fn basic_auth_reaches_every_route_of_its_ingress_and_its_canaries_and_fails_clos
     assert_eq!(users(&host_routes(&t, "b.com")[0].auth), "open");
     assert_eq!(users(&host_routes(&t, "c.com")[0].auth), "503 auth-secret web/missing does not exist");
     assert_eq!(reasons(&t), [("locked", "AuthSecretInvalid")], "{:?}", t.diagnostics);
+}
+
+#[test]
+fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gateway() {
+    let on = |name: &str, age: u32, host: &str, url: &str| {
+        ingress(
+            name,
+            age,
+            json!({"nginx.ingress.kubernetes.io/auth-url": url,
+                   "nginx.ingress.kubernetes.io/auth-response-headers": "X-User"}),
+            json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
+        )
+    };
+    let mut w = world(vec![
+        on("svc", 0, "a.com", "http://sso.auth.svc.cluster.local:4180/oauth2/auth"),
+        on("short", 1, "b.com", "https://sso.auth.svc:4180/oauth2/auth"),
+        on("self", 2, "c.com", "https://$host/oauth2/auth"),
+        on("served", 3, "d.com", "https://a.com/oauth2/auth"),
+        on("elsewhere", 4, "e.com", "https://sso.example.net/check"),
+        on("missing", 5, "f.com", "http://nope.auth.svc/check"),
+    ]);
+    let mut sso = service("sso", json!([{"name": "http", "port": 4180}]));
+    sso.metadata.namespace = Some("auth".into());
+    w.services.push(sso);
+    let t = translate(&w, &opts(), None);
+    let check = |host: &str| match &host_routes(&t, host)[0].auth {
+        Some(wharf_model::Auth::External(e)) => {
+            format!("{} -> {}", e.url.as_str(), e.cluster.as_deref().unwrap_or("routed"))
+        }
+        Some(wharf_model::Auth::Unavailable(why)) => format!("503 {why}"),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(check("a.com"), "http://sso.auth.svc.cluster.local:4180/oauth2/auth -> auth/sso:4180");
+    assert_eq!(check("b.com"), "https://sso.auth.svc:4180/oauth2/auth -> auth/sso:4180/tls-unverified");
+    assert!(t.snapshot.clusters["auth/sso:4180/tls-unverified"].tls.as_ref().is_some_and(|t| t.unverified));
+    assert_eq!(check("c.com"), "https://$host/oauth2/auth -> routed");
+    assert_eq!(check("d.com"), "https://a.com/oauth2/auth -> routed");
+    assert!(check("e.com").starts_with("503 auth-url host sso.example.net is neither a Service"), "{}", check("e.com"));
+    assert_eq!(check("f.com"), "http://nope.auth.svc/check -> auth/nope:80");
+    assert_eq!(reasons(&t), [("elsewhere", "AuthURLNotServed"), ("missing", "ServiceNotFound")], "{:?}", t.diagnostics);
 }

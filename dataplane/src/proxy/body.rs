@@ -125,6 +125,13 @@ impl RequestBody {
         RequestBody { source: Source::Client(inner), remaining: u64::MAX, tripped: None, tee: Vec::new() }
     }
 
+    /// No body: an authentication check's request.
+    pub fn empty() -> Self {
+        let (_, rx) = mpsc::channel(1);
+        let source = Source::Copy { rx, broken: Arc::new(AtomicBool::new(false)), hint: SizeHint::with_exact(0) };
+        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new() }
+    }
+
     /// At most `limit` bytes; `tripped` is set when the limit was passed.
     pub fn limited(inner: Incoming, limit: u64, tripped: Arc<AtomicBool>) -> Self {
         RequestBody { source: Source::Client(inner), remaining: limit, tripped: Some(tripped), tee: Vec::new() }

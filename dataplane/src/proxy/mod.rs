@@ -1,6 +1,7 @@
 //! The HTTP side: routing a request, redirecting, and proxying it to an endpoint.
 
 mod body;
+mod external_auth;
 pub mod headers;
 mod mirror;
 pub mod normalize;
@@ -237,15 +238,24 @@ pub async fn handle(
         (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => {
             (local(StatusCode::FORBIDDEN, "this client address is not allowed here"), Some("client_denied"), None)
         }
-        (Ok(()), Some(r)) => match authenticate(r, &mut req).await {
-            Some(denied) => denied,
-            None => match &r.action {
-                // Boxed: the forwarding state is large, and hyper moves the request future
-                // into a task per HTTP/2 stream; a small future makes that move cheap.
-                CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
-                CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
-                CompiledAction::Respond(rs) => (respond(rs), None, None),
-            },
+        (Ok(()), Some(r)) => match authenticate(&shared, &conn, tables, &host, r, &mut req).await {
+            Err(denied) => denied,
+            Ok(cookies) => {
+                let mut out = match &r.action {
+                    // Boxed: the forwarding state is large, and hyper moves the request
+                    // future into a task per HTTP/2 stream; a small future makes that
+                    // move cheap.
+                    CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
+                    CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
+                    CompiledAction::Respond(rs) => (respond(rs), None, None),
+                };
+                if let Some((cookies, always)) = cookies {
+                    if always || external_auth::takes_cookies(out.0.status()) {
+                        external_auth::add_cookies(out.0.headers_mut(), cookies);
+                    }
+                }
+                out
+            }
         },
     };
     let mut resp = match in_flight {
@@ -283,23 +293,40 @@ pub async fn handle(
     Ok(resp)
 }
 
-/// Checks the route's authentication: `None` when the request may go on (its credentials
-/// removed, as the backend has no use for them), else the answer.
-async fn authenticate<B>(route: &CompiledRoute, req: &mut Request<B>) -> Option<Outcome> {
-    match route.auth.as_deref()? {
+/// Cookies of an external check's answer for the client (with any status when `true`).
+type CheckCookies = Option<(Vec<HeaderValue>, bool)>;
+
+/// Checks the route's authentication: `Ok` when the request may go on (basic
+/// credentials removed, as the backend has no use for them), else the answer.
+async fn authenticate<B>(
+    shared: &Shared,
+    conn: &ConnInfo,
+    tables: Option<&crate::config::Tables>,
+    host: &str,
+    route: &CompiledRoute,
+    req: &mut Request<B>,
+) -> Result<CheckCookies, Outcome> {
+    let Some(auth) = route.auth.as_deref() else { return Ok(None) };
+    match auth {
         CompiledAuth::Basic(checker) if checker.admits(req.headers()).await => {
             req.headers_mut().remove(header::AUTHORIZATION);
-            None
+            Ok(None)
         }
         CompiledAuth::Basic(checker) => {
             let mut r = local(StatusCode::UNAUTHORIZED, "authorization required");
             r.headers_mut().insert(header::WWW_AUTHENTICATE, checker.challenge().clone());
-            Some((r, Some("unauthorized"), None))
+            Err((r, Some("unauthorized"), None))
         }
+        // Boxed, as forwarding is: the check's state is large.
+        CompiledAuth::External(ext) => match Box::pin(external_auth::check(shared, conn, tables, host, ext, req)).await
+        {
+            external_auth::Checked::Pass { cookies, always } => Ok(Some((cookies, always))),
+            external_auth::Checked::Answer(a) => Err(a),
+        },
         // Why is in the Ingress's Event and the controller's log, once, not per request.
         CompiledAuth::Unavailable(_) => {
             let msg = "authentication for this route is not available";
-            Some((local(StatusCode::SERVICE_UNAVAILABLE, msg), Some("auth_unavailable"), None))
+            Err((local(StatusCode::SERVICE_UNAVAILABLE, msg), Some("auth_unavailable"), None))
         }
     }
 }

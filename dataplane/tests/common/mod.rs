@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 use wharf_dataplane::drain::{self, Signal};
-pub use wharf_dataplane::testing::{eventually, http_get, http_request, https_get, Seen};
+pub use wharf_dataplane::testing::{eventually, http_get, http_request, http_request_with_body, https_get, Seen};
 use wharf_dataplane::{Bound, Gateway, ListenerAddrs, Options, Timeouts};
 use wharf_model::{AppProtocol, Cluster, Endpoint, Host, ObjectRef, PathMatch, Route, Snapshot, VirtualHost};
 
