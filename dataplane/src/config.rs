@@ -517,6 +517,50 @@ mod tests {
     }
 
     #[test]
+    fn routes_with_the_same_users_share_one_checker_and_an_external_check_its_cluster() {
+        use wharf_model::{Auth, BasicAuth, ExternalAuth, PasswordHash, Template};
+        let users: Arc<[(String, PasswordHash)]> = vec![("u".to_owned(), PasswordHash::Plain("p".into()))].into();
+        let basic = |users: &Arc<[(String, PasswordHash)]>| {
+            Some(Auth::Basic(BasicAuth { realm: String::new(), users: Arc::clone(users) }))
+        };
+        let other: Arc<[(String, PasswordHash)]> = users.iter().cloned().collect::<Vec<_>>().into();
+        let external = Auth::External(ExternalAuth {
+            url: Template::parse("http://sso.a.svc/check").unwrap(),
+            cluster: Some("c".into()),
+            method: None,
+            signin: None,
+            signin_redirect_param: "rd".into(),
+            response_headers: vec![],
+            request_redirect: None,
+            always_set_cookie: false,
+        });
+        let with = |p: &str, auth: Option<Auth>| Route { auth, ..route("r", prefix(p), "c") };
+        let snapshot = Snapshot {
+            virtual_hosts: vec![VirtualHost {
+                host: host("a.com"),
+                routes: vec![
+                    with("/one", basic(&users)),
+                    with("/two", basic(&users)),
+                    with("/other", basic(&other)),
+                    with("/ext", Some(external)),
+                ],
+            }],
+            clusters: [("c".to_owned(), cluster(1))].into(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        let auth = |p: &str| get(&config, "a.com", p).and_then(|r| r.auth.clone()).unwrap();
+        assert!(Arc::ptr_eq(&auth("/one"), &auth("/two")), "one Ingress's paths share what passed");
+        assert!(!Arc::ptr_eq(&auth("/one"), &auth("/other")), "another Ingress's users are its own");
+        match &*auth("/ext") {
+            crate::auth::CompiledAuth::External(e) => {
+                assert_eq!(e.forward.as_ref().and_then(|f| f.pick().ok()).map(|u| u.id.as_str()), Some("c"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn the_most_specific_host_with_a_matching_path_wins_then_the_default_backend() {
         let vh = |h: &str, routes| VirtualHost { host: host(h), routes };
         let snapshot = Snapshot {

@@ -1605,7 +1605,7 @@ mod tests {
         let e = external(&[
             ("nginx.ingress.kubernetes.io/auth-url", "https://$host/oauth2/auth"),
             ("nginx.ingress.kubernetes.io/auth-signin", "https://$host/oauth2/start?rd=$escaped_request_uri"),
-            ("nginx.ingress.kubernetes.io/auth-signin-redirect-param", "orig"),
+            ("nginx.ingress.kubernetes.io/auth-signin-redirect-param", "orig_2-b"),
             ("nginx.ingress.kubernetes.io/auth-method", "POST"),
             ("nginx.ingress.kubernetes.io/auth-response-headers", "X-Auth-Request-User, X-Auth-Request-Email,"),
             ("nginx.ingress.kubernetes.io/auth-request-redirect", "https://app.example/"),
@@ -1616,7 +1616,7 @@ mod tests {
             e.signin.map(|t| t.as_str().to_owned()).as_deref(),
             Some("https://$host/oauth2/start?rd=$escaped_request_uri")
         );
-        assert_eq!((e.method.as_deref(), e.signin_redirect_param.as_str()), (Some("POST"), "orig"));
+        assert_eq!((e.method.as_deref(), e.signin_redirect_param.as_str()), (Some("POST"), "orig_2-b"));
         assert_eq!(e.response_headers, ["x-auth-request-user", "x-auth-request-email"]);
         assert_eq!((e.request_redirect.as_deref(), e.always_set_cookie), (Some("https://app.example/"), true));
         for (url, host, port) in [

@@ -1058,7 +1058,18 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
         on("served", 3, "d.com", "https://a.com/oauth2/auth"),
         on("elsewhere", 4, "e.com", "https://sso.example.net/check"),
         on("missing", 5, "f.com", "http://nope.auth.svc/check"),
+        // Not Service names: one label too many or too few.
+        on("deep", 6, "g.com", "http://sso.auth.x.svc/check"),
+        on("no-name", 7, "h.com", "http://.auth.svc/check"),
+        on("no-namespace", 8, "i.com", "http://sso..svc/check"),
     ]);
+    // A canary's own auth-url does not apply (nor is it checked): the main Ingress's does.
+    let mut shadow = on("shadow", 9, "a.com", "http://nowhere.example/");
+    shadow.metadata.annotations.get_or_insert_with(Default::default).extend([
+        ("nginx.ingress.kubernetes.io/canary".to_owned(), "true".to_owned()),
+        ("nginx.ingress.kubernetes.io/canary-by-header".to_owned(), "x-v2".to_owned()),
+    ]);
+    w.ingresses.push(shadow);
     let mut sso = service("sso", json!([{"name": "http", "port": 4180}]));
     sso.metadata.namespace = Some("auth".into());
     w.services.push(sso);
@@ -1077,5 +1088,28 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
     assert_eq!(check("d.com"), "https://a.com/oauth2/auth -> routed");
     assert!(check("e.com").starts_with("503 auth-url host sso.example.net is neither a Service"), "{}", check("e.com"));
     assert_eq!(check("f.com"), "http://nope.auth.svc/check -> auth/nope:80");
-    assert_eq!(reasons(&t), [("elsewhere", "AuthURLNotServed"), ("missing", "ServiceNotFound")], "{:?}", t.diagnostics);
+    for host in ["g.com", "h.com", "i.com"] {
+        assert!(check(host).starts_with("503 auth-url host "), "{host}: {}", check(host));
+    }
+    let canary_auth: Vec<String> = host_routes(&t, "a.com")
+        .iter()
+        .map(|r| match &r.auth {
+            Some(wharf_model::Auth::External(e)) => format!("{}: {}", r.source.name, e.url.as_str()),
+            other => format!("{}: {other:?}", r.source.name),
+        })
+        .collect();
+    let main = "http://sso.auth.svc.cluster.local:4180/oauth2/auth";
+    assert_eq!(canary_auth, [format!("shadow: {main}"), format!("svc: {main}"), format!("svc: {main}")]);
+    assert_eq!(
+        reasons(&t),
+        [
+            ("deep", "AuthURLNotServed"),
+            ("elsewhere", "AuthURLNotServed"),
+            ("missing", "ServiceNotFound"),
+            ("no-name", "AuthURLNotServed"),
+            ("no-namespace", "AuthURLNotServed"),
+        ],
+        "{:?}",
+        t.diagnostics
+    );
 }
