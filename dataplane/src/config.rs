@@ -524,16 +524,8 @@ mod tests {
             Some(Auth::Basic(BasicAuth { realm: String::new(), users: Arc::clone(users) }))
         };
         let other: Arc<[(String, PasswordHash)]> = users.iter().cloned().collect::<Vec<_>>().into();
-        let external = Auth::External(ExternalAuth {
-            url: Template::parse("http://sso.a.svc/check").unwrap(),
-            cluster: Some("c".into()),
-            method: None,
-            signin: None,
-            signin_redirect_param: "rd".into(),
-            response_headers: vec![],
-            request_redirect: None,
-            always_set_cookie: false,
-        });
+        let external =
+            Auth::External(ExternalAuth::new(Template::parse("http://sso.a.svc/check").unwrap(), Some("c".into())));
         let with = |p: &str, auth: Option<Auth>| Route { auth, ..route("r", prefix(p), "c") };
         let snapshot = Snapshot {
             virtual_hosts: vec![VirtualHost {

@@ -660,16 +660,17 @@ async fn a_client_with_a_request_in_progress_gets_503_for_another_over_its_limit
     };
     let limited =
         wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
-    r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[echo("app").await]))])).unwrap();
-    // One slow request in progress: a second at the same time is refused, and served
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backend = listener.local_addr().unwrap();
+    let (mut arrived, release) = wharf_dataplane::testing::holding_backend(listener);
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[backend]))])).unwrap();
+    // One request held at the backend: a second at the same time is refused, and served
     // once the first has ended.
     let http = r.http;
-    let slow = tokio::spawn(async move { http_get(http, "a.test", "/?delay_ms=1500").await.map(|s| s.status) });
-    let refused = eventually(Duration::from_secs(5), || async {
-        http_get(r.http, "a.test", "/").await.map(|s| s.status) == Ok(503)
-    })
-    .await;
-    assert!(refused, "a second request in progress was not refused");
+    let slow = tokio::spawn(async move { http_get(http, "a.test", "/hold").await.map(|s| s.status) });
+    assert!(arrived.recv().await.is_some(), "the first request never reached the backend");
+    assert_eq!(http_get(r.http, "a.test", "/").await.map(|s| s.status), Ok(503), "a second request in progress");
+    let _ = release.send(());
     assert_eq!(slow.await.unwrap(), Ok(200));
     assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().status, 200);
     let m = admin_get(&r, "/metrics").await.body;
@@ -864,16 +865,9 @@ async fn an_external_check_decides_and_its_headers_and_cookies_go_where_ingress_
 
     let r = start().await;
     let external = |url: &str, cluster: Option<&str>| {
-        Auth::External(ExternalAuth {
-            url: Template::parse(url).unwrap(),
-            cluster: cluster.map(str::to_owned),
-            method: None,
-            signin: None,
-            signin_redirect_param: "rd".into(),
-            response_headers: vec!["x-user".into()],
-            request_redirect: None,
-            always_set_cookie: false,
-        })
+        let mut check = ExternalAuth::new(Template::parse(url).unwrap(), cluster.map(str::to_owned));
+        check.response_headers = vec!["x-user".into()];
+        Auth::External(check)
     };
     let with = |host_path: &str, auth: Auth| wharf_model::Route {
         auth: Some(auth),
@@ -957,16 +951,10 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
     });
 
     let r = start().await;
-    let check = Auth::External(ExternalAuth {
-        url: Template::parse("http://sso.auth.svc/check?for=$host").unwrap(),
-        cluster: Some("sso".into()),
-        method: None,
-        signin: None,
-        signin_redirect_param: "rd".into(),
-        response_headers: vec![],
-        request_redirect: None,
-        always_set_cookie: false,
-    });
+    let check = Auth::External(ExternalAuth::new(
+        Template::parse("http://sso.auth.svc/check?for=$host").unwrap(),
+        Some("sso".into()),
+    ));
     let protected = wharf_model::Route { auth: Some(check), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
     let clusters = vec![("app", cluster(&[echo("app").await])), ("sso", cluster(&[sso]))];
     r.gw.apply(snapshot(vec![(host("a.test"), vec![protected])], clusters)).unwrap();

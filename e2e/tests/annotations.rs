@@ -41,6 +41,20 @@ async fn status_from(env: &Env, from: &Client, port: u16, host: &str) -> u16 {
     }
 }
 
+/// Waits until `kubectl describe ingress NAME` shows an Event `reason` with `words`.
+async fn shows_event(s: &Scope, name: &str, reason: &str, words: &str) {
+    let described = eventually(Duration::from_secs(10), || async {
+        let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
+        text.contains(reason) && text.contains(words)
+    })
+    .await;
+    assert!(
+        described,
+        "kubectl describe ingress {name} shows no {reason} with {words}:\n{}",
+        s.kubectl(&["describe", "ingress", name]).unwrap_or_default()
+    );
+}
+
 enum Client {
     Loopback(IpAddr),
     /// In the backend network namespace, reaching Wharf at the host side's address.
@@ -247,16 +261,7 @@ async fn ingress_nginx_annotations_as_a_user_sees_them() {
         ("buffered", "UnsupportedAnnotation", "nginx.ingress.kubernetes.io/proxy-buffering"),
         ("broken", "InvalidAnnotation", "every client is refused"),
     ] {
-        let described = eventually(Duration::from_secs(10), || async {
-            let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
-            text.contains(reason) && text.contains(words)
-        })
-        .await;
-        assert!(
-            described,
-            "kubectl describe ingress {name} shows no {reason} naming {words}:\n{}",
-            s.kubectl(&["describe", "ingress", name]).unwrap_or_default()
-        );
+        shows_event(&s, name, reason, words).await;
     }
 }
 
@@ -374,16 +379,7 @@ async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
         ("external", "AuthURLNotServed", "auth.elsewhere.test"),
         ("mtls", "UnsupportedAnnotation", "answered 503"),
     ] {
-        let described = eventually(Duration::from_secs(10), || async {
-            let text = s.kubectl(&["describe", "ingress", name]).unwrap_or_default();
-            text.contains(reason) && text.contains(words)
-        })
-        .await;
-        assert!(
-            described,
-            "kubectl describe ingress {name} shows no {reason} saying {words}:\n{}",
-            s.kubectl(&["describe", "ingress", name]).unwrap_or_default()
-        );
+        shows_event(&s, name, reason, words).await;
     }
     s.apply::<Secret>(secret("later", json!({"auth": htpasswd("-B", "dave", "pw")}))).await.unwrap();
     let served = eventually(Duration::from_secs(10), || async {

@@ -68,6 +68,24 @@ pub struct ExternalAuth {
     pub always_set_cookie: bool,
 }
 
+impl ExternalAuth {
+    /// A check at `url` (through `cluster`, when it names a Service) with ingress-nginx's
+    /// defaults: `GET`, no sign-in page, `rd`, no headers copied, cookies only with a 2xx
+    /// or 3xx response.
+    pub fn new(url: Template, cluster: Option<String>) -> ExternalAuth {
+        ExternalAuth {
+            url,
+            cluster,
+            method: None,
+            signin: None,
+            signin_redirect_param: "rd".to_owned(),
+            response_headers: Vec::new(),
+            request_redirect: None,
+            always_set_cookie: false,
+        }
+    }
+}
+
 /// A string with nginx variables (`$host`, `$scheme`, `$request_uri`,
 /// `$escaped_request_uri`, `$uri`, `$args`), filled per request.
 #[derive(Debug, Clone, PartialEq, Eq)]
