@@ -3,14 +3,14 @@
 //! authentication cannot be set up.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest;
 use http::{header, HeaderMap, HeaderValue};
 use md5::{Digest, Md5};
 use tokio::sync::Semaphore;
-use wharf_model::{Auth, ExternalAuth, Md5Magic, PasswordHash};
+use wharf_model::{Auth, BasicAuth, ExternalAuth, Md5Magic, PasswordHash};
 
 use crate::routing::CompiledForward;
 
@@ -89,6 +89,28 @@ pub fn signin_location(signin: &str, param: &str, original: &str) -> String {
     }
     let sep = if signin.contains('?') { '&' } else { '?' };
     format!("{signin}{sep}{param}={}", escape_query_value(original))
+}
+
+/// The basic-authentication checkers of the live configs, by realm and users: routes
+/// with the same ones (an Ingress's paths, or Ingresses sharing a Secret) share one
+/// checker, and a new config keeps the credentials the last one remembered.
+#[derive(Debug, Default)]
+pub struct Checkers {
+    live: Mutex<HashMap<BasicAuth, Weak<CompiledAuth>>>,
+}
+
+impl Checkers {
+    /// The checker for `auth`: the one a live config already checks with, or a new one.
+    pub fn get(&self, auth: &BasicAuth) -> Arc<CompiledAuth> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = live.get(auth).and_then(Weak::upgrade) {
+            return c;
+        }
+        live.retain(|_, w| w.strong_count() > 0);
+        let c = Arc::new(CompiledAuth::Basic(BasicChecker::new(&auth.realm, &auth.users)));
+        live.insert(auth.clone(), Arc::downgrade(&c));
+        c
+    }
 }
 
 /// Checks `Authorization: Basic` against a list of users.
@@ -411,5 +433,24 @@ mod tests {
             assert!(c.admits(&basic("Basic dTpw")).await);
             assert_eq!(c.passed.lock().map(|p| p.len()).unwrap_or(0), 1);
         });
+    }
+
+    #[test]
+    fn routes_with_the_same_realm_and_users_share_a_checker_while_one_is_live() {
+        let users = |p: &str| -> std::sync::Arc<[(String, PasswordHash)]> { vec![("u".to_owned(), hash(p))].into() };
+        let auth = |realm: &str, p: &str| BasicAuth { realm: realm.into(), users: users(p) };
+        let checkers = Checkers::default();
+        let first = checkers.get(&auth("staff", "{PLAIN}p"));
+        // Equal content, another allocation (the next translation's): the same checker.
+        assert!(Arc::ptr_eq(&first, &checkers.get(&auth("staff", "{PLAIN}p"))));
+        for other in [auth("ops", "{PLAIN}p"), auth("staff", "{PLAIN}q")] {
+            assert!(!Arc::ptr_eq(&first, &checkers.get(&other)), "{other:?}");
+        }
+        let weak = Arc::downgrade(&first);
+        drop(first);
+        assert!(weak.upgrade().is_none(), "the registry does not keep a checker alive");
+        let again = checkers.get(&auth("staff", "{PLAIN}p"));
+        assert!(matches!(&*again, CompiledAuth::Basic(c) if c.challenge() == "Basic realm=\"staff\""));
+        assert_eq!(checkers.live.lock().map(|l| l.len()).unwrap_or(0), 1, "dead entries are dropped");
     }
 }

@@ -181,12 +181,19 @@ pub struct Compiler {
     resumption: Resumption,
     fallback_cert: Arc<CertifiedKey>,
     limiters: crate::ratelimit::Limiters,
+    checkers: crate::auth::Checkers,
 }
 
 impl Compiler {
     /// A compiler whose configs share `resumption` state.
     pub fn new(metrics: Metrics, resumption: Resumption, fallback_cert: Arc<CertifiedKey>) -> Self {
-        Compiler { metrics, resumption, fallback_cert, limiters: crate::ratelimit::Limiters::default() }
+        Compiler {
+            metrics,
+            resumption,
+            fallback_cert,
+            limiters: crate::ratelimit::Limiters::default(),
+            checkers: crate::auth::Checkers::default(),
+        }
     }
 
     /// An empty config: no routes, the fallback certificate.
@@ -327,10 +334,6 @@ impl Compiler {
             false => None,
         };
 
-        // Routes with the same users (an Ingress's paths) share one checker, and what it
-        // remembers.
-        let mut checkers: HashMap<*const (String, wharf_model::PasswordHash), Arc<crate::auth::CompiledAuth>> =
-            HashMap::new();
         let mut compile_route = |r: &wharf_model::Route| {
             let source = format!("{}/{}", r.source.namespace, r.source.name);
             let metrics = route_metrics.entry(source.clone()).or_insert_with(|| self.metrics.route(&source)).clone();
@@ -379,11 +382,7 @@ impl Compiler {
                         CompiledForward::new(vec![(target(upstreams, cluster, false), 1)], none(), none())
                     };
                     match a {
-                        wharf_model::Auth::Basic(b) => Arc::clone(
-                            checkers
-                                .entry(b.users.as_ptr())
-                                .or_insert_with(|| Arc::new(crate::auth::CompiledAuth::new(a, to_cluster))),
-                        ),
+                        wharf_model::Auth::Basic(b) => self.checkers.get(b),
                         _ => Arc::new(crate::auth::CompiledAuth::new(a, to_cluster)),
                     }
                 }),

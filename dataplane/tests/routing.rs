@@ -588,15 +588,7 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
     };
     // One request a minute, not counting preflights.
     let limited = wharf_model::Route {
-        rate_limit: Some(wharf_model::RateLimit {
-            zone: "web/limited".into(),
-            per_second: None,
-            per_minute: Some(1),
-            burst: 0,
-            burst_per_minute: 0,
-            connections: None,
-            exempt: vec![],
-        }),
+        rate_limit: Some(wharf_model::RateLimit { per_minute: Some(1), ..unlimited("web/limited") }),
         ..with("/limited", policy(&["*"]))
     };
     let mut routes = vec![with("/listed", policy(&["https://app.example"])), with("/any", policy(&["*"])), limited];
@@ -649,15 +641,7 @@ async fn a_client_with_a_request_in_progress_gets_503_for_another_over_its_limit
     use wharf_model::RateLimit;
 
     let r = start().await;
-    let limit = RateLimit {
-        zone: "web/app".into(),
-        per_second: None,
-        per_minute: None,
-        burst: 0,
-        burst_per_minute: 0,
-        connections: Some(1),
-        exempt: vec![],
-    };
+    let limit = RateLimit { connections: Some(1), ..unlimited("web/app") };
     let limited =
         wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -758,15 +742,7 @@ async fn a_request_counts_against_its_client_until_its_response_body_ends() {
         }
     });
     let r = start().await;
-    let limit = RateLimit {
-        zone: "web/app".into(),
-        per_second: None,
-        per_minute: None,
-        burst: 0,
-        burst_per_minute: 0,
-        connections: Some(1),
-        exempt: vec![],
-    };
+    let limit = RateLimit { connections: Some(1), ..unlimited("web/app") };
     let limited =
         wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
     r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[backend]))])).unwrap();
@@ -977,4 +953,17 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
         assert!(head.contains(line), "{line:?} not in\n{head}");
     }
     assert!(!head.contains("content-length: 7") && !head.contains("transfer-encoding"), "{head}");
+}
+
+/// A rate limit in `zone` that limits nothing until a field says so.
+fn unlimited(zone: &str) -> wharf_model::RateLimit {
+    wharf_model::RateLimit {
+        zone: zone.into(),
+        per_second: None,
+        per_minute: None,
+        burst: 0,
+        burst_per_minute: 0,
+        connections: None,
+        exempt: vec![],
+    }
 }

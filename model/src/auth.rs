@@ -21,7 +21,7 @@ pub enum Auth {
 }
 
 /// Basic authentication: the realm the challenge names and who may pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct BasicAuth {
     /// The realm of the `WWW-Authenticate: Basic realm="…"` challenge.
     pub realm: String,

@@ -1,12 +1,13 @@
 //! The users of an Ingress's basic authentication, read from the Secret its annotations
 //! name (an htpasswd file in key `auth`, or an auth map: each key a user).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
-use wharf_model::{Auth, BasicAuth, ExternalAuth, ObjectRef};
+use wharf_model::{Auth, BasicAuth, ExternalAuth, ObjectRef, PasswordHash};
 
-use super::annotations::{AuthSetting, ExternalSetting};
+use super::annotations::ExternalSetting;
 use super::backend::ServicePortRef;
 use super::tls::Secrets;
 use super::{Diagnostic, Translator};
@@ -66,23 +67,62 @@ impl Translator<'_> {
 /// The key of an htpasswd file in an `auth-file` Secret.
 pub const HTPASSWD_KEY: &str = "auth";
 
-/// What `setting` asks of the routes of the Ingress `src`, its Secret read from
-/// `secrets`; what is wrong goes to `diags`. Authentication that cannot be set up refuses
-/// every request.
-pub fn resolve(secrets: &Secrets<'_>, src: &ObjectRef, setting: &AuthSetting, diags: &mut Vec<Diagnostic>) -> Auth {
-    let (realm, (ns, name), map) = match setting {
-        AuthSetting::Unavailable(why) => return Auth::Unavailable(why.clone()),
-        // Resolved by the translator, which knows the Services.
-        AuthSetting::External(_) => return Auth::Unavailable("external authentication was not resolved".into()),
-        AuthSetting::Basic { realm, secret, map } => (realm, secret, *map),
-    };
-    let mut report = |message: String| {
-        diags.push(Diagnostic { object: src.clone(), reason: "AuthSecretInvalid", message });
-    };
+/// The users of each Secret an Ingress's basic authentication names, read once per
+/// translation however many Ingresses name it.
+#[derive(Debug, Default)]
+pub struct Users {
+    parsed: HashMap<(String, String, bool), Parsed>,
+}
+
+/// A Secret, read: its users and the problems of its other entries, or why it gives none.
+type Parsed = Result<(Arc<[(String, PasswordHash)]>, Vec<String>), Refusal>;
+
+/// Why a Secret gives no users, and until when.
+#[derive(Debug, Clone)]
+struct Refusal {
+    why: String,
+    until: &'static str,
+}
+
+impl Users {
+    /// The basic authentication of the Ingress `src`: `realm`, and the users of the Secret
+    /// `ns/name` (an auth map when `map`, else the htpasswd file in its `auth` key) from
+    /// `secrets`. What is wrong with the Secret goes to `diags`, for each Ingress naming
+    /// it; without a readable Secret every request is refused.
+    pub fn resolve(
+        &mut self,
+        secrets: &Secrets<'_>,
+        src: &ObjectRef,
+        realm: &str,
+        (ns, name): (&str, &str),
+        map: bool,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Auth {
+        let parsed =
+            self.parsed.entry((ns.to_owned(), name.to_owned(), map)).or_insert_with(|| read(secrets, ns, name, map));
+        let mut report = |message: String| {
+            diags.push(Diagnostic { object: src.clone(), reason: "AuthSecretInvalid", message });
+        };
+        match parsed {
+            Err(r) => {
+                report(format!("{}; requests are answered 503 until it {}", r.why, r.until));
+                Auth::Unavailable(r.why.clone())
+            }
+            Ok((users, problems)) => {
+                problems.iter().for_each(|p| report(p.clone()));
+                if users.is_empty() {
+                    report(format!("auth-secret {ns}/{name} lists no users; every request is answered 401"));
+                }
+                Auth::Basic(BasicAuth { realm: realm.to_owned(), users: Arc::clone(users) })
+            }
+        }
+    }
+}
+
+/// The users of Secret `ns/name`, and the problems of the entries that give none.
+fn read(secrets: &Secrets<'_>, ns: &str, name: &str, map: bool) -> Parsed {
     let Some(secret) = secrets.get(ns, name) else {
-        let why = format!("auth-secret {ns}/{name} does not exist");
-        report(format!("{why}; requests are answered 503 until it does"));
-        return Auth::Unavailable(why);
+        return Err(Refusal { why: format!("auth-secret {ns}/{name} does not exist"), until: "does" });
     };
     let data = secret.data.as_ref();
     let (users, errors) = if map {
@@ -95,19 +135,18 @@ pub fn resolve(secrets: &Secrets<'_>, src: &ObjectRef, setting: &AuthSetting, di
                 "auth-secret {ns}/{name} has no key {HTPASSWD_KEY:?} (the htpasswd file; for a Secret whose keys are \
                  the users, set auth-secret-type: auth-map)"
             );
-            report(format!("{why}; requests are answered 503 until it has"));
-            return Auth::Unavailable(why);
+            return Err(Refusal { why, until: "has" });
         };
         wharf_model::parse_htpasswd(&String::from_utf8_lossy(&file.0))
     };
-    for e in errors {
-        let user = e.user.map(|u| format!(" (user {u})")).unwrap_or_default();
-        report(format!("auth-secret {ns}/{name}, {}{user}: {}; that entry cannot sign in", e.at, e.problem));
-    }
-    if users.is_empty() {
-        report(format!("auth-secret {ns}/{name} lists no users; every request is answered 401"));
-    }
-    Auth::Basic(BasicAuth { realm: realm.clone(), users: users.into() })
+    let problems = errors
+        .into_iter()
+        .map(|e| {
+            let user = e.user.map(|u| format!(" (user {u})")).unwrap_or_default();
+            format!("auth-secret {ns}/{name}, {}{user}: {}; that entry cannot sign in", e.at, e.problem)
+        })
+        .collect();
+    Ok((users.into(), problems))
 }
 
 #[cfg(test)]
@@ -128,14 +167,11 @@ mod tests {
         .unwrap_or_default()
     }
 
-    fn basic(name: &str, map: bool) -> AuthSetting {
-        AuthSetting::Basic { realm: "staff".into(), secret: ("web".into(), name.into()), map }
-    }
-
-    fn resolve(secrets: &[Secret], setting: &AuthSetting) -> (Auth, Vec<String>) {
+    fn resolve(secrets: &[Secret], (name, map): (&str, bool)) -> (Auth, Vec<String>) {
         let mut diags = Vec::new();
         let index = Secrets::new(secrets, None, 0);
-        let auth = super::resolve(&index, &ObjectRef::new("Ingress", "web", "app"), setting, &mut diags);
+        let src = ObjectRef::new("Ingress", "web", "app");
+        let auth = Users::default().resolve(&index, &src, "staff", ("web", name), map, &mut diags);
         (auth, diags.into_iter().map(|d| format!("{}: {}", d.reason, d.message)).collect())
     }
 
@@ -149,7 +185,7 @@ mod tests {
     #[test]
     fn an_htpasswd_secret_gives_its_users_and_reports_each_bad_line() {
         let s = secret("users", &[("auth", "alice:{PLAIN}a\nbob:$apr1$aBlCDgVn$lrQ0SRClIT9Den5NwehZ4.\ncarol:xyz\n")]);
-        let (auth, diags) = resolve(&[s], &basic("users", false));
+        let (auth, diags) = resolve(&[s], ("users", false));
         assert_eq!(users(&auth), [("alice", "PLAIN"), ("bob", "apr1")]);
         assert!(matches!(&auth, Auth::Basic(b) if b.realm == "staff"));
         assert_eq!(diags.len(), 1, "{diags:?}");
@@ -162,30 +198,47 @@ mod tests {
     #[test]
     fn an_auth_map_takes_each_key_as_a_user() {
         let s = secret("map", &[("dev", "{PLAIN}d"), ("ops", "{SHA}L55TUjtiq8FBorTWAZ0jy6g129A=")]);
-        let (auth, diags) = resolve(std::slice::from_ref(&s), &basic("map", true));
+        let (auth, diags) = resolve(std::slice::from_ref(&s), ("map", true));
         assert_eq!((users(&auth), diags.len()), (vec![("dev", "PLAIN"), ("ops", "SHA")], 0));
         // Read as a file, the same Secret has no `auth` key.
-        let (auth, diags) = resolve(&[s], &basic("map", false));
+        let (auth, diags) = resolve(&[s], ("map", false));
         assert!(matches!(&auth, Auth::Unavailable(w) if w.contains("no key \"auth\"")), "{auth:?}");
         assert!(diags[0].contains("auth-secret-type: auth-map") && diags[0].ends_with("until it has"), "{diags:?}");
     }
 
     #[test]
     fn a_missing_secret_refuses_every_request_and_an_empty_one_admits_no_one() {
-        let (auth, diags) = resolve(&[secret("other", &[("auth", "a:{PLAIN}a")])], &basic("users", false));
+        let (auth, diags) = resolve(&[secret("other", &[("auth", "a:{PLAIN}a")])], ("users", false));
         assert_eq!(auth, Auth::Unavailable("auth-secret web/users does not exist".into()));
         assert_eq!(
             diags,
             ["AuthSecretInvalid: auth-secret web/users does not exist; requests are answered 503 until it does"]
         );
-        let (auth, diags) = resolve(&[secret("users", &[("auth", "# nobody\n")])], &basic("users", false));
+        let (auth, diags) = resolve(&[secret("users", &[("auth", "# nobody\n")])], ("users", false));
         assert_eq!(auth, Auth::Basic(BasicAuth { realm: "staff".into(), users: Vec::new().into() }));
         assert_eq!(diags, ["AuthSecretInvalid: auth-secret web/users lists no users; every request is answered 401"]);
     }
 
     #[test]
-    fn what_cannot_be_enforced_stays_refused() {
-        let (auth, diags) = resolve(&[], &AuthSetting::Unavailable("auth-url is not supported".into()));
-        assert_eq!((auth, diags.len()), (Auth::Unavailable("auth-url is not supported".into()), 0));
+    fn a_secret_named_by_several_ingresses_is_read_once_and_reported_to_each() {
+        let s = secret("users", &[("auth", "alice:{PLAIN}a\ncarol:xyz\n")]);
+        let index = Secrets::new(std::slice::from_ref(&s), None, 0);
+        let mut users = Users::default();
+        let mut diags = Vec::new();
+        let (a, b) = (ObjectRef::new("Ingress", "web", "a"), ObjectRef::new("Ingress", "web", "b"));
+        let first = users.resolve(&index, &a, "one", ("web", "users"), false, &mut diags);
+        let second = users.resolve(&index, &b, "two", ("web", "users"), false, &mut diags);
+        match (&first, &second) {
+            (Auth::Basic(x), Auth::Basic(y)) => {
+                assert!(Arc::ptr_eq(&x.users, &y.users), "parsed once");
+                assert_eq!((x.realm.as_str(), y.realm.as_str()), ("one", "two"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let named: Vec<&str> = diags.iter().map(|d| d.object.name.as_str()).collect();
+        assert_eq!(named, ["a", "b"], "each Ingress hears of the bad line");
+        // Read as an auth map, the same Secret is another reading.
+        let map = users.resolve(&index, &a, "one", ("web", "users"), true, &mut diags);
+        assert!(matches!(&map, Auth::Basic(m) if m.users.is_empty()), "{map:?}");
     }
 }

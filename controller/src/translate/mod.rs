@@ -139,15 +139,17 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     let external = settings.iter().any(|s| matches!(s.auth, Some(annotations::AuthSetting::External(_))));
     let ours_hosts = if external { auth::rule_hosts(&ours) } else { HashSet::new() };
     let mut served = Vec::with_capacity(ours.len());
+    let mut users = auth::Users::default();
     for (ing, settings) in ours.into_iter().zip(&settings) {
+        let src = ingress_ref(ing);
         let auth = match &settings.auth {
-            Some(annotations::AuthSetting::External(e)) if !settings.skip && settings.canary.is_none() => {
-                Some(t.external_auth(&ingress_ref(ing), e, &ours_hosts))
+            _ if settings.skip || settings.canary.is_some() => None,
+            None => None,
+            Some(annotations::AuthSetting::External(e)) => Some(t.external_auth(&src, e, &ours_hosts)),
+            Some(annotations::AuthSetting::Basic { realm, secret: (ns, name), map }) => {
+                Some(users.resolve(&secrets, &src, realm, (ns, name), *map, &mut t.diags))
             }
-            Some(a) if !settings.skip && settings.canary.is_none() => {
-                Some(auth::resolve(&secrets, &ingress_ref(ing), a, &mut t.diags))
-            }
-            _ => None,
+            Some(annotations::AuthSetting::Unavailable(why)) => Some(wharf_model::Auth::Unavailable(why.clone())),
         };
         if t.ingress(ing, settings, auth, &secrets, &mut tls_hosts, &mut routes) {
             served.push((ing, settings));
