@@ -362,6 +362,21 @@ pub struct ProxyArgs {
     /// (`400Mi`), or `0` (off).
     #[arg(long, default_value = "80%", value_parser = parse_watermark, env = "WHARF_MEMORY_WATERMARK")]
     pub memory_watermark: Watermark,
+    /// Every connection to the HTTP, HTTPS and TLS passthrough listeners starts with a
+    /// PROXY protocol header (v1 or v2, as a load balancer sends it); its source address
+    /// is the client's. Connections without one are closed.
+    #[arg(long, env = "WHARF_PROXY_PROTOCOL")]
+    pub proxy_protocol: bool,
+    /// Addresses and networks (`10.0.0.0/8`, repeatable) of the proxies in front of
+    /// Wharf: from them, `X-Forwarded-For` (the last address not in this list is the
+    /// client), `X-Forwarded-Proto` and `X-Forwarded-Port` are believed; with
+    /// --proxy-protocol, only their headers' addresses are (every peer's without this).
+    #[arg(long = "trusted-proxy", value_parser = parse_ip_net, env = "WHARF_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<wharf_model::IpNet>,
+}
+
+fn parse_ip_net(s: &str) -> Result<wharf_model::IpNet, String> {
+    wharf_model::IpNet::parse(s.trim()).map_err(|e| e.to_string())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

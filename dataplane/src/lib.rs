@@ -17,7 +17,9 @@ mod listeners;
 pub mod memory;
 pub mod metrics;
 pub mod passthrough;
+mod prefixed;
 pub mod proxy;
+pub mod proxy_protocol;
 pub mod ratelimit;
 mod relay;
 pub mod routing;
@@ -122,6 +124,25 @@ pub struct Options {
     /// Memory in use, for admission by memory: the `wharf` binary counts its allocations
     /// (see [`memory`]); the default is the resident set.
     pub memory_in_use: fn() -> Option<u64>,
+    /// Every connection of the edge listeners (HTTP, HTTPS, TLS passthrough) starts with a
+    /// PROXY protocol header (v1 or v2), whose source address is the client's.
+    pub proxy_protocol: bool,
+    /// The proxies whose word on the client is taken: the source of their PROXY protocol
+    /// header (any peer's when empty), and their `X-Forwarded-For`, `X-Forwarded-Proto`
+    /// and `X-Forwarded-Port` (no one's when empty).
+    pub trusted_proxies: Vec<wharf_model::IpNet>,
+}
+
+impl Options {
+    /// Whether a PROXY protocol header from `peer` names the client.
+    pub fn proxy_protocol_from(&self, peer: std::net::IpAddr) -> bool {
+        self.trusted_proxies.is_empty() || self.trusts(peer)
+    }
+
+    /// Whether `peer` is a trusted proxy.
+    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        self.trusted_proxies.iter().any(|n| n.contains(peer))
+    }
 }
 
 impl Default for Options {
@@ -134,6 +155,8 @@ impl Default for Options {
             paths: proxy::normalize::PathOptions::default(),
             limits: Limits::default(),
             memory_in_use: memory::resident_bytes,
+            proxy_protocol: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -18,8 +18,9 @@ use wharf_model::PortProtocol;
 use crate::coalesce::Coalesce;
 use crate::drain::Watch;
 use crate::metrics::Listener;
+use crate::prefixed::{Inbound, Prefixed};
 use crate::proxy::{self, ConnInfo, Scheme};
-use crate::{admin, passthrough, tcp, Gateway, Shared};
+use crate::{admin, passthrough, proxy_protocol, tcp, Gateway, Shared};
 
 /// Concurrent streams per client HTTP/2 connection.
 const H2_MAX_STREAMS: u32 = 250;
@@ -131,30 +132,48 @@ impl Bound {
         let mut set = JoinSet::new();
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(l, drain.clone(), Listener::Http, s.clone(), move |stream, client, w| {
-                serve_http(
-                    s.clone(),
-                    stream,
-                    ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: None },
-                    w,
-                )
+            set.spawn(accept_loop(l, drain.clone(), Listener::Http, s.clone(), move |stream, peer, w| {
+                let s = s.clone();
+                async move {
+                    let Some((stream, client)) = inbound(&s, stream, peer, Listener::Http).await else { return };
+                    let info = ConnInfo {
+                        client,
+                        scheme: Scheme::Http,
+                        port,
+                        sni: None,
+                        gateway_port: None,
+                        forwarded_by: None,
+                    };
+                    serve_http(s, stream, info, w).await
+                }
             }));
         }
         if let Some((l, port)) = self.https {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(l, drain.clone(), Listener::Https, s.clone(), move |stream, client, w| {
-                serve_https(
-                    s.clone(),
-                    stream,
-                    ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: None },
-                    w,
-                )
+            set.spawn(accept_loop(l, drain.clone(), Listener::Https, s.clone(), move |stream, peer, w| {
+                let s = s.clone();
+                async move {
+                    let Some((stream, client)) = inbound(&s, stream, peer, Listener::Https).await else { return };
+                    let info = ConnInfo {
+                        client,
+                        scheme: Scheme::Https,
+                        port,
+                        sni: None,
+                        gateway_port: None,
+                        forwarded_by: None,
+                    };
+                    serve_https(s, stream, info, w).await
+                }
             }));
         }
         if let Some(l) = self.passthrough {
             let s = Arc::clone(&shared);
-            set.spawn(accept_loop(l, drain.clone(), Listener::Passthrough, s.clone(), move |stream, client, _w| {
-                passthrough::serve(s.clone(), stream, client, None)
+            set.spawn(accept_loop(l, drain.clone(), Listener::Passthrough, s.clone(), move |stream, peer, _w| {
+                let s = s.clone();
+                async move {
+                    let Some((stream, client)) = inbound(&s, stream, peer, Listener::Passthrough).await else { return };
+                    passthrough::serve(s, stream, client, None).await
+                }
             }));
         }
         for (l, route_port) in self.tcp {
@@ -309,21 +328,23 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
     match protocol {
         PortProtocol::Http => {
             accept_loop(listener, drain, Listener::Http, shared, move |stream, client, w| {
-                let info = ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: key };
-                serve_http(s.clone(), stream, info, w)
+                let info =
+                    ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: key, forwarded_by: None };
+                serve_http(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
             })
             .await
         }
         PortProtocol::Https => {
             accept_loop(listener, drain, Listener::Https, shared, move |stream, client, w| {
-                let info = ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: key };
-                serve_https(s.clone(), stream, info, w)
+                let info =
+                    ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: key, forwarded_by: None };
+                serve_https(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
             })
             .await
         }
         PortProtocol::Passthrough => {
             accept_loop(listener, drain, Listener::Passthrough, shared, move |stream, client, _w| {
-                passthrough::serve(s.clone(), stream, client, key)
+                passthrough::serve(s.clone(), Prefixed::new(Vec::new(), stream), client, key)
             })
             .await
         }
@@ -334,6 +355,35 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
             .await
         }
     }
+}
+
+/// A connection of an edge listener, after its PROXY protocol header when
+/// `--proxy-protocol` asks for one, and the client's address: the header's source when the
+/// peer is a trusted proxy, else the peer. A connection without a valid header in time is
+/// closed.
+async fn inbound(
+    shared: &Shared,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    kind: Listener,
+) -> Option<(Inbound, SocketAddr)> {
+    if !shared.opts.proxy_protocol {
+        return Some((Prefixed::new(Vec::new(), stream), peer));
+    }
+    let mut buf = Vec::new();
+    let timeout = shared.opts.timeouts.handshake;
+    let why = match tokio::time::timeout(timeout, proxy_protocol::read(&mut stream, &mut buf)).await {
+        Ok(Ok(header)) => {
+            let client = header.source.filter(|_| shared.opts.proxy_protocol_from(peer.ip())).unwrap_or(peer);
+            let rest = buf.split_off(header.len.min(buf.len()));
+            return Some((Prefixed::new(rest, stream), client));
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no PROXY protocol header within {timeout:?}"),
+    };
+    shared.metrics.connection_refused(kind, "proxy_protocol");
+    tracing::debug!(%peer, error = %why, "connection closed: --proxy-protocol expects a header first");
+    None
 }
 
 async fn accept_loop<F, Fut>(listener: TcpListener, mut drain: Watch, kind: Listener, shared: Arc<Shared>, handle: F)
@@ -379,7 +429,7 @@ where
     }
 }
 
-async fn serve_https(shared: Arc<Shared>, stream: TcpStream, mut info: ConnInfo, drain: Watch) {
+async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, drain: Watch) {
     let Some(tls) = shared.config.load().tables(info.gateway_port).map(|t| Arc::clone(&t.tls)) else {
         return;
     };

@@ -278,7 +278,7 @@ impl Metrics {
                 refused: IntCounterVec::new(
                     Opts::new(
                         "wharf_connections_refused_total",
-                        "Connections closed at accept, by listener and reason (max_connections: the listener was full; memory: memory in use was above --memory-watermark)",
+                        "Connections closed at accept, by listener and reason (max_connections: the listener was full; memory: memory in use was above --memory-watermark; proxy_protocol: no valid PROXY protocol header in time)",
                     ),
                     &["listener", "reason"],
                 )?,

@@ -247,6 +247,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// What a client saw.
@@ -283,7 +284,21 @@ pub async fn https_get(
     host: &str,
     path: &str,
 ) -> Result<Seen, String> {
-    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    https_get_after(b"", addr, sni, cfg, host, path).await
+}
+
+/// [`https_get`] on a connection whose first bytes are `preamble` (a PROXY protocol
+/// header, as a load balancer sends it).
+pub async fn https_get_after(
+    preamble: &[u8],
+    addr: SocketAddr,
+    sni: Option<&str>,
+    cfg: Arc<rustls::ClientConfig>,
+    host: &str,
+    path: &str,
+) -> Result<Seen, String> {
+    let mut tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    tcp.write_all(preamble).await.map_err(|e| e.to_string())?;
     let name = match sni {
         Some(s) => ServerName::try_from(s.to_owned()).map_err(|e| e.to_string())?,
         None => ServerName::IpAddress(addr.ip().into()),
@@ -296,6 +311,39 @@ pub async fn https_get(
     seen.peer_cert = peer_cert;
     seen.alpn = alpn;
     Ok(seen)
+}
+
+/// Plain HTTP/1.1 GET with extra `headers` on a connection from the local address `from`
+/// whose first bytes are `preamble` (a PROXY protocol header), given up after 10 s.
+pub async fn http_get_after(
+    from: std::net::IpAddr,
+    preamble: &[u8],
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Seen, String> {
+    let get = async {
+        let socket = match from {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .map_err(|e| e.to_string())?;
+        socket.bind(SocketAddr::new(from, 0)).map_err(|e| format!("bind {from}: {e}"))?;
+        let mut tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
+        tcp.write_all(preamble).await.map_err(|e| e.to_string())?;
+        let (mut s, c) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(c);
+        let mut req = http::Request::builder().uri(path).header("host", host);
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        let req = req.body(Empty::<Bytes>::new()).map_err(|e| e.to_string())?;
+        seen(s.send_request(req).await.map_err(|e| e.to_string())?).await
+    };
+    tokio::time::timeout(Duration::from_secs(10), get)
+        .await
+        .map_err(|_| format!("GET {path} from {from} to {addr}: no answer in 10s"))?
 }
 
 /// Plain HTTP/1.1 GET, given up after 10 s (a hung server fails the call, not the suite).
@@ -312,19 +360,7 @@ pub async fn http_get(addr: SocketAddr, host: &str, path: &str) -> Result<Seen, 
 /// Plain HTTP/1.1 GET from the local address `from` (any of 127.0.0.0/8 reaches a
 /// loopback listener), given up after 10 s.
 pub async fn http_get_from(from: std::net::IpAddr, addr: SocketAddr, host: &str, path: &str) -> Result<Seen, String> {
-    let get = async {
-        let socket = match from {
-            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
-            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
-        }
-        .map_err(|e| e.to_string())?;
-        socket.bind(SocketAddr::new(from, 0)).map_err(|e| format!("bind {from}: {e}"))?;
-        let tcp = socket.connect(addr).await.map_err(|e| e.to_string())?;
-        request(TokioIo::new(tcp), false, host, path, "http").await
-    };
-    tokio::time::timeout(Duration::from_secs(10), get)
-        .await
-        .map_err(|_| format!("GET {path} from {from} to {addr}: no answer in 10s"))?
+    http_get_after(from, b"", addr, host, path, &[]).await
 }
 
 /// Plain HTTP/1.1 request with `method` and extra `headers`, given up after 10 s.

@@ -85,6 +85,24 @@ async fn passthrough_keeps_client_tls_end_to_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_proxy_protocol_passthrough_reads_the_header_and_relays_only_the_client_bytes() {
+    let r = start_with_options(wharf_dataplane::Options { proxy_protocol: true, ..Default::default() }).await;
+    let ca = TestCa::new("Backend CA");
+    let leaf = ca.leaf(&["db.test"]);
+    let mut s = snapshot(vec![], vec![("db", cluster(&[tls_backend(&leaf).await]))]);
+    s.passthrough = vec![SniRoute::passthrough(Host::parse("db.test").unwrap(), "db", src("db"))];
+    r.gw.apply(s).unwrap();
+    let mut tcp = TcpStream::connect(r.passthrough).await.unwrap();
+    tcp.write_all(b"PROXY TCP4 203.0.113.7 127.0.0.1 51234 443\r\n").await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("db.test").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(ca.client_config(&[])).connect(name, tcp).await.unwrap();
+    tls.write_all(b"hello").await.unwrap();
+    let mut got = Vec::new();
+    tls.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"tls-backend:hello");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tls_port_terminates_some_names_and_passes_others_through() {
     let r = start().await;
     let ca = TestCa::new("Port CA");

@@ -4,17 +4,15 @@
 pub mod client_hello;
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::ServerConfig;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_model::PortProtocol;
 
 use crate::metrics::Listener;
+use crate::prefixed::{Inbound, Prefixed};
 use crate::proxy::upstream::{connect_any, Upstream};
 use crate::relay::relay;
 use crate::Shared;
@@ -35,7 +33,7 @@ enum PeekError {
 
 /// Serves one connection of a TLS port, from the edge listener (`gateway_port` `None`) or a
 /// Gateway port.
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: SocketAddr, gateway_port: Option<SocketAddr>) {
+pub async fn serve(shared: Arc<Shared>, mut stream: Inbound, client: SocketAddr, gateway_port: Option<SocketAddr>) {
     let timeout = shared.opts.timeouts.handshake;
     let mut buf = Vec::with_capacity(2048);
     let sni = match tokio::time::timeout(timeout, peek(&mut stream, &mut buf)).await {
@@ -82,14 +80,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: SocketAdd
 }
 
 /// Relays the connection untouched, starting with the ClientHello already read.
-async fn pass(
-    shared: &Shared,
-    mut stream: TcpStream,
-    hello: &[u8],
-    upstream: &Upstream,
-    client: SocketAddr,
-    sni: &str,
-) {
+async fn pass(shared: &Shared, mut stream: Inbound, hello: &[u8], upstream: &Upstream, client: SocketAddr, sni: &str) {
     let (mut up, ep) = match connect_any(upstream, &shared.dialer, client).await {
         Ok(c) => c,
         Err(e) => {
@@ -110,7 +101,7 @@ async fn pass(
 /// Completes the TLS handshake here and relays the plain bytes.
 async fn terminate(
     shared: &Shared,
-    stream: Prefixed<TcpStream>,
+    stream: Prefixed<Inbound>,
     config: Arc<ServerConfig>,
     upstream: &Upstream,
     client: SocketAddr,
@@ -146,50 +137,7 @@ async fn terminate(
     tracing::debug!(%client, sni, upstream = %ep.addr, sent, received, "terminated TLS connection done");
 }
 
-/// A stream that first yields bytes already read from it (the ClientHello read to route
-/// by SNI), so a TLS handshake can start over from them.
-struct Prefixed<S> {
-    head: Vec<u8>,
-    at: usize,
-    inner: S,
-}
-
-impl<S> Prefixed<S> {
-    fn new(head: Vec<u8>, inner: S) -> Self {
-        Prefixed { head, at: 0, inner }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let this = &mut *self;
-        if this.at < this.head.len() {
-            let n = buf.remaining().min(this.head.len() - this.at);
-            buf.put_slice(&this.head[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.head.len() {
-                this.head = Vec::new();
-                this.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-async fn peek(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<String>, PeekError> {
+async fn peek(stream: &mut Inbound, buf: &mut Vec<u8>) -> Result<Option<String>, PeekError> {
     loop {
         if stream.read_buf(buf).await.map_err(PeekError::Io)? == 0 {
             return Err(PeekError::Closed);

@@ -1,5 +1,7 @@
 //! Header rewriting between client and backend.
 
+use std::net::{IpAddr, SocketAddr};
+
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 const HOP_COUNT: usize = 7;
@@ -78,11 +80,65 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// `conn` from a trusted proxy, its client, scheme and port as that proxy's headers say
+/// (`X-Forwarded-For`, `-Proto`, `-Port`, as nginx's realip module reads them): the client
+/// is the last address of `X-Forwarded-For` that `trusts` does not (the first when it
+/// trusts them all; the trusted one after an entry that is not an address). What no header
+/// says stays the connection's; a scheme without a port takes the scheme's own.
+pub fn forwarded_client(
+    mut conn: super::ConnInfo,
+    headers: &HeaderMap,
+    trusts: impl Fn(IpAddr) -> bool,
+) -> super::ConnInfo {
+    let hop = conn.client.ip();
+    let mut client = hop;
+    let entries: Vec<&[u8]> =
+        headers.get_all(&X_FORWARDED_FOR).iter().flat_map(|v| v.as_bytes().split(|b| *b == b',')).collect();
+    for entry in entries.iter().rev() {
+        let Some(ip) = address(entry.trim_ascii()) else { break };
+        client = ip;
+        if !trusts(ip) {
+            break;
+        }
+    }
+    if client != hop {
+        conn.client = SocketAddr::new(client, 0);
+    }
+    let first = |name: &HeaderName| {
+        let v = headers.get(name)?.as_bytes();
+        Some(v.split(|b| *b == b',').next().unwrap_or(v).trim_ascii())
+    };
+    let scheme = match first(&X_FORWARDED_PROTO) {
+        Some(p) if p.eq_ignore_ascii_case(b"https") => Some(super::Scheme::Https),
+        Some(p) if p.eq_ignore_ascii_case(b"http") => Some(super::Scheme::Http),
+        _ => None,
+    };
+    let port = first(&X_FORWARDED_PORT)
+        .filter(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+        .and_then(|p| std::str::from_utf8(p).ok()?.parse::<u16>().ok());
+    match (scheme, port) {
+        (_, Some(p)) => conn.port = p,
+        (Some(s), None) if s != conn.scheme => conn.port = if s == super::Scheme::Https { 443 } else { 80 },
+        _ => {}
+    }
+    conn.scheme = scheme.unwrap_or(conn.scheme);
+    conn.forwarded_by = Some(hop);
+    conn
+}
+
+/// An `X-Forwarded-For` entry: an address, or an address and port.
+fn address(entry: &[u8]) -> Option<IpAddr> {
+    let s = std::str::from_utf8(entry).ok()?;
+    s.parse::<IpAddr>().ok().or_else(|| s.parse::<SocketAddr>().ok().map(|a| a.ip()))
+}
+
 /// What the backend is told about the client.
 #[derive(Debug)]
 pub struct Forwarded<'a> {
     /// Client IP.
     pub client_ip: std::net::IpAddr,
+    /// The address appended to `X-Forwarded-For`: the peer that sent the request.
+    pub hop: std::net::IpAddr,
     /// `http` or `https`.
     pub proto: &'static str,
     /// Host the client asked for (as sent, with port if any); `None` when it sent none.
@@ -94,23 +150,22 @@ pub struct Forwarded<'a> {
 /// Sets X-Forwarded-For (appended), X-Forwarded-Proto/-Host/-Port, X-Real-IP and
 /// X-Request-Id (kept when the client sent a sane one).
 pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
-    use std::io::Write;
-    let mut buf = [0u8; 64];
-    let ip = {
-        let mut w = &mut buf[..];
-        let _ = write!(w, "{}", f.client_ip);
-        let n = 64 - w.len();
-        HeaderValue::from_bytes(&buf[..n]).unwrap_or(HeaderValue::from_static("unknown"))
-    };
-    let xff = match headers.get(&X_FORWARDED_FOR).map(|v| v.as_bytes()) {
-        Some(prev) if !prev.trim_ascii().is_empty() => {
-            let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
-            v.extend_from_slice(prev);
+    let ip = ip_value(f.client_ip);
+    let hop = if f.hop == f.client_ip { ip.clone() } else { ip_value(f.hop) };
+    let mut prev =
+        headers.get_all(&X_FORWARDED_FOR).iter().map(|v| v.as_bytes().trim_ascii()).filter(|v| !v.is_empty());
+    let xff = match (prev.next(), prev.next()) {
+        (None, _) => hop,
+        (Some(first), more) => {
+            let mut v = first.to_vec();
+            for p in more.into_iter().chain(prev) {
+                v.extend_from_slice(b", ");
+                v.extend_from_slice(p);
+            }
             v.extend_from_slice(b", ");
-            v.extend_from_slice(ip.as_bytes());
-            HeaderValue::from_bytes(&v).unwrap_or_else(|_| ip.clone())
+            v.extend_from_slice(hop.as_bytes());
+            HeaderValue::from_bytes(&v).unwrap_or(hop)
         }
-        _ => ip.clone(),
     };
     headers.insert(X_FORWARDED_FOR, xff);
     headers.insert(X_REAL_IP, ip);
@@ -128,6 +183,16 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
     if !matches!(headers.get(&X_REQUEST_ID), Some(v) if v.len() <= 128 && !v.is_empty()) {
         headers.insert(X_REQUEST_ID, request_id());
     }
+}
+
+/// `ip` as a header value.
+fn ip_value(ip: IpAddr) -> HeaderValue {
+    use std::io::Write;
+    let mut buf = [0u8; 64];
+    let mut w = &mut buf[..];
+    let _ = write!(w, "{ip}");
+    let n = 64 - w.len();
+    HeaderValue::from_bytes(&buf[..n]).unwrap_or(HeaderValue::from_static("unknown"))
 }
 
 /// A random 128-bit id as 32 lower-case hex digits.
@@ -192,7 +257,8 @@ mod tests {
         h.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
         h.insert("x-request-id", HeaderValue::from_static("abc"));
         let host = HeaderValue::from_static("a.com");
-        let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "https", host: Some(&host), port: 443 };
+        let f =
+            Forwarded { client_ip: ip("10.1.1.1"), hop: ip("10.1.1.1"), proto: "https", host: Some(&host), port: 443 };
         set_forwarded(&mut h, &f);
         assert_eq!(h["x-request-id"], "abc");
         assert_eq!(h["x-real-ip"], "10.1.1.1");
@@ -202,7 +268,8 @@ mod tests {
         assert_eq!(h["x-forwarded-port"], "443");
         let mut fresh = HeaderMap::new();
         fresh.insert("x-forwarded-host", HeaderValue::from_static("spoofed"));
-        let v6 = Forwarded { client_ip: "2001:db8::1".parse().unwrap(), proto: "http", host: None, port: 8080 };
+        let v6 =
+            Forwarded { client_ip: ip("2001:db8::1"), hop: ip("2001:db8::1"), proto: "http", host: None, port: 8080 };
         set_forwarded(&mut fresh, &v6);
         let id = fresh["x-request-id"].to_str().unwrap();
         assert_eq!(id.len(), 32);
@@ -240,7 +307,7 @@ mod tests {
         for empty in ["", "  "] {
             let mut h = HeaderMap::new();
             h.insert("x-forwarded-for", HeaderValue::from_static(empty));
-            let f = Forwarded { client_ip: "10.1.1.1".parse().unwrap(), proto: "http", host: None, port: 80 };
+            let f = Forwarded { client_ip: ip("10.1.1.1"), hop: ip("10.1.1.1"), proto: "http", host: None, port: 80 };
             set_forwarded(&mut h, &f);
             assert_eq!(h["x-forwarded-for"], "10.1.1.1", "{empty:?}");
             assert_eq!(h["x-forwarded-port"], "80");
@@ -252,5 +319,91 @@ mod tests {
             assert!(id.bytes().filter(|b| *b == b'0').count() < 16, "{id}");
         }
         assert!(ids.windows(2).all(|w| w[0][..16] != w[1][..16]), "{ids:?}");
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+    }
+
+    fn from_proxy(pairs: &[(&'static str, &'static str)]) -> super::super::ConnInfo {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        let conn = super::super::ConnInfo {
+            client: "10.0.0.2:4000".parse().unwrap_or(SocketAddr::new(ip("0.0.0.0"), 0)),
+            scheme: super::super::Scheme::Http,
+            port: 80,
+            sni: None,
+            gateway_port: None,
+            forwarded_by: None,
+        };
+        let trusted = ["10.0.0.0/8", "2001:db8:f::/48"].map(|n| wharf_model::IpNet::parse(n).ok());
+        forwarded_client(conn, &h, |a| trusted.iter().flatten().any(|n| n.contains(a)))
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_client_by_the_last_untrusted_forwarded_for_address() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "10.0.0.2:4000"),
+            (&[("x-forwarded-for", "203.0.113.7")], "203.0.113.7:0"),
+            (&[("x-forwarded-for", "198.51.100.1, 203.0.113.7, 10.1.1.1")], "203.0.113.7:0"),
+            (&[("x-forwarded-for", "198.51.100.1"), ("x-forwarded-for", "203.0.113.7,10.9.9.9")], "203.0.113.7:0"),
+            (&[("x-forwarded-for", "10.3.3.3, 10.1.1.1")], "10.3.3.3:0"),
+            (&[("x-forwarded-for", "[2001:db8::7]:1234, 2001:db8:f::1")], "[2001:db8::7]:0"),
+            (&[("x-forwarded-for", "203.0.113.7:5555")], "203.0.113.7:0"),
+            // An entry that is not an address ends the walk at the trusted one after it.
+            (&[("x-forwarded-for", "203.0.113.7, unknown, 10.1.1.1")], "10.1.1.1:0"),
+            (&[("x-forwarded-for", "203.0.113.7,,10.1.1.1")], "10.1.1.1:0"),
+            (&[("x-forwarded-for", "nonsense")], "10.0.0.2:4000"),
+        ];
+        for (headers, want) in cases {
+            let c = from_proxy(headers);
+            assert_eq!(
+                (c.client.to_string(), c.forwarded_by),
+                ((*want).to_owned(), Some(ip("10.0.0.2"))),
+                "{headers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_scheme_and_port_the_client_used() {
+        use super::super::Scheme::{self, Http, Https};
+        type Case<'a> = (&'a [(&'a str, &'a str)], Scheme, u16);
+        let cases: &[Case] = &[
+            (&[], Http, 80),
+            (&[("x-forwarded-proto", "https")], Https, 443),
+            (&[("x-forwarded-proto", "HTTPS, http")], Https, 443),
+            (&[("x-forwarded-proto", "https"), ("x-forwarded-port", "8443")], Https, 8443),
+            (&[("x-forwarded-proto", "http")], Http, 80),
+            (&[("x-forwarded-port", "8080")], Http, 8080),
+            (&[("x-forwarded-proto", "wss"), ("x-forwarded-port", "+1")], Http, 80),
+            (&[("x-forwarded-port", "65536")], Http, 80),
+            (&[("x-forwarded-port", "")], Http, 80),
+        ];
+        for (headers, scheme, port) in cases {
+            let c = from_proxy(headers);
+            assert_eq!((c.scheme, c.port), (*scheme, *port), "{headers:?}");
+        }
+        // From HTTPS, a proxy's "http" without a port means port 80.
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        let mut conn = from_proxy(&[]);
+        (conn.scheme, conn.port, conn.forwarded_by) = (Https, 443, None);
+        let c = forwarded_client(conn, &h, |_| true);
+        assert_eq!((c.scheme, c.port), (Http, 80));
+    }
+
+    #[test]
+    fn behind_a_trusted_proxy_forwarded_for_gets_the_proxy_and_real_ip_the_client() {
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
+        h.append("x-forwarded-for", HeaderValue::from_static(" 203.0.113.7 "));
+        let f = Forwarded { client_ip: ip("203.0.113.7"), hop: ip("10.0.0.2"), proto: "https", host: None, port: 443 };
+        set_forwarded(&mut h, &f);
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 203.0.113.7, 10.0.0.2");
+        assert_eq!(h["x-real-ip"], "203.0.113.7");
     }
 }

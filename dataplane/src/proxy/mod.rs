@@ -56,6 +56,9 @@ pub struct ConnInfo {
     /// The Gateway port the connection arrived on, by its bound address; `None` for the
     /// edge listeners.
     pub gateway_port: Option<SocketAddr>,
+    /// The trusted proxy whose `X-Forwarded-*` headers named the client, scheme and port
+    /// above (`--trusted-proxies`); `None` when they are the connection's own.
+    pub forwarded_by: Option<std::net::IpAddr>,
 }
 
 /// Why a request was answered by the gateway itself before routing.
@@ -178,6 +181,13 @@ pub async fn handle(
     mut req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let start = Instant::now();
+    // Routing goes by the listener; everything about the client by what a trusted proxy
+    // says of it.
+    let listener = conn.scheme;
+    let conn = match shared.opts.trusts(conn.client.ip()) {
+        true => headers::forwarded_client(conn, req.headers(), |ip| shared.opts.trusts(ip)),
+        false => conn,
+    };
     let cfg = shared.config.load_full();
     let checked = precheck(&shared, &mut req);
     let host_value = request_host(&req);
@@ -196,7 +206,7 @@ pub async fn handle(
                 headers: req.headers(),
             };
             // The edge Gateway's routes first, then the Ingress routes.
-            let protocol = if conn.scheme == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
+            let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
             cfg.edge_gateway(conn.gateway_port, protocol)
                 .and_then(|g| g.router.route(&host, &view))
                 .or_else(|| t.router.route(&host, &view))
@@ -579,6 +589,7 @@ async fn forward(
     headers::strip_hop_by_hop(req.headers_mut(), upgrade);
     let fwd = headers::Forwarded {
         client_ip: conn.client.ip(),
+        hop: conn.forwarded_by.unwrap_or(conn.client.ip()),
         proto: match conn.scheme {
             Scheme::Http => "http",
             Scheme::Https => "https",
@@ -800,8 +811,14 @@ mod tests {
 
     #[test]
     fn redirects_keep_what_they_do_not_replace_and_pick_the_port_as_gateway_api_says() {
-        let conn =
-            |scheme, port| ConnInfo { client: ([127, 0, 0, 1], 1).into(), scheme, port, sni: None, gateway_port: None };
+        let conn = |scheme, port| ConnInfo {
+            client: ([127, 0, 0, 1], 1).into(),
+            scheme,
+            port,
+            sni: None,
+            gateway_port: None,
+            forwarded_by: None,
+        };
         let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
             scheme: scheme.map(str::to_owned),
             host: host.map(str::to_owned),
