@@ -74,6 +74,11 @@ pub struct MigrateArgs {
     /// As the controller will run: what a snippet does to its Ingress.
     #[arg(long, value_enum, default_value = "skip-ingress")]
     pub snippet_annotations: SnippetMode,
+    /// ingress-nginx's ConfigMap (`NAMESPACE/NAME`, in the cluster or among the files):
+    /// its global settings are reported, and `-o values` prints the chart values that keep
+    /// them.
+    #[arg(long, value_parser = parse_ns_name, default_value = wharf_controller::nginx_configmap::DEFAULT_CONFIGMAP)]
+    pub configmap: (String, String),
 }
 
 /// `wharf migrate --output`.
@@ -83,6 +88,8 @@ pub enum MigrateOutput {
     Report,
     /// The Ingresses for Wharf.
     Yaml,
+    /// Chart values that keep the global settings of ingress-nginx's ConfigMap.
+    Values,
 }
 
 /// `wharf run`.
@@ -373,6 +380,11 @@ pub struct ProxyArgs {
     /// --proxy-protocol, only their headers' addresses are (every peer's without this).
     #[arg(long = "trusted-proxy", value_parser = parse_ip_net, env = "WHARF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<wharf_model::IpNet>,
+    /// `Strict-Transport-Security` sent on every response to a request made over HTTPS,
+    /// like `max-age=31536000; includeSubDomains` (ingress-nginx's default); none unless
+    /// set.
+    #[arg(long, value_parser = wharf_dataplane::proxy::headers::hsts, env = "WHARF_HSTS")]
+    pub hsts: Option<http::HeaderValue>,
 }
 
 fn parse_ip_net(s: &str) -> Result<wharf_model::IpNet, String> {

@@ -59,6 +59,7 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         memory_in_use: crate::memory_in_use,
         proxy_protocol: proxy.proxy_protocol,
         trusted_proxies: proxy.trusted_proxies.clone(),
+        hsts: proxy.hsts.clone(),
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {

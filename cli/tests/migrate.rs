@@ -47,3 +47,36 @@ fn the_yaml_is_read_back_as_ingresses_of_wharfs_class() {
     assert!(yaml.contains("wharf.dev/rewrite-target: /$2"), "{yaml}");
     assert!(yaml.contains("nginx.ingress.kubernetes.io/auth-tls-secret"), "what Wharf lacks keeps its name");
 }
+
+#[test]
+fn ingress_nginx_configmap_settings_are_reported_and_given_as_chart_values() {
+    let report = migrate(&["-f", CORPUS]);
+    let global = report.split_once("Global settings (ConfigMap ingress-nginx/ingress-nginx-controller)\n").unwrap().1;
+    for row in [
+        "same           proxy-body-size=\"16m\"\n",
+        "same           hsts=\"true\" (ingress-nginx's default)\n",
+        "same           proxy-real-ip-cidr=\"10.0.0.0/8\"\n",
+        "differs        large-client-header-buffers=\"4 16k\": ",
+        "not supported  ssl-protocols=\"TLSv1.2 TLSv1.3\": Wharf has no such setting\n",
+        "same           allow-snippet-annotations=\"false\"\n",
+        "    --trusted-proxy=10.0.0.0/8\n",
+        "    '--hsts=max-age=15724800; includeSubDomains'\n",
+    ] {
+        assert!(global.contains(row), "{row:?} in:\n{global}");
+    }
+    let values: serde_json::Value = serde_yaml::from_str(&migrate(&["-f", CORPUS, "-o", "values"])).unwrap();
+    assert_eq!(
+        values,
+        serde_json::json!({"controller": {
+            "limits": {"maxRequestBody": "16m", "maxRequestHeaderBytes": 65536, "clientIdleTimeout": "75s"},
+            "trustedProxies": ["10.0.0.0/8"],
+            "hsts": "max-age=15724800; includeSubDomains",
+            "connectTimeout": "10s",
+            "requestTimeout": "120s",
+        }})
+    );
+    // Another name: none there, so ingress-nginx's defaults.
+    let report = migrate(&["-f", CORPUS, "--configmap", "ops/nginx"]);
+    assert!(report.contains("Global settings (ConfigMap ops/nginx)\n  no such ConfigMap"), "{report}");
+    assert!(report.contains("same           proxy-body-size=\"1m\" (ingress-nginx's default)\n"), "{report}");
+}

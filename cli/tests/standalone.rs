@@ -594,3 +594,118 @@ async fn the_gateway_api_example_serves_its_routes_on_the_gateways_own_ports() {
     assert_eq!(http_get(addr(w.http), "blog.example.com", "/").await.unwrap().echo_name(), "blog");
     assert_eq!(http_get(addr(w.http), "old.example.com", "/").await.unwrap().status, 404);
 }
+
+/// A running HAProxy (TCP mode) in front of Wharf's HTTP and HTTPS ports, sending a PROXY
+/// protocol v2 header on each connection, as a cloud load balancer does.
+struct Haproxy {
+    child: Child,
+    http: u16,
+    https: u16,
+    _dir: TempDir,
+}
+
+impl Haproxy {
+    async fn start(w: &Wharf) -> Haproxy {
+        let dir = temp_dir("haproxy");
+        let (http, https) = (free_port(), free_port());
+        let config = format!(
+            "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
+             listen http\n  bind 127.0.0.1:{http}\n  server wharf 127.0.0.1:{} send-proxy-v2 source 127.0.0.1\n\
+             listen https\n  bind 127.0.0.1:{https}\n  server wharf 127.0.0.1:{} send-proxy-v2 source 127.0.0.1\n",
+            w.http, w.https
+        );
+        std::fs::write(dir.join("haproxy.cfg"), config).unwrap();
+        let child = Command::new("haproxy")
+            .arg("-db")
+            .arg("-f")
+            .arg(dir.join("haproxy.cfg"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("haproxy is needed by this test");
+        let up =
+            eventually(
+                Duration::from_secs(10),
+                || async move { tokio::net::TcpStream::connect(addr(https)).await.is_ok() },
+            )
+            .await;
+        assert!(up, "haproxy did not start");
+        Haproxy { child, http, https, _dir: dir }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// curl from the local address `from` with `args`: its exit status and body.
+fn curl_from(from: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--interface", from])
+        .args(args)
+        .output()
+        .expect("curl is needed by this test");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_haproxy_the_client_is_the_one_haproxy_accepted() {
+    let q = quickstart("proxy-protocol").await;
+    std::fs::write(
+        q.dir.join("40-staff.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: staff\n  namespace: quickstart\n  \
+         annotations: {nginx.ingress.kubernetes.io/whitelist-source-range: 127.0.0.9/32}\nspec:\n  \
+         ingressClassName: wharf\n  rules:\n    - host: staff.example.com\n      http:\n        paths:\n          \
+         - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}\n",
+    )
+    .unwrap();
+    let w = Wharf::start(&[&q.dir], &["--proxy-protocol", "--trusted-proxy", "127.0.0.1"]);
+    w.wait_ready().await;
+    let h = Haproxy::start(&w).await;
+    let staff = |port: u16| format!("http://staff.example.com:{port}/");
+    let resolve = |port: u16| format!("staff.example.com:{port}:127.0.0.1");
+
+    // Wharf's peer is HAProxy (127.0.0.1); the allow-list sees the client HAProxy accepted.
+    let (ok, body) = curl_from("127.0.0.9", &["--resolve", &resolve(h.http), &staff(h.http)]);
+    assert!(ok, "{body}\n{}", w.log());
+    let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&seen["name"], &seen["headers"]["x-real-ip"]), (&"web".into(), &"127.0.0.9".into()), "{seen}");
+    let (_, body) = curl_from(
+        "127.0.0.10",
+        &["-w", "%{http_code}", "-o", "/dev/null", "--resolve", &resolve(h.http), &staff(h.http)],
+    );
+    assert_eq!(body, "403");
+
+    // HTTPS through HAProxy: the header, then the client's own TLS handshake.
+    let ca = q.dir.join("ca.pem");
+    let (ok, body) = curl_from(
+        "127.0.0.9",
+        &[
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &format!("shop.example.com:{}:127.0.0.1", h.https),
+            &format!("https://shop.example.com:{}/", h.https),
+        ],
+    );
+    assert!(ok, "{body}\n{}", w.log());
+    let seen: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (&seen["headers"]["x-real-ip"], &seen["headers"]["x-forwarded-proto"]),
+        (&"127.0.0.9".into(), &"https".into())
+    );
+
+    // curl's own version 1 header, straight to Wharf; no header at all is refused.
+    let (ok, body) = curl_from("127.0.0.9", &["--haproxy-protocol", "--resolve", &resolve(w.http), &staff(w.http)]);
+    assert!(ok && body.contains("\"name\":\"web\""), "{body}");
+    let (ok, _) = curl_from("127.0.0.9", &["--resolve", &resolve(w.http), &staff(w.http)]);
+    assert!(!ok, "a connection without a PROXY protocol header is closed");
+    let metrics = http_get(addr(w.admin), "x", "/metrics").await.unwrap().body;
+    assert!(
+        metrics.contains(r#"wharf_connections_refused_total{listener="http",reason="proxy_protocol"} 1"#),
+        "{metrics}"
+    );
+}

@@ -37,6 +37,8 @@ pub struct Loaded {
     pub world: World,
     /// `Kind name` of documents of kinds Wharf does not read.
     pub ignored: Vec<String>,
+    /// ConfigMaps (`wharf migrate` reads ingress-nginx's).
+    pub config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 /// Reads every `.yaml`, `.yml` and `.json` file under `paths` (directories recursively, in
@@ -149,6 +151,11 @@ fn add_object(value: serde_yaml::Value, loaded: &mut Loaded) -> Result<(), (Stri
         for item in items {
             add_object(item, loaded)?;
         }
+        return Ok(());
+    }
+    if (api_version.as_str(), kind.as_str()) == ("v1", "ConfigMap") {
+        let cm = serde_yaml::from_value(value).map_err(|e| (label, e.to_string()))?;
+        loaded.config_maps.push(cm);
         return Ok(());
     }
     match crate::kinds::add_to_world(&api_version, &kind, value, &mut loaded.world) {

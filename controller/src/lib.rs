@@ -8,6 +8,7 @@ pub mod files;
 pub mod k8s;
 pub mod kinds;
 pub mod migrate;
+pub mod nginx_configmap;
 pub mod publish;
 pub mod translate;
 

@@ -45,6 +45,23 @@ pub enum Verdict {
     Invalid(String),
 }
 
+impl Verdict {
+    /// Its label in the report, and what follows the value (`not_supported` for
+    /// [`Verdict::NotSupported`]).
+    pub fn describe(&self, not_supported: &str) -> (&'static str, String) {
+        match self {
+            Verdict::Same => ("same", String::new()),
+            Verdict::Differs(why) => ("differs", format!(": {why}")),
+            Verdict::NotSupported => ("not supported", not_supported.to_owned()),
+            Verdict::NotEnforced => {
+                ("not supported", ": access control Wharf cannot enforce yet; requests are answered 503".to_owned())
+            }
+            Verdict::Refused => ("refused", ": raw proxy configuration, never run".to_owned()),
+            Verdict::Invalid(why) => ("invalid", format!(": {why}")),
+        }
+    }
+}
+
 /// One Ingress, as Wharf will see it.
 #[derive(Debug, Clone)]
 pub struct IngressReport {
@@ -215,16 +232,7 @@ pub fn render(reports: &[IngressReport], opts: &MigrateOptions) -> String {
             *totals.entry("not served").or_default() += 1;
         }
         for (key, (value, verdict)) in &r.annotations {
-            let (label, note) = match verdict {
-                Verdict::Same => ("same", String::new()),
-                Verdict::Differs(why) => ("differs", format!(": {why}")),
-                Verdict::NotSupported => ("not supported", ": served without it".to_owned()),
-                Verdict::NotEnforced => {
-                    ("not supported", ": access control Wharf cannot enforce yet; requests are answered 503".to_owned())
-                }
-                Verdict::Refused => ("refused", ": raw proxy configuration, never run".to_owned()),
-                Verdict::Invalid(why) => ("invalid", format!(": {why}")),
-            };
+            let (label, note) = verdict.describe(": served without it");
             *totals.entry(label).or_default() += 1;
             let shown: String = value.chars().take(60).collect::<String>().replace('\n', " ");
             let _ = writeln!(out, "  {label:<14} {key}={shown:?}{note}");

@@ -131,6 +131,9 @@ pub struct Options {
     /// header (any peer's when empty), and their `X-Forwarded-For`, `X-Forwarded-Proto`
     /// and `X-Forwarded-Port` (no one's when empty).
     pub trusted_proxies: Vec<wharf_model::IpNet>,
+    /// The `Strict-Transport-Security` header of every response to a request the client
+    /// sent over HTTPS (see [`proxy::headers::hsts`]); `None` sends none.
+    pub hsts: Option<http::HeaderValue>,
 }
 
 impl Options {
@@ -157,6 +160,7 @@ impl Default for Options {
             memory_in_use: memory::resident_bytes,
             proxy_protocol: false,
             trusted_proxies: Vec::new(),
+            hsts: None,
         }
     }
 }

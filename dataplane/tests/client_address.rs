@@ -1,6 +1,6 @@
 //! Who the client is behind a load balancer: the PROXY protocol header it sends first, and
 //! the `X-Forwarded-*` headers of the proxies `trusted_proxies` names. Address lists, the
-//! backend's `X-Real-IP` and `X-Forwarded-For`, and HTTPS redirects go by that client.
+//! backend's `X-Real-IP` and `X-Forwarded-For`, HTTPS redirects and HSTS go by that client.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -48,13 +48,20 @@ async fn routes(r: &Running) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_proxy_protocol_the_client_is_the_source_its_header_names() {
-    let opts = Options { proxy_protocol: true, access_log: false, https_redirect_port: 8443, ..Options::default() };
+    let opts = Options {
+        proxy_protocol: true,
+        access_log: false,
+        https_redirect_port: 8443,
+        hsts: Some(http::HeaderValue::from_static("max-age=60")),
+        ..Options::default()
+    };
     let r = start_with_options(opts).await;
     routes(&r).await;
     let local = ip("127.0.0.1");
 
     let seen = http_get_after(local, V1, r.http, "a.test", "/allow", &[]).await.unwrap();
     assert_eq!(seen.status, 200, "{}", seen.body);
+    assert!(seen.headers.get("strict-transport-security").is_none(), "HSTS over plain HTTP");
     let headers = &seen.json()["headers"];
     assert_eq!((&headers["x-real-ip"], &headers["x-forwarded-for"]), (&"203.0.113.7".into(), &"203.0.113.7".into()));
     let seen = http_get_after(local, &v2([198, 51, 100, 9]), r.http, "a.test", "/allow", &[]).await.unwrap();
@@ -76,6 +83,7 @@ async fn with_the_proxy_protocol_the_client_is_the_source_its_header_names() {
     assert_eq!(seen.status, 200, "{}", seen.body);
     assert_eq!(seen.json()["headers"]["x-real-ip"], "203.0.113.8");
     assert_eq!(seen.json()["headers"]["x-forwarded-proto"], "https");
+    assert_eq!(seen.headers["strict-transport-security"], "max-age=60");
 
     // A connection without a header is closed, and counted.
     let plain = http_get(r.http, "a.test", "/open").await;
@@ -90,6 +98,7 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     let opts = Options {
         proxy_protocol: true,
         trusted_proxies: trusted,
+        hsts: Some(http::HeaderValue::from_static("max-age=60; includeSubDomains")),
         access_log: false,
         https_redirect_port: 8443,
         ..Options::default()
@@ -106,9 +115,10 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     assert_eq!(headers["x-real-ip"], "203.0.113.7");
     assert_eq!(headers["x-forwarded-for"], "198.51.100.1, 203.0.113.7, 127.0.0.1");
     assert_eq!((&headers["x-forwarded-proto"], &headers["x-forwarded-port"]), (&"https".into(), &"443".into()));
-    // It says the client used HTTPS: no redirect.
+    // It says the client used HTTPS: no redirect, and HSTS.
     let seen = http_get_after(proxy, unknown, r.http, "a.test", "/secure", &forwarded).await.unwrap();
     assert_eq!(seen.status, 200, "{}", seen.body);
+    assert_eq!(seen.headers["strict-transport-security"], "max-age=60; includeSubDomains");
 
     // Another peer's headers, and its PROXY protocol header's address, are not believed.
     for preamble in [&unknown[..], V1] {
@@ -121,5 +131,6 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
         assert_eq!(headers["x-forwarded-proto"], "http");
         let seen = http_get_after(other, preamble, r.http, "a.test", "/secure", &forwarded).await.unwrap();
         assert_eq!(seen.status, 308);
+        assert!(seen.headers.get("strict-transport-security").is_none());
     }
 }

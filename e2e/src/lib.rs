@@ -19,7 +19,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 pub use wharf_dataplane::testing::{
-    eventually, holding_backend, http_get, https_get, inspecting_client_config, Leaf, Seen, TempDir, TestCa,
+    eventually, holding_backend, http_get, http_get_after, https_get, https_get_after, inspecting_client_config, Leaf,
+    Seen, TempDir, TestCa,
 };
 
 /// Settings from the environment `e2e/harness/up.sh` (or `e2e/kind.sh`) writes.

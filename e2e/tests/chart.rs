@@ -17,6 +17,20 @@ fn port_of(args: &[String], flag: &str) -> u16 {
     args.iter().find_map(|a| a.strip_prefix(&format!("{flag}="))).and_then(|p| p.parse().ok()).unwrap()
 }
 
+/// The PROXY protocol header a load balancer in front sends, when the chart's args ask for
+/// one.
+fn preamble(proxy_protocol: bool, port: u16) -> Vec<u8> {
+    match proxy_protocol {
+        true => format!("PROXY TCP4 203.0.113.7 127.0.0.1 51234 {port}\r\n").into_bytes(),
+        false => Vec::new(),
+    }
+}
+
+/// GET `/` of `host` on the HTTP port (after the balancer's header, if any).
+async fn get(proxy_protocol: bool, addr: SocketAddr, host: &str) -> Result<Seen, String> {
+    http_get_after([127, 0, 0, 1].into(), &preamble(proxy_protocol, addr.port()), addr, host, "/", &[]).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_chart_configuration_starts_gets_ready_and_serves() {
     let env = Env::from_env().unwrap();
@@ -90,17 +104,32 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
     let mesh = ca.workload("spiffe://cluster.local/ns/wharf-system/sa/wharf");
     let istiod = std::env::var("WHARF_E2E_ISTIOD_ADDRESS").unwrap();
 
-    let cases: [(&str, Vec<String>); 7] = [
+    // What `wharf migrate -o values` makes of an ingress-nginx ConfigMap is a values file
+    // the chart takes.
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../controller/tests/ingress-nginx-corpus");
+    let migrated = Command::new(&env.wharf_bin).args(["migrate", "-f", corpus, "-o", "values"]).output().unwrap();
+    assert!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let migrated_values = dir.join("migrated-values.yaml");
+    std::fs::write(&migrated_values, &migrated.stdout).unwrap();
+    let migrated_values = migrated_values.to_str().unwrap();
+
+    let cases: [(&str, Vec<String>); 9] = [
         ("", vec![]),
+        (migrated_values, vec![]),
         ("examples/ambient.yaml", vec![format!("mesh.istio.caAddress={istiod}")]),
         ("examples/annotations.yaml", vec![]),
         ("examples/autoscaling.yaml", vec![]),
+        ("examples/behind-a-load-balancer.yaml", vec![]),
         ("examples/kind.yaml", vec![]),
         ("examples/mesh-secret.yaml", vec![]),
         ("examples/production.yaml", vec![]),
     ];
     for (values, sets) in cases {
-        let name = if values.is_empty() { "default" } else { values };
+        let name = match values {
+            "" => "default",
+            v if v == migrated_values => "migrated-values",
+            v => v,
+        };
         let files: Vec<&str> = if values.is_empty() { vec![] } else { vec![values] };
         let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
         let pod = ChartPod::render(&files, &sets).unwrap();
@@ -145,13 +174,32 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         }
         let http_addr = SocketAddr::from(([127, 0, 0, 1], http));
         let host = host.as_str();
+        let pp = args.iter().any(|a| a == "--proxy-protocol");
         let served = eventually(Duration::from_secs(10), || async move {
-            http_get(http_addr, host, "/").await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
+            get(pp, http_addr, host).await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
         })
         .await;
         assert!(served, "{name}: the Ingress is not served; log:\n{}", gateway.log());
+        if pp {
+            // The balancer's header is required; this peer (127.0.0.1) is not among the
+            // trusted proxies, so its header's address is not believed.
+            assert!(http_get(http_addr, host, "/").await.is_err(), "{name}: served without a PROXY header");
+            let seen = get(pp, http_addr, host).await.unwrap();
+            let trusted = args.iter().any(|a| a.starts_with("--trusted-proxy="));
+            let want = if trusted { "127.0.0.1" } else { "203.0.113.7" };
+            assert_eq!(seen.json()["headers"]["x-real-ip"], want, "{name}: {args:?}");
+        }
+        // HTTPS responses carry the chart's HSTS setting, and none without one.
+        let https_addr = SocketAddr::from(([127, 0, 0, 1], port_of(&args, "--https-port")));
+        let insecure = inspecting_client_config(&[]);
+        let seen = https_get_after(&preamble(pp, https_addr.port()), https_addr, Some(host), insecure, host, "/")
+            .await
+            .unwrap();
+        let hsts = seen.headers.get("strict-transport-security").map(|v| v.to_str().unwrap_or_default());
+        let want = args.iter().find_map(|a| a.strip_prefix("--hsts="));
+        assert_eq!((seen.echo_name().as_str(), hsts), ("chart-backend", want), "{name}: {args:?}");
         let snippets_ignored = args.iter().any(|a| a == "--snippet-annotations=ignore");
-        let snippet = http_get(http_addr, &snippet_host, "/").await.map(|r| r.status);
+        let snippet = get(pp, http_addr, &snippet_host).await.map(|r| r.status);
         assert_eq!(
             snippet,
             Ok(if snippets_ignored { 200 } else { 404 }),
@@ -161,7 +209,7 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         assert!(!gateway_objects.is_empty(), "{name}: the chart renders the edge Gateway");
         let route_host = route_host.as_str();
         let routed = eventually(Duration::from_secs(10), || async move {
-            http_get(http_addr, route_host, "/").await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
+            get(pp, http_addr, route_host).await.map(|r| r.echo_name()).unwrap_or_default() == "chart-backend"
         })
         .await;
         assert!(routed, "{name}: the HTTPRoute on the chart's Gateway is not served; log:\n{}", gateway.log());

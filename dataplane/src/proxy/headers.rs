@@ -185,6 +185,40 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
     }
 }
 
+/// A `Strict-Transport-Security` value (RFC 6797 §6.1) from `--hsts`: `max-age=SECONDS`,
+/// then `includeSubDomains` and `preload` if wanted, separated by `;` (names in any case,
+/// empty directives allowed), written back in their usual form.
+pub fn hsts(value: &str) -> Result<HeaderValue, String> {
+    let (mut max_age, mut sub, mut preload) = (None, false, false);
+    for part in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, arg) = part.split_once('=').map_or((part, None), |(n, a)| (n.trim(), Some(a.trim())));
+        let seconds =
+            arg.filter(|a| !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit())).and_then(|a| a.parse().ok());
+        match (name.to_ascii_lowercase().as_str(), arg, seconds) {
+            ("max-age", Some(_), Some(s)) if max_age.is_none() => max_age = Some::<u64>(s),
+            ("includesubdomains", None, _) if !sub => sub = true,
+            ("preload", None, _) if !preload => preload = true,
+            _ => {
+                return Err(format!(
+                    "{part:?}: expected max-age=SECONDS, then includeSubDomains and preload if wanted, each once, \
+                     separated by ';'"
+                ))
+            }
+        }
+    }
+    let Some(max_age) = max_age else {
+        return Err("max-age=SECONDS is required".into());
+    };
+    let mut out = format!("max-age={max_age}");
+    if sub {
+        out.push_str("; includeSubDomains");
+    }
+    if preload {
+        out.push_str("; preload");
+    }
+    HeaderValue::from_str(&out).map_err(|e| e.to_string())
+}
+
 /// `ip` as a header value.
 fn ip_value(ip: IpAddr) -> HeaderValue {
     use std::io::Write;
@@ -405,5 +439,37 @@ mod tests {
         assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 203.0.113.7, 10.0.0.2");
         assert_eq!(h["x-real-ip"], "203.0.113.7");
+    }
+
+    #[test]
+    fn an_hsts_setting_is_read_in_any_case_and_written_as_usual() {
+        let cases = [
+            ("max-age=31536000; includeSubDomains", "max-age=31536000; includeSubDomains"),
+            ("max-age=0", "max-age=0"),
+            (" MAX-AGE = 60 ;PRELOAD; includesubdomains ", "max-age=60; includeSubDomains; preload"),
+            ("preload; max-age=1", "max-age=1; preload"),
+            ("max-age=5;", "max-age=5"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(hsts(input).as_ref().map(|v| v.to_str().unwrap_or_default()), Ok(want), "{input:?}");
+        }
+        for bad in [
+            "",
+            "includeSubDomains",
+            "max-age=",
+            "max-age=-1",
+            "max-age=1y",
+            "max-age=99999999999999999999",
+            "max-age=1; max-age=2",
+            "max-age=1; preload; preload",
+            "max-age=1; includeSubDomains; includeSubDomains",
+            "max-age=1; preload=yes",
+            "max-age=1; includeSubDomains=1",
+            "max-age",
+            "max-age=1; always",
+            ";",
+        ] {
+            assert!(hsts(bad).is_err(), "{bad:?}");
+        }
     }
 }

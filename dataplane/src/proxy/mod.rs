@@ -273,6 +273,9 @@ pub async fn handle(
         Ok(Some(guard)) => resp.map(|b| body::Guarded::new(b, guard).boxed_unsync()),
         _ => resp,
     };
+    if let (Some(hsts), Scheme::Https) = (&shared.opts.hsts, conn.scheme) {
+        resp.headers_mut().insert(header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+    }
     if let Some((policy, origin)) = cors {
         // A 401 too, so that a page can see it must sign in.
         let status = resp.status();
