@@ -90,6 +90,9 @@ fn difference(name: &str) -> Option<&'static str> {
         }
         "affinity" => "sessions stay on their endpoint while it exists (affinity-mode persistent); WebSocket upgrades are not sticky",
         "proxy-body-size" => "without it, the gateway's --max-request-body applies, not 1m",
+        "auth-tls-secret" => {
+            "a presented certificate that does not chain to the CA fails the TLS handshake (ingress-nginx answers 400); any chain length to the CA is accepted"
+        }
         "auth-url" => {
             "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503); answers are not cached"
         }
@@ -294,7 +297,7 @@ mod tests {
                     Some("nginx"),
                     json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
                            "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
-                           "nginx.ingress.kubernetes.io/auth-tls-secret": "shop/ca",
+                           "nginx.ingress.kubernetes.io/auth-tls-match-cn": "CN=ops",
                            "nginx.ingress.kubernetes.io/proxy-buffering": "on",
                            "nginx.ingress.kubernetes.io/limit-rps": "lots",
                            "nginx.ingress.kubernetes.io/use-regex": "true",
@@ -321,7 +324,7 @@ mod tests {
             |k: &str| web.annotations.get(&format!("nginx.ingress.kubernetes.io/{k}")).map(|(_, v)| v.clone());
         assert_eq!(verdict("ssl-redirect"), Some(Verdict::Same));
         assert!(matches!(verdict("proxy-read-timeout"), Some(Verdict::Differs(_))));
-        assert_eq!(verdict("auth-tls-secret"), Some(Verdict::NotEnforced));
+        assert_eq!(verdict("auth-tls-match-cn"), Some(Verdict::NotEnforced));
         assert_eq!(verdict("proxy-buffering"), Some(Verdict::NotSupported));
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
         assert_eq!(web.annotations.len(), 6, "other prefixes are not reported");
@@ -337,7 +340,7 @@ mod tests {
         let text = render(&reports, &opts());
         assert!(text.contains("Ingress shop/web") && text.contains("NOT SERVED"), "{text}");
         let refused =
-            "not supported  nginx.ingress.kubernetes.io/auth-tls-secret=\"shop/ca\": access control Wharf cannot \
+            "not supported  nginx.ingress.kubernetes.io/auth-tls-match-cn=\"CN=ops\": access control Wharf cannot \
                        enforce yet; requests are answered 503";
         assert!(text.contains(refused), "{text}");
         let dropped = "not supported  nginx.ingress.kubernetes.io/proxy-buffering=\"on\": served without it";
@@ -435,7 +438,7 @@ mod tests {
                     json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
                            "nginx.ingress.kubernetes.io/force-ssl-redirect": "true",
                            "nginx.ingress.kubernetes.io/app-root": "/app",
-                           "nginx.ingress.kubernetes.io/auth-tls-verify-client": "on"}),
+                           "nginx.ingress.kubernetes.io/mirror-target": "http://copy.shop.svc"}),
                     "/",
                     "Prefix",
                 ),
@@ -477,7 +480,7 @@ mod tests {
             None,
             json!({"kubernetes.io/ingress.class": "nginx",
                    "nginx.ingress.kubernetes.io/rewrite-target": "/$1",
-                   "nginx.ingress.kubernetes.io/auth-tls-verify-client": "on"}),
+                   "nginx.ingress.kubernetes.io/mirror-target": "http://copy.shop.svc"}),
             "/",
             "Prefix",
         );
@@ -490,9 +493,6 @@ mod tests {
         let renamed = rewrite(&ing, &MigrateOptions { rename_annotations: true, ..opts() });
         let ann = renamed.metadata.annotations.unwrap_or_default();
         assert_eq!(ann.get("wharf.dev/rewrite-target").map(String::as_str), Some("/$1"));
-        assert!(
-            ann.contains_key("nginx.ingress.kubernetes.io/auth-tls-verify-client"),
-            "what Wharf lacks keeps its name"
-        );
+        assert!(ann.contains_key("nginx.ingress.kubernetes.io/mirror-target"), "what Wharf lacks keeps its name");
     }
 }

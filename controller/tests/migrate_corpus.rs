@@ -30,9 +30,9 @@ fn opts() -> MigrateOptions {
 #[test]
 fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     let world = corpus();
-    assert_eq!(world.ingresses.len(), 43);
+    assert_eq!(world.ingresses.len(), 44);
     let reports = migrate::report(&world, &opts());
-    assert_eq!(reports.len(), 42, "every Ingress but the traefik one");
+    assert_eq!(reports.len(), 43, "every Ingress but the traefik one");
 
     // Every annotation under either prefix is accounted for.
     for r in &reports {
@@ -100,8 +100,12 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("admin", "authelia", "auth-url", "differs"),
         ("admin", "authelia", "auth-signin-redirect-param", "same"),
         ("admin", "authelia", "auth-always-set-cookie", "same"),
-        ("admin", "client-certs", "auth-tls-secret", "not enforced"),
-        ("admin", "client-certs", "auth-tls-verify-client", "not supported"),
+        ("admin", "client-certs", "auth-tls-secret", "differs"),
+        ("admin", "client-certs", "auth-tls-verify-client", "same"),
+        ("admin", "client-certs", "auth-tls-verify-depth", "not supported"),
+        ("admin", "client-certs", "auth-tls-pass-certificate-to-upstream", "same"),
+        ("admin", "client-certs", "auth-tls-error-page", "same"),
+        ("admin", "client-cn", "auth-tls-match-cn", "not enforced"),
         ("app", "production", "proxy-send-timeout", "not supported"),
         ("app", "production", "proxy-read-timeout", "differs"),
         ("app", "canary", "canary-by-cookie", "same"),
@@ -145,7 +149,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     }
 
     let text = migrate::render(&reports, &opts());
-    assert!(text.contains("42 Ingresses of class \"nginx\""), "{text}");
+    assert!(text.contains("43 Ingresses of class \"nginx\""), "{text}");
 }
 
 #[test]

@@ -116,6 +116,25 @@ pub struct Tables {
     pub tls_stream: Option<Arc<ServerConfig>>,
     /// TCP routes by gateway port: the backends, each connection to one chosen by weight.
     pub tcp: HashMap<u16, Arc<CompiledForward>>,
+    /// The HTTPS configs of hosts that ask for a client certificate (one per CA).
+    pub client_auth: HostMap<Arc<ServerConfig>>,
+}
+
+impl Tables {
+    /// The HTTPS config for a ClientHello's SNI: its host's, when that asks for a client
+    /// certificate, else `tls`.
+    pub fn tls_for(&self, sni: Option<&str>) -> &Arc<ServerConfig> {
+        self.client_auth_for(sni).unwrap_or(&self.tls)
+    }
+
+    /// The config of the host `name` when it asks for a client certificate.
+    pub fn client_auth_for(&self, name: Option<&str>) -> Option<&Arc<ServerConfig>> {
+        let name = name?;
+        match name.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => self.client_auth.get(&name.to_ascii_lowercase()).map(|(c, _)| c),
+            false => self.client_auth.get(name).map(|(c, _)| c),
+        }
+    }
 }
 
 /// Everything the listeners need, immutable.
@@ -168,6 +187,7 @@ struct TableSource<'a> {
     isolated: bool,
     passthrough: &'a [SniRoute],
     tcp: Vec<(u16, Vec<TcpBackend<'a>>)>,
+    client_auth: &'a [wharf_model::ClientAuthHost],
 }
 
 /// A TCP backend: cluster id, weight, and whether it is invalid.
@@ -272,6 +292,7 @@ impl Compiler {
                 isolated: false,
                 passthrough: &snapshot.passthrough,
                 tcp: snapshot.tcp_routes.iter().map(|r| (r.port, vec![(r.cluster.as_str(), 1, false)])).collect(),
+                client_auth: &snapshot.client_auth,
             },
             &certs,
             &upstreams,
@@ -295,6 +316,7 @@ impl Compiler {
                     } else {
                         vec![(p.bind.port(), p.tcp.iter().map(|b| (b.cluster.as_str(), b.weight, b.invalid)).collect())]
                     },
+                    client_auth: &[],
                 },
                 &certs,
                 &upstreams,
@@ -376,6 +398,7 @@ impl Compiler {
                 clients: r.clients.clone(),
                 cors: r.cors.as_ref().map(CompiledCors::new),
                 limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
+                client_cert: r.client_cert.clone(),
                 auth: r.auth.as_ref().map(|a| {
                     let to_cluster = |cluster: &str| {
                         let none = || CompiledEdits::new(&Default::default());
@@ -410,7 +433,26 @@ impl Compiler {
         }
         let tcp =
             src.tcp.iter().map(|(port, backends)| (*port, Arc::new(relay(&mut backends.iter().copied())))).collect();
-        Ok(Tables { tls, sni, router, passthrough, tls_stream, tcp })
+        let mut client_auth = HostMap::default();
+        let mut by_ca: Vec<(&wharf_model::ClientCa, Arc<ServerConfig>)> = Vec::new();
+        for c in src.client_auth {
+            let cfg = match by_ca.iter().find(|(ca, _)| *ca == &c.ca) {
+                Some((_, cfg)) => Arc::clone(cfg),
+                None => match tls::client_auth_config(Arc::clone(&sni), &c.ca) {
+                    Ok(cfg) => {
+                        by_ca.push((&c.ca, Arc::clone(&cfg)));
+                        cfg
+                    }
+                    // Its routes then refuse clients that need a certificate (400).
+                    Err(e) => {
+                        tracing::warn!(host = %c.host, ca = %c.ca.source, error = %e, "client certificates cannot be checked");
+                        continue;
+                    }
+                },
+            };
+            client_auth.insert(&c.host, cfg);
+        }
+        Ok(Tables { tls, sni, router, passthrough, tls_stream, tcp, client_auth })
     }
 
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
@@ -522,7 +564,8 @@ mod tests {
         let basic = |users: &Arc<[(String, PasswordHash)]>| {
             Some(Auth::Basic(BasicAuth { realm: String::new(), users: Arc::clone(users) }))
         };
-        let other: Arc<[(String, PasswordHash)]> = users.iter().cloned().collect::<Vec<_>>().into();
+        let copy: Arc<[(String, PasswordHash)]> = users.iter().cloned().collect::<Vec<_>>().into();
+        let other: Arc<[(String, PasswordHash)]> = vec![("u".to_owned(), PasswordHash::Plain("q".into()))].into();
         let external =
             Auth::External(ExternalAuth::new(Template::parse("http://sso.a.svc/check").unwrap(), Some("c".into())));
         let with = |p: &str, auth: Option<Auth>| Route { auth, ..route("r", prefix(p), "c") };
@@ -532,6 +575,7 @@ mod tests {
                 routes: vec![
                     with("/one", basic(&users)),
                     with("/two", basic(&users)),
+                    with("/copy", basic(&copy)),
                     with("/other", basic(&other)),
                     with("/ext", Some(external)),
                 ],
@@ -542,7 +586,8 @@ mod tests {
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
         let auth = |p: &str| get(&config, "a.com", p).and_then(|r| r.auth.clone()).unwrap();
         assert!(Arc::ptr_eq(&auth("/one"), &auth("/two")), "one Ingress's paths share what passed");
-        assert!(!Arc::ptr_eq(&auth("/one"), &auth("/other")), "another Ingress's users are its own");
+        assert!(Arc::ptr_eq(&auth("/one"), &auth("/copy")), "the same users, read again, too");
+        assert!(!Arc::ptr_eq(&auth("/one"), &auth("/other")), "other users have their own");
         match &*auth("/ext") {
             crate::auth::CompiledAuth::External(e) => {
                 assert_eq!(e.forward.as_ref().and_then(|f| f.pick().ok()).map(|u| u.id.as_str()), Some("c"));

@@ -44,6 +44,11 @@ impl<T> HostMap<T> {
         }
     }
 
+    /// True when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.wildcard.is_empty() && self.suffix.is_empty() && self.any.is_none()
+    }
+
     /// The value for exactly this (lower-case) name, without wildcards.
     pub fn exact(&self, name: &str) -> Option<&T> {
         self.exact.get(name)

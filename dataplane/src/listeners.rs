@@ -143,6 +143,7 @@ impl Bound {
                         sni: None,
                         gateway_port: None,
                         forwarded_by: None,
+                        client_cert: None,
                     };
                     serve_http(s, stream, info, w).await
                 }
@@ -161,6 +162,7 @@ impl Bound {
                         sni: None,
                         gateway_port: None,
                         forwarded_by: None,
+                        client_cert: None,
                     };
                     serve_https(s, stream, info, w).await
                 }
@@ -328,16 +330,30 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
     match protocol {
         PortProtocol::Http => {
             accept_loop(listener, drain, Listener::Http, shared, move |stream, client, w| {
-                let info =
-                    ConnInfo { client, scheme: Scheme::Http, port, sni: None, gateway_port: key, forwarded_by: None };
+                let info = ConnInfo {
+                    client,
+                    scheme: Scheme::Http,
+                    port,
+                    sni: None,
+                    gateway_port: key,
+                    forwarded_by: None,
+                    client_cert: None,
+                };
                 serve_http(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
             })
             .await
         }
         PortProtocol::Https => {
             accept_loop(listener, drain, Listener::Https, shared, move |stream, client, w| {
-                let info =
-                    ConnInfo { client, scheme: Scheme::Https, port, sni: None, gateway_port: key, forwarded_by: None };
+                let info = ConnInfo {
+                    client,
+                    scheme: Scheme::Https,
+                    port,
+                    sni: None,
+                    gateway_port: key,
+                    forwarded_by: None,
+                    client_cert: None,
+                };
                 serve_https(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
             })
             .await
@@ -430,15 +446,37 @@ where
 }
 
 async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, drain: Watch) {
-    let Some(tls) = shared.config.load().tables(info.gateway_port).map(|t| Arc::clone(&t.tls)) else {
+    let Some(tables) = shared.config.load().tables(info.gateway_port).map(|t| TlsChoice {
+        tls: Arc::clone(&t.tls),
+        client_auth: (!t.client_auth.is_empty()).then(|| shared.config.load_full()),
+    }) else {
         return;
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    match tokio::time::timeout(shared.opts.timeouts.handshake, acceptor.accept(stream)).await {
+    let handshake = async {
+        match tables.client_auth {
+            // Hosts that ask for client certificates have configs of their own: read the
+            // ClientHello, then take the config of its SNI.
+            Some(cfg) => {
+                let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+                let start = acceptor.await?;
+                let chosen =
+                    cfg.tables(info.gateway_port).map(|t| Arc::clone(t.tls_for(start.client_hello().server_name())));
+                start.into_stream(chosen.unwrap_or(tables.tls)).await
+            }
+            None => tokio_rustls::TlsAcceptor::from(tables.tls).accept(stream).await,
+        }
+    };
+    match tokio::time::timeout(shared.opts.timeouts.handshake, handshake).await {
         Ok(Ok(tls)) => {
             shared.metrics.handshake(true);
-            info.sni = tls.get_ref().1.server_name().map(Arc::from);
-            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+            let conn = tls.get_ref().1;
+            info.sni = conn.server_name().map(Arc::from);
+            info.client_cert = conn
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| wharf_model::PeerCertificate::new(c))
+                .map(Arc::new);
+            if conn.alpn_protocol() == Some(b"h2") {
                 serve_h2(shared, tls, info, drain).await;
             } else {
                 serve_http(shared, tls, info, drain).await;
@@ -453,6 +491,13 @@ async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, d
             tracing::debug!(client = %info.client, "TLS handshake timed out");
         }
     }
+}
+
+/// The HTTPS config of a port, and the whole config when some of its hosts ask for client
+/// certificates (then each ClientHello picks its config).
+struct TlsChoice {
+    tls: Arc<rustls::ServerConfig>,
+    client_auth: Option<Arc<crate::config::CompiledConfig>>,
 }
 
 async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)

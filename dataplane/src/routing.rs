@@ -74,6 +74,8 @@ pub struct CompiledRoute {
     pub limiter: Option<Arc<crate::ratelimit::Limiter>>,
     /// Who may use it.
     pub auth: Option<Arc<crate::auth::CompiledAuth>>,
+    /// The client certificate it asks for.
+    pub client_cert: Option<wharf_model::ClientCertCheck>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }
@@ -501,6 +503,7 @@ mod tests {
             cors: None,
             limiter: None,
             auth: None,
+            client_cert: None,
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();

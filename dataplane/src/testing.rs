@@ -179,13 +179,32 @@ impl Leaf {
 /// If rustls refuses the protocol versions (a broken build).
 #[allow(clippy::expect_used)]
 pub fn inspecting_client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    inspecting_client_config_as(alpn, None)
+}
+
+/// [`inspecting_client_config`] presenting `client` as its client certificate.
+///
+/// # Panics
+/// If the certificate or key does not parse.
+#[allow(clippy::expect_used)]
+pub fn inspecting_client_config_as(alpn: &[&[u8]], client: Option<&Leaf>) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .expect("versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)));
+    let mut cfg = match client {
+        None => builder.with_no_client_auth(),
+        Some(leaf) => {
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(leaf.chain_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .expect("client chain");
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).expect("client key");
+            builder.with_client_auth_cert(chain, key).expect("client certificate")
+        }
+    };
     cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     Arc::new(cfg)
 }

@@ -90,6 +90,34 @@ pub fn server_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Res
     Ok(Arc::new(cfg))
 }
 
+/// The rustls config of HTTPS hosts that ask for a client certificate chaining to `ca`:
+/// like [`server_config`], the certificate optional at the handshake (a route that
+/// requires one answers 400 without it, as nginx does) but checked when presented. Its
+/// sessions are not resumed, so every connection presents its certificate.
+pub fn client_auth_config(
+    resolver: Arc<SniResolver>,
+    ca: &wharf_model::ClientCa,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(ca.certificates.iter().cloned());
+    if added == 0 {
+        return Err(rustls::Error::General(format!("no usable CA certificate in {}", ca.source)));
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let mut cfg = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    cfg.send_tls13_tickets = 0;
+    Ok(Arc::new(cfg))
+}
+
 /// The rustls config of TLS listeners that terminate TLS and relay the plain bytes:
 /// like [`server_config`] without ALPN (what runs inside is not HTTP).
 pub fn stream_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {

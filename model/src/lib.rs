@@ -3,6 +3,7 @@
 //! (which compiles and serves them). No I/O, no Kubernetes types.
 
 mod auth;
+mod client_auth;
 mod cors;
 mod host;
 pub mod identity;
@@ -16,6 +17,9 @@ pub mod tls;
 pub use auth::{
     decode_base64, parse_auth_map, parse_htpasswd, Auth, BasicAuth, EntryError, ExternalAuth, HashError, Md5Magic,
     PasswordHash, Template, Var,
+};
+pub use client_auth::{
+    parse_ca_bundle, CaError, ClientAuthHost, ClientCa, ClientCertCheck, PeerCertificate, VerifyClient,
 };
 pub use cors::Cors;
 pub use host::{is_dns_name, Host, HostError};

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::{Action, Auth, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch, WeightedBackend};
+use crate::{
+    Action, Auth, ClientAuthHost, ClientCertCheck, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch,
+    WeightedBackend,
+};
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -32,6 +35,9 @@ pub struct Snapshot {
     pub gateway_ports: Vec<GatewayPort>,
     /// Upstream clusters (a Service port and its endpoints) by id.
     pub clusters: BTreeMap<String, Cluster>,
+    /// Hosts of the HTTPS port whose handshakes ask for a client certificate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_auth: Vec<ClientAuthHost>,
 }
 
 /// What one Gateway serves on one port: the listeners of that port merged (they differ
@@ -175,6 +181,10 @@ pub struct Route {
     /// Who may use it (checked after the address list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<Auth>,
+    /// The client certificate it asks for (checked before `auth`), and what the backend is
+    /// told of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<ClientCertCheck>,
 }
 
 impl Route {
@@ -190,6 +200,7 @@ impl Route {
             cors: None,
             rate_limit: None,
             auth: None,
+            client_cert: None,
         }
     }
 }

@@ -17,7 +17,11 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 58] = [
+pub const IMPLEMENTED: [&str; 62] = [
+    "auth-tls-secret",
+    "auth-tls-verify-client",
+    "auth-tls-error-page",
+    "auth-tls-pass-certificate-to-upstream",
     "ssl-passthrough",
     "ssl-redirect",
     "force-ssl-redirect",
@@ -80,7 +84,17 @@ pub const IMPLEMENTED: [&str; 58] = [
 
 /// Annotations that ask for access control Wharf does not enforce yet: an Ingress with
 /// one is answered 503 rather than served unprotected.
-pub const UNENFORCED_ACCESS_CONTROL: [&str; 1] = ["auth-tls-secret"];
+pub const UNENFORCED_ACCESS_CONTROL: [&str; 1] = ["auth-tls-match-cn"];
+
+/// Client certificates, as the `auth-tls-*` annotations ask; the CA Secret is read at
+/// translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTlsSetting {
+    /// `auth-tls-secret`: the Secret with `ca.crt`, namespace and name.
+    pub secret: (String, String),
+    /// What the Ingress's routes ask of the certificate.
+    pub check: wharf_model::ClientCertCheck,
+}
 
 /// Basic authentication, as the annotations ask; the Secret is read at translation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -278,6 +292,8 @@ pub struct Settings {
     /// `auth-type`, `auth-secret`, `auth-secret-type`, `auth-realm`, and access control
     /// that cannot be enforced.
     pub auth: Option<AuthSetting>,
+    /// `auth-tls-*`: client certificates.
+    pub client_tls: Option<ClientTlsSetting>,
 }
 
 impl Settings {
@@ -311,6 +327,7 @@ impl Default for Settings {
             rate_limit: None,
             affinity: None,
             auth: None,
+            client_tls: None,
         }
     }
 }
@@ -403,7 +420,13 @@ pub fn inspect(
         rate_limit: r.rate_limit(),
         affinity: r.affinity(),
         auth: r.auth(),
+        client_tls: None,
     };
+    match r.client_tls() {
+        Ok(c) => s.client_tls = c,
+        // Client certificates that cannot be checked refuse every request.
+        Err(why) => s.auth = Some(AuthSetting::Unavailable(why)),
+    }
     s.redirect = r.fixed_redirect("temporal-redirect", 302).or_else(|| r.fixed_redirect("permanent-redirect", 301));
     (s, r.findings)
 }
@@ -693,20 +716,10 @@ impl<'a> Reader<'a> {
         let Some((secret_key, secret)) = self.get("auth-secret") else {
             return unavailable(self, type_key, "needs auth-secret, the Secret with the users".into());
         };
-        let own = self.src.namespace.as_str();
-        let raw = secret.trim();
-        let secret = raw.split_once('/').unwrap_or((own, raw));
-        if secret.0.contains('.') || !wharf_model::is_dns_name(secret.0) || !wharf_model::is_dns_name(secret.1) {
-            return unavailable(self, secret_key, format!("{raw:?} is not a Secret's NAME or NAMESPACE/NAME"));
-        }
-        if secret.0 != own {
-            let msg = format!(
-                "Secret {}/{} is in another namespace, which ingress-nginx refuses by default (and Wharf always); \
-                 copy it into namespace {own}",
-                secret.0, secret.1
-            );
-            return unavailable(self, secret_key, msg);
-        }
+        let secret = match self.secret_ref(secret) {
+            Ok(s) => s,
+            Err(msg) => return unavailable(self, secret_key, msg),
+        };
         let map = match self.get("auth-secret-type") {
             None => false,
             Some((key, v)) => match v.trim() {
@@ -722,7 +735,70 @@ impl<'a> Reader<'a> {
                 "is not a realm of visible characters; the realm is empty",
             )
             .unwrap_or_default();
-        Some(AuthSetting::Basic { realm, secret: (secret.0.to_owned(), secret.1.to_owned()), map })
+        Some(AuthSetting::Basic { realm, secret, map })
+    }
+
+    /// A Secret named by an annotation: `NAME` or `NAMESPACE/NAME`, in the Ingress's own
+    /// namespace.
+    fn secret_ref(&self, value: &str) -> Result<(String, String), String> {
+        let own = self.src.namespace.as_str();
+        let raw = value.trim();
+        let (ns, name) = raw.split_once('/').unwrap_or((own, raw));
+        if ns.contains('.') || !wharf_model::is_dns_name(ns) || !wharf_model::is_dns_name(name) {
+            return Err(format!("{raw:?} is not a Secret's NAME or NAMESPACE/NAME"));
+        }
+        if ns != own {
+            return Err(format!(
+                "Secret {ns}/{name} is in another namespace, which ingress-nginx refuses by default (and Wharf \
+                 always); copy it into namespace {own}"
+            ));
+        }
+        Ok((ns.to_owned(), name.to_owned()))
+    }
+
+    /// `auth-tls-secret` and its settings: `Ok(None)` without client certificates, `Err`
+    /// (why, for the log) when they are asked for and cannot be checked.
+    fn client_tls(&mut self) -> Result<Option<ClientTlsSetting>, String> {
+        let Some((secret_key, secret)) = self.get("auth-tls-secret") else {
+            for name in ["auth-tls-verify-client", "auth-tls-error-page", "auth-tls-pass-certificate-to-upstream"] {
+                if let Some((key, _)) = self.get(name) {
+                    self.invalid(key, "has no effect without auth-tls-secret (as in ingress-nginx)".into());
+                }
+            }
+            return Ok(None);
+        };
+        let fail = |r: &mut Self, key: &str, message: String| {
+            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
+            let name = key.rsplit('/').next().unwrap_or(key);
+            Err(format!("annotation {name}: {message}"))
+        };
+        let secret = match self.secret_ref(secret) {
+            Ok(s) => s,
+            Err(msg) => return fail(self, secret_key, msg),
+        };
+        let verify = match self.get("auth-tls-verify-client") {
+            None => wharf_model::VerifyClient::On,
+            Some((key, v)) => match v.trim() {
+                "on" => wharf_model::VerifyClient::On,
+                "optional" => wharf_model::VerifyClient::Optional,
+                "off" => return Ok(None),
+                "optional_no_ca" => {
+                    return fail(self, key, "optional_no_ca (a certificate no CA checks) is not supported".into())
+                }
+                other => return fail(self, key, format!("{other:?} is not on, optional or off")),
+            },
+        };
+        let pass_certificate = self.bool("auth-tls-pass-certificate-to-upstream").unwrap_or(false);
+        let error_page = self.text(
+            "auth-tls-error-page",
+            |v| {
+                (v.starts_with("http://") || v.starts_with("https://") || v.starts_with('/'))
+                    && v.bytes().all(|b| b.is_ascii_graphic())
+            },
+            "is not a URL (http://, https:// or a path); clients without a certificate get 400",
+        );
+        let check = wharf_model::ClientCertCheck { verify, pass_certificate, error_page };
+        Ok(Some(ClientTlsSetting { secret, check }))
     }
 
     /// Reports `key` as `message` and refuses every request. Why, for the log, names the
@@ -1569,9 +1645,9 @@ mod tests {
             "wharf.dev/auth-secret-type",
             "is not auth-file or auth-map",
         );
-        // Client certificates are not enforced yet: refused, whatever else is set, and
-        // the Event says so.
-        let (key, value) = ("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca");
+        // A client certificate's subject is not matched yet: refused, whatever else is set,
+        // and the Event says so.
+        let (key, value) = ("nginx.ingress.kubernetes.io/auth-tls-match-cn", "CN=ops");
         let (a, d) = auth_of(&[(key, value), (t, "basic"), (sec, "users")]);
         let name = key.rsplit('/').next().unwrap_or_default();
         assert_eq!(a, Some(AuthSetting::Unavailable(format!("annotation {name} is not supported"))));
@@ -1579,10 +1655,68 @@ mod tests {
         assert!(matches!(&msg, Some(("UnsupportedAnnotation", m)) if m.contains("answered 503")), "{key}: {d:?}");
         // With the nginx names off, an nginx name is not read, so nothing is refused.
         let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
-        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-tls-secret", "default/ca")], &off);
+        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-tls-match-cn", "CN=ops")], &off);
         assert_eq!(s.auth, None);
         // Basic and external authentication together are not supported.
         unavailable(&[(t, "basic"), (sec, "users"), ("wharf.dev/auth-url", "http://a.b.svc/")], t, "together");
+    }
+
+    #[test]
+    fn client_certificates_are_read_and_what_cannot_be_checked_refuses() {
+        let secret = "wharf.dev/auth-tls-secret";
+        let tls = |pairs: &[(&str, &str)]| {
+            let (s, d) = parsed(pairs);
+            (s.client_tls, s.auth, d.into_iter().map(|(r, m)| format!("{r}: {m}")).collect::<Vec<_>>())
+        };
+        let setting = |verify, pass, page: Option<&str>| ClientTlsSetting {
+            secret: ("default".into(), "ca".into()),
+            check: wharf_model::ClientCertCheck { verify, pass_certificate: pass, error_page: page.map(str::to_owned) },
+        };
+        use wharf_model::VerifyClient::{On, Optional};
+        assert_eq!(tls(&[(secret, "ca")]), (Some(setting(On, false, None)), None, vec![]));
+        let all = [
+            (secret, "default/ca"),
+            ("wharf.dev/auth-tls-verify-client", "optional"),
+            ("wharf.dev/auth-tls-pass-certificate-to-upstream", "true"),
+            ("wharf.dev/auth-tls-error-page", "https://sso.example/cert"),
+        ];
+        assert_eq!(tls(&all), (Some(setting(Optional, true, Some("https://sso.example/cert"))), None, vec![]));
+        // Off: nothing is asked for.
+        assert_eq!(tls(&[(secret, "ca"), ("wharf.dev/auth-tls-verify-client", "off")]), (None, None, vec![]));
+        // What cannot be checked refuses every request, and says why.
+        for (pairs, why) in [
+            (vec![(secret, "other/ca")], "auth-tls-secret: Secret other/ca is in another namespace"),
+            (vec![(secret, "a/b/c")], "auth-tls-secret: \"a/b/c\" is not a Secret's NAME"),
+            (
+                vec![(secret, "ca"), ("wharf.dev/auth-tls-verify-client", "optional_no_ca")],
+                "auth-tls-verify-client: optional_no_ca",
+            ),
+            (
+                vec![(secret, "ca"), ("wharf.dev/auth-tls-verify-client", "yes")],
+                "auth-tls-verify-client: \"yes\" is not on",
+            ),
+        ] {
+            let (c, auth, d) = tls(&pairs);
+            assert_eq!(c, None, "{pairs:?}");
+            assert!(
+                matches!(&auth, Some(AuthSetting::Unavailable(w)) if w.starts_with(&format!("annotation {why}"))),
+                "{pairs:?}: {auth:?}"
+            );
+            assert!(
+                d.len() == 1
+                    && d[0].starts_with("InvalidAnnotation")
+                    && d[0].ends_with("answered 503 until it is fixed"),
+                "{d:?}"
+            );
+        }
+        // A bad error page is dropped (400 instead), and settings without the Secret do nothing.
+        let (c, _, d) = tls(&[(secret, "ca"), ("wharf.dev/auth-tls-error-page", "javascript:x")]);
+        assert_eq!((c, d.len()), (Some(setting(On, false, None)), 1));
+        let (c, auth, d) = tls(&[
+            ("wharf.dev/auth-tls-verify-client", "on"),
+            ("wharf.dev/auth-tls-pass-certificate-to-upstream", "true"),
+        ]);
+        assert_eq!((c, auth, d.len()), (None, None, 2));
     }
 
     fn external(pairs: &[(&str, &str)]) -> ExternalSetting {
@@ -1718,6 +1852,9 @@ mod tests {
             "auth-signin-redirect-param" => "orig",
             "auth-response-headers" => "X-User",
             "auth-request-redirect" => "/x",
+            "auth-tls-secret" => "ca",
+            "auth-tls-verify-client" => "optional",
+            "auth-tls-error-page" => "https://sso.example/certificate",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
             n if n.starts_with("canary-weight") => "30",
@@ -1739,6 +1876,10 @@ mod tests {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
             } else if name.starts_with("session-cookie-") {
                 pairs.push(("wharf.dev/affinity".to_owned(), "cookie".to_owned()));
+            } else if name.starts_with("auth-tls-") {
+                if name != "auth-tls-secret" {
+                    pairs.push(("wharf.dev/auth-tls-secret".to_owned(), "ca".to_owned()));
+                }
             } else if name.starts_with("auth-")
                 && !matches!(name, "auth-type" | "auth-secret" | "auth-secret-type" | "auth-realm")
             {

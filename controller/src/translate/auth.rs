@@ -5,9 +5,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
-use wharf_model::{Auth, BasicAuth, ExternalAuth, ObjectRef, PasswordHash};
+use wharf_model::{
+    Auth, BasicAuth, ClientAuthHost, ClientCa, ClientCertCheck, ExternalAuth, Host, ObjectRef, PasswordHash,
+};
 
-use super::annotations::ExternalSetting;
+use super::annotations::{ClientTlsSetting, ExternalSetting};
 use super::backend::ServicePortRef;
 use super::tls::Secrets;
 use super::{Diagnostic, Translator};
@@ -61,6 +63,55 @@ impl Translator<'_> {
             request_redirect: e.request_redirect.clone(),
             always_set_cookie: e.always_set_cookie,
         })
+    }
+}
+
+/// The key of the CA bundle in an `auth-tls-secret` Secret.
+pub const CA_KEY: &str = "ca.crt";
+
+impl Translator<'_> {
+    /// What the routes of `ing` ask of client certificates, `setting` resolved: its hosts
+    /// then ask for certificates chaining to the Secret's CA. `Err` (every request refused)
+    /// when the CA cannot be read, or a host already asks for another CA.
+    pub(super) fn client_tls(
+        &mut self,
+        secrets: &Secrets<'_>,
+        ing: &Ingress,
+        setting: &ClientTlsSetting,
+    ) -> Result<ClientCertCheck, String> {
+        let src = super::ingress_ref(ing);
+        let (ns, name) = &setting.secret;
+        let refuse = |t: &mut Self, reason: &'static str, why: String| {
+            t.diag(&src, reason, format!("{why}; requests are answered 503 until it is fixed"));
+            Err(why)
+        };
+        let Some(secret) = secrets.get(ns, name) else {
+            return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name} does not exist"));
+        };
+        let Some(pem) = secret.data.as_ref().and_then(|d| d.get(CA_KEY)) else {
+            let why = format!("auth-tls-secret {ns}/{name} has no key {CA_KEY:?} (the CA certificates)");
+            return refuse(self, "AuthTLSSecretInvalid", why);
+        };
+        let certificates = match wharf_model::parse_ca_bundle(&pem.0) {
+            Ok(c) => c,
+            Err(e) => return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name}: {e}")),
+        };
+        let ca = ClientCa { source: format!("{ns}/{name}"), certificates };
+        let hosts: Vec<Host> = rule_hosts(&[ing]).iter().filter_map(|h| Host::parse(h).ok()).collect();
+        for host in hosts {
+            match self.snapshot.client_auth.iter().find(|c| c.host == host) {
+                Some(other) if other.ca != ca => {
+                    let why = format!(
+                        "host {host} already asks for client certificates of {} (an older Ingress); one CA per host",
+                        other.ca.source
+                    );
+                    return refuse(self, "ClientAuthConflict", why);
+                }
+                Some(_) => {}
+                None => self.snapshot.client_auth.push(ClientAuthHost { host, ca: ca.clone() }),
+            }
+        }
+        Ok(setting.check.clone())
     }
 }
 

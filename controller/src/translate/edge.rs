@@ -104,6 +104,7 @@ mod tests {
             cors: None,
             rate_limit: None,
             auth: None,
+            client_cert: None,
         }
     }
 

@@ -885,6 +885,7 @@ fn attach_route(
                         cors: None,
                         rate_limit: None,
                         auth: None,
+                        client_cert: None,
                     };
                     entries.push((host.clone(), key, route));
                 }

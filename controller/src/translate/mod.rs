@@ -142,7 +142,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     let mut users = auth::Users::default();
     for (ing, settings) in ours.into_iter().zip(&settings) {
         let src = ingress_ref(ing);
-        let auth = match &settings.auth {
+        let mut auth = match &settings.auth {
             _ if settings.skip || settings.canary.is_some() => None,
             None => None,
             Some(annotations::AuthSetting::External(e)) => Some(t.external_auth(&src, e, &ours_hosts)),
@@ -151,7 +151,19 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
             }
             Some(annotations::AuthSetting::Unavailable(why)) => Some(wharf_model::Auth::Unavailable(why.clone())),
         };
-        if t.ingress(ing, settings, auth, &secrets, &mut tls_hosts, &mut routes) {
+        let client_cert = match &settings.client_tls {
+            Some(c) if !settings.skip && settings.canary.is_none() => match t.client_tls(&secrets, ing, c) {
+                Ok(check) => Some(check),
+                // Client certificates that cannot be checked refuse every request.
+                Err(why) => {
+                    auth = Some(wharf_model::Auth::Unavailable(why));
+                    None
+                }
+            },
+            _ => None,
+        };
+        let access = Access { auth, client_cert };
+        if t.ingress(ing, settings, access, &secrets, &mut tls_hosts, &mut routes) {
             served.push((ing, settings));
         }
     }
@@ -302,6 +314,12 @@ fn tls_covered(host: &Host, tls_hosts: &[wharf_model::TlsHost]) -> bool {
     })
 }
 
+/// What every route of an Ingress asks of its clients.
+struct Access {
+    auth: Option<wharf_model::Auth>,
+    client_cert: Option<wharf_model::ClientCertCheck>,
+}
+
 struct Translator<'a> {
     opts: &'a Options,
     diags: Vec<Diagnostic>,
@@ -319,7 +337,7 @@ impl<'a> Translator<'a> {
         &mut self,
         ing: &Ingress,
         settings: &annotations::Settings,
-        auth: Option<wharf_model::Auth>,
+        access: Access,
         secrets: &tls::Secrets,
         tls_hosts: &mut tls::TlsHosts,
         routes: &mut RouteTable,
@@ -361,7 +379,8 @@ impl<'a> Translator<'a> {
                         clients: settings.clients.clone(),
                         cors: settings.cors.clone(),
                         rate_limit: settings.rate_limit.clone(),
-                        auth: auth.clone(),
+                        auth: access.auth.clone(),
+                        client_cert: access.client_cert.clone(),
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {

@@ -1113,3 +1113,72 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
         t.diagnostics
     );
 }
+
+#[test]
+fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refuses() {
+    let on = |host: &str, name: &str, secret: &str, age: u32, more: Value| {
+        let mut ann = json!({"nginx.ingress.kubernetes.io/auth-tls-secret": secret,
+                             "nginx.ingress.kubernetes.io/auth-tls-pass-certificate-to-upstream": "true"});
+        if let (Some(a), Some(m)) = (ann.as_object_mut(), more.as_object()) {
+            a.extend(m.clone());
+        }
+        let spec = json!({"ingressClassName": "wharf",
+                          "rules": [rule(Some(host), json!([path(&format!("/{name}"), "Prefix", "app", json!({"number": 80}))]))]});
+        ingress(name, age, ann, spec)
+    };
+    let mut w = world(vec![
+        on("a.com", "mtls", "ca", 0, json!({})),
+        on("a.com", "same-ca", "web/ca", 1, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-client": "optional"})),
+        on("a.com", "other-ca", "ca2", 2, json!({})),
+        on("c.com", "missing", "nope", 3, json!({})),
+        on("d.com", "no-key", "users", 4, json!({})),
+        on("e.com", "off", "ca", 5, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-client": "off"})),
+    ]);
+    let ca_pem = |cn: &str| {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.self_signed(&key).unwrap().pem()
+    };
+    for (name, key, pem) in
+        [("ca", "ca.crt", ca_pem("one")), ("ca2", "ca.crt", ca_pem("two")), ("users", "auth", "x".into())]
+    {
+        w.secrets.push(obj(json!({
+            "metadata": {"name": name, "namespace": "web"}, "type": "Opaque", "data": {key: b64(&pem)},
+        })));
+    }
+    let t = translate(&w, &opts(), None);
+    let hosts: Vec<(String, &str, usize)> = t
+        .snapshot
+        .client_auth
+        .iter()
+        .map(|c| (c.host.to_string(), c.ca.source.as_str(), c.ca.certificates.len()))
+        .collect();
+    assert_eq!(hosts, [("a.com".to_owned(), "web/ca", 1)], "one CA per host, the oldest Ingress's");
+    let route = |host: &str, name: &str| {
+        host_routes(&t, host).iter().find(|r| r.source.name == name).cloned().unwrap_or_else(|| panic!("{name}"))
+    };
+    let check = |verify| wharf_model::ClientCertCheck { verify, pass_certificate: true, error_page: None };
+    assert_eq!(route("a.com", "mtls").client_cert, Some(check(wharf_model::VerifyClient::On)));
+    assert_eq!(route("a.com", "same-ca").client_cert, Some(check(wharf_model::VerifyClient::Optional)));
+    for (host, name, why) in [
+        ("a.com", "other-ca", "host a.com already asks for client certificates of web/ca"),
+        ("c.com", "missing", "auth-tls-secret web/nope does not exist"),
+        ("d.com", "no-key", "auth-tls-secret web/users has no key \"ca.crt\""),
+    ] {
+        let r = route(host, name);
+        assert_eq!(r.client_cert, None, "{name}");
+        assert!(
+            matches!(&r.auth, Some(wharf_model::Auth::Unavailable(w)) if w.starts_with(why)),
+            "{name}: {:?}",
+            r.auth
+        );
+    }
+    let off = route("e.com", "off");
+    assert_eq!((off.client_cert, off.auth), (None, None), "verify-client off asks for nothing");
+    assert_eq!(
+        reasons(&t),
+        [("missing", "AuthTLSSecretInvalid"), ("no-key", "AuthTLSSecretInvalid"), ("other-ca", "ClientAuthConflict")]
+    );
+}

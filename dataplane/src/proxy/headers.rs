@@ -185,6 +185,41 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
     }
 }
 
+const SSL_CLIENT_VERIFY: HeaderName = HeaderName::from_static("ssl-client-verify");
+const SSL_CLIENT_SUBJECT_DN: HeaderName = HeaderName::from_static("ssl-client-subject-dn");
+const SSL_CLIENT_ISSUER_DN: HeaderName = HeaderName::from_static("ssl-client-issuer-dn");
+const SSL_CLIENT_CERT: HeaderName = HeaderName::from_static("ssl-client-cert");
+
+/// The headers ingress-nginx gives the backend of a host that asks for client
+/// certificates (`check`): `ssl-client-verify` (`SUCCESS` or `NONE`), the subject's and
+/// issuer's DNs, and with `pass_certificate` the certificate. Whatever a client sent under
+/// those names is removed, on every route.
+pub fn set_client_cert(
+    headers: &mut HeaderMap,
+    check: Option<&wharf_model::ClientCertCheck>,
+    cert: Option<&wharf_model::PeerCertificate>,
+) {
+    for name in [SSL_CLIENT_VERIFY, SSL_CLIENT_SUBJECT_DN, SSL_CLIENT_ISSUER_DN, SSL_CLIENT_CERT] {
+        headers.remove(name);
+    }
+    let Some(check) = check else { return };
+    let Some(cert) = cert else {
+        headers.insert(SSL_CLIENT_VERIFY, HeaderValue::from_static("NONE"));
+        return;
+    };
+    headers.insert(SSL_CLIENT_VERIFY, HeaderValue::from_static("SUCCESS"));
+    let mut set = |name: HeaderName, value: &str| {
+        if let Ok(v) = HeaderValue::from_bytes(value.as_bytes()) {
+            headers.insert(name, v);
+        }
+    };
+    set(SSL_CLIENT_SUBJECT_DN, &cert.subject);
+    set(SSL_CLIENT_ISSUER_DN, &cert.issuer);
+    if check.pass_certificate {
+        set(SSL_CLIENT_CERT, &cert.escaped_pem);
+    }
+}
+
 /// A `Strict-Transport-Security` value (RFC 6797 §6.1) from `--hsts`: `max-age=SECONDS`,
 /// then `includeSubDomains` and `preload` if wanted, separated by `;` (names in any case,
 /// empty directives allowed), written back in their usual form.
@@ -371,6 +406,7 @@ mod tests {
             sni: None,
             gateway_port: None,
             forwarded_by: None,
+            client_cert: None,
         };
         let trusted = ["10.0.0.0/8", "2001:db8:f::/48"].map(|n| wharf_model::IpNet::parse(n).ok());
         forwarded_client(conn, &h, |a| trusted.iter().flatten().any(|n| n.contains(a)))
@@ -471,5 +507,48 @@ mod tests {
         ] {
             assert!(hsts(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_backend_hears_of_the_client_certificate_and_never_a_clients_word_for_it() {
+        use wharf_model::{ClientCertCheck, PeerCertificate, VerifyClient};
+        let spoofed = || {
+            let mut h = HeaderMap::new();
+            for n in ["ssl-client-verify", "ssl-client-subject-dn", "ssl-client-issuer-dn", "ssl-client-cert"] {
+                h.insert(n, HeaderValue::from_static("spoofed"));
+            }
+            h
+        };
+        let shown = |h: &HeaderMap| -> Vec<String> {
+            h.iter().map(|(k, v)| format!("{k}: {}", String::from_utf8_lossy(v.as_bytes()))).collect()
+        };
+        let cert = PeerCertificate {
+            subject: "CN=caf\u{e9},O=Shop".into(),
+            issuer: "CN=Shop CA".into(),
+            escaped_pem: "-----BEGIN%20CERTIFICATE".into(),
+        };
+        let check = |pass| ClientCertCheck { verify: VerifyClient::Optional, pass_certificate: pass, error_page: None };
+
+        let mut h = spoofed();
+        set_client_cert(&mut h, None, Some(&cert));
+        assert!(h.is_empty(), "a route without client certificates passes none on: {:?}", shown(&h));
+        let mut h = spoofed();
+        set_client_cert(&mut h, Some(&check(true)), None);
+        assert_eq!(shown(&h), ["ssl-client-verify: NONE"]);
+        let mut h = spoofed();
+        set_client_cert(&mut h, Some(&check(false)), Some(&cert));
+        let mut got = shown(&h);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "ssl-client-issuer-dn: CN=Shop CA",
+                "ssl-client-subject-dn: CN=caf\u{e9},O=Shop",
+                "ssl-client-verify: SUCCESS"
+            ]
+        );
+        let mut h = spoofed();
+        set_client_cert(&mut h, Some(&check(true)), Some(&cert));
+        assert_eq!(h["ssl-client-cert"], "-----BEGIN%20CERTIFICATE");
     }
 }

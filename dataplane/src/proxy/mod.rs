@@ -59,6 +59,9 @@ pub struct ConnInfo {
     /// The trusted proxy whose `X-Forwarded-*` headers named the client, scheme and port
     /// above (`--trusted-proxies`); `None` when they are the connection's own.
     pub forwarded_by: Option<std::net::IpAddr>,
+    /// The certificate the client presented (HTTPS; checked against its host's CA in the
+    /// handshake).
+    pub client_cert: Option<Arc<wharf_model::PeerCertificate>>,
 }
 
 /// Why a request was answered by the gateway itself before routing.
@@ -239,6 +242,20 @@ pub async fn handle(
             (r, Some("cors_preflight"), None)
         }
         (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
+        // A required client certificate is checked first, as nginx checks it before the
+        // request is processed.
+        (Ok(()), Some(r)) if conn.client_cert.is_none() && r.client_cert.as_ref().is_some_and(requires_cert) => {
+            let page = r.client_cert.as_ref().and_then(|c| c.error_page.as_deref());
+            let resp = match page.and_then(|p| HeaderValue::from_str(p).ok()) {
+                Some(location) => {
+                    let mut resp = local(StatusCode::FOUND, "a client certificate is required");
+                    resp.headers_mut().insert(header::LOCATION, location);
+                    resp
+                }
+                None => local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"),
+            };
+            (resp, Some("client_cert_required"), None)
+        }
         // Limits before address lists, as nginx's preaccess phase runs before its access
         // phase.
         (Ok(()), Some(_)) if in_flight.is_err() => {
@@ -304,6 +321,11 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// True when `check` turns away clients without a certificate.
+fn requires_cert(check: &wharf_model::ClientCertCheck) -> bool {
+    check.verify == wharf_model::VerifyClient::On
 }
 
 /// Cookies of an external check's answer for the client (with any status when `true`).
@@ -405,8 +427,9 @@ async fn proxy(
     route: &CompiledRoute,
     fwd: &CompiledForward,
     host: Option<&HeaderValue>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Outcome {
+    headers::set_client_cert(req.headers_mut(), route.client_cert.as_ref(), conn.client_cert.as_deref());
     let (req, tripped) = match body_limit(route, shared.opts.limits.max_body_bytes, req.headers()) {
         BodyLimit::Over => return refuse(shared, Rejected::BodyTooLarge),
         BodyLimit::At(n) => {
@@ -463,7 +486,10 @@ fn misdirected(cfg: &crate::config::Tables, sni: &str, host: &str) -> bool {
     }
     let (for_sni, _) = cfg.sni.select(Some(sni));
     let (for_host, _) = cfg.sni.select(Some(host));
-    !Arc::ptr_eq(for_sni, for_host)
+    // Client certificates were asked for (or not) by the SNI's host: another host's
+    // requests need a connection of their own.
+    let ca = |name: &str| cfg.client_auth_for(Some(name)).map(Arc::as_ptr);
+    !Arc::ptr_eq(for_sni, for_host) || ca(sni) != ca(host)
 }
 
 /// The host a request is for, as sent: `:authority` (HTTP/2, absolute-form) or `Host`.
@@ -821,6 +847,7 @@ mod tests {
             sni: None,
             gateway_port: None,
             forwarded_by: None,
+            client_cert: None,
         };
         let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
             scheme: scheme.map(str::to_owned),
