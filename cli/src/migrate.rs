@@ -24,10 +24,12 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
             None => Api::all(client.clone()),
         };
         let list = api.list(&ListParams::default()).await.context("cannot list Ingresses")?;
-        let configmap = Api::<ConfigMap>::namespaced(client, cm_ns)
-            .get_opt(cm_name)
-            .await
-            .with_context(|| format!("cannot read ConfigMap {cm_ns}/{cm_name}"))?;
+        // Without the right to read it, the report says so and goes on with the defaults.
+        let configmap = match Api::<ConfigMap>::namespaced(client, cm_ns).get_opt(cm_name).await {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err("no such ConfigMap".to_owned()),
+            Err(e) => Err(format!("the ConfigMap cannot be read ({e})")),
+        };
         (World { ingresses: list.items, ..World::default() }, configmap)
     } else {
         match wharf_controller::files::load(&args.files) {
@@ -36,7 +38,8 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
                     c.metadata.name.as_deref() == Some(cm_name.as_str())
                         && c.metadata.namespace.as_deref().unwrap_or("default") == cm_ns
                 };
-                let configmap = loaded.config_maps.into_iter().find(named);
+                let configmap =
+                    loaded.config_maps.into_iter().find(named).ok_or_else(|| "no such ConfigMap".to_owned());
                 (loaded.world, configmap)
             }
             Err(errors) => {
@@ -45,7 +48,7 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
             }
         }
     };
-    let global = nginx_configmap::read(configmap.as_ref().map(|c| c.data.clone().unwrap_or_default()).as_ref());
+    let global = nginx_configmap::read(configmap.as_ref().ok().map(|c| c.data.clone().unwrap_or_default()).as_ref());
     let opts = MigrateOptions {
         from_class: args.from_class,
         to_class: args.to_class,
@@ -63,7 +66,8 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
         MigrateOutput::Report => {
             text = migrate::render(&migrate::report(&world, &opts), &opts);
             text.push('\n');
-            text.push_str(&nginx_configmap::render(&format!("{cm_ns}/{cm_name}"), configmap.is_some(), &global));
+            let missing = configmap.as_ref().err().map(String::as_str);
+            text.push_str(&nginx_configmap::render(&format!("{cm_ns}/{cm_name}"), missing, &global));
         }
         MigrateOutput::Values => {
             text = match global.flags.is_empty() {

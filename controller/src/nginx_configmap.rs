@@ -324,12 +324,13 @@ impl Reader<'_> {
     }
 }
 
-/// The report on ingress-nginx's ConfigMap `name` (`found`: it exists), for `wharf migrate`.
-pub fn render(name: &str, found: bool, g: &Global) -> String {
+/// The report on ingress-nginx's ConfigMap `name`, for `wharf migrate`; `missing`: why it
+/// was not read (then `g` holds ingress-nginx's defaults).
+pub fn render(name: &str, missing: Option<&str>, g: &Global) -> String {
     use std::fmt::Write;
     let mut out = format!("Global settings (ConfigMap {name})\n");
-    if !found {
-        out.push_str("  no such ConfigMap: ingress-nginx's defaults apply (--configmap names another)\n");
+    if let Some(why) = missing {
+        let _ = writeln!(out, "  {why}: ingress-nginx's defaults apply (--configmap names another)");
     }
     for s in &g.settings {
         let (label, note) = s.verdict.describe(": Wharf has no such setting");
@@ -483,7 +484,7 @@ mod tests {
     #[test]
     fn the_report_shows_each_row_the_values_and_the_flags() {
         let g = read_pairs(&[("use-forwarded-headers", "true"), ("ssl-ciphers", "HIGH")]);
-        let text = render("ingress-nginx/ingress-nginx-controller", true, &g);
+        let text = render("ingress-nginx/ingress-nginx-controller", None, &g);
         let want = "Global settings (ConfigMap ingress-nginx/ingress-nginx-controller)
   same           hsts=\"true\" (ingress-nginx's default)
   same           proxy-body-size=\"1m\" (ingress-nginx's default)
@@ -504,7 +505,8 @@ mod tests {
     '--hsts=max-age=31536000; includeSubDomains'
 ";
         assert_eq!(text, want);
-        let none = render("x/y", false, &read_pairs(&[("hsts", "false"), ("proxy-body-size", "0")]));
+        let none =
+            render("x/y", Some("no such ConfigMap"), &read_pairs(&[("hsts", "false"), ("proxy-body-size", "0")]));
         assert!(none.contains("no such ConfigMap"), "{none}");
         assert!(none.ends_with("Nothing to set: Wharf's defaults keep these.\n"), "{none}");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
@@ -529,15 +531,7 @@ mod tests {
         ]);
         assert_eq!(g.values, json!({}));
         assert!(g.flags.is_empty(), "{:?}", g.flags);
-        let label = |v: &Verdict| match v {
-            Verdict::Same => "same",
-            Verdict::Differs(_) => "differs",
-            Verdict::NotSupported => "not supported",
-            Verdict::NotEnforced => "not enforced",
-            Verdict::Refused => "refused",
-            Verdict::Invalid(_) => "invalid",
-        };
-        let rows: Vec<(&str, &str)> = g.settings.iter().map(|s| (s.key.as_str(), label(&s.verdict))).collect();
+        let rows: Vec<(&str, &str)> = g.settings.iter().map(|s| (s.key.as_str(), s.verdict.describe("").0)).collect();
         assert_eq!(
             rows,
             [

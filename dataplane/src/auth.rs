@@ -69,15 +69,7 @@ pub struct ExternalChecker {
 /// `$escaped_request_uri`: every byte but the unreserved ones (RFC 3986) percent-encoded,
 /// so the URI fits in one query parameter.
 pub fn escape_query_value(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3 / 2);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    wharf_model::percent_escape(s)
 }
 
 /// The sign-in page's URL with `param` set to `original` (escaped), unless it already

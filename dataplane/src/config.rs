@@ -558,6 +558,35 @@ mod tests {
     }
 
     #[test]
+    fn hosts_asking_for_client_certificates_get_one_config_per_ca() {
+        use wharf_model::{ClientAuthHost, ClientCa};
+        let ca = |name: &str| {
+            let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            let cert = params.self_signed(&key).unwrap();
+            ClientCa { source: name.into(), certificates: vec![cert.der().clone()].into() }
+        };
+        let (one, two) = (ca("web/one"), ca("web/two"));
+        let broken = ClientCa { source: "web/broken".into(), certificates: Vec::new().into() };
+        let asks = |h: &str, ca: &ClientCa| ClientAuthHost { host: host(h), ca: ca.clone() };
+        let snapshot = Snapshot {
+            client_auth: vec![asks("a.com", &one), asks("*.b.com", &one), asks("c.com", &two), asks("d.com", &broken)],
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        let t = &config.edge;
+        let of = |name: &str| t.client_auth_for(Some(name)).map(Arc::as_ptr);
+        assert!(of("a.com").is_some() && of("a.com") == of("x.b.com"), "one CA, one config");
+        assert_eq!(of("A.COM"), of("a.com"), "names in any case");
+        assert!(of("c.com").is_some() && of("c.com") != of("a.com"));
+        assert_eq!((of("d.com"), of("e.com"), t.client_auth_for(None).is_some()), (None, None, false));
+        assert!(Arc::ptr_eq(t.tls_for(Some("e.com")), &t.tls) && Arc::ptr_eq(t.tls_for(None), &t.tls));
+        assert!(!Arc::ptr_eq(t.tls_for(Some("a.com")), &t.tls));
+        assert!(t.tls_for(Some("a.com")).send_tls13_tickets == 0, "no resumption where certificates are asked for");
+    }
+
+    #[test]
     fn routes_with_the_same_users_share_one_checker_and_an_external_check_its_cluster() {
         use wharf_model::{Auth, BasicAuth, ExternalAuth, PasswordHash, Template};
         let users: Arc<[(String, PasswordHash)]> = vec![("u".to_owned(), PasswordHash::Plain("p".into()))].into();

@@ -34,8 +34,9 @@ pub fn helm_template(values: &[&str], sets: &[&str]) -> Result<Vec<Value>> {
     cmd.args(["template", "wharf", chart, "-n", "wharf-system", "--kube-version", "1.35.4"]);
     // As on a cluster with the Gateway API CRDs: the chart's GatewayClass and Gateway too.
     cmd.args(["--api-versions", "gateway.networking.k8s.io/v1/Gateway"]);
+    // Values files by their path in the chart, or absolute.
     for v in values {
-        cmd.args(["-f", &format!("{chart}/{v}")]);
+        cmd.arg("-f").arg(std::path::Path::new(chart).join(v));
     }
     for s in sets {
         cmd.args(["--set", s]);

@@ -252,6 +252,9 @@ async fn ingress_nginx_annotations_as_a_user_sees_them() {
     assert!(report.contains(&format!("Ingress {}/snippet\n  NOT SERVED", s.ns)), "{report}");
     assert!(report.contains("not supported  nginx.ingress.kubernetes.io/proxy-buffering=\"on\""), "{report}");
     assert!(report.contains("differs        nginx.ingress.kubernetes.io/rewrite-target=\"/$2\""), "{report}");
+    // The gateway's own account may not read ingress-nginx's ConfigMap: said, not fatal.
+    let global = "Global settings (ConfigMap ingress-nginx/ingress-nginx-controller)\n  ";
+    assert!(report.contains(global) && report.contains("ingress-nginx's defaults apply"), "{report}");
 
     // The snippet's Ingress is not served (it would miss whatever the snippet did) and
     // says why; the unsupported annotation is named; the bad list too.
@@ -370,14 +373,14 @@ async fn basic_authentication_and_access_control_wharf_cannot_enforce() {
 
     // A missing Secret refuses every request, and says so, until the Secret appears.
     assert_eq!(get("later.e2e.test", Some(basic("dave", "pw"))).await.status, 503);
-    // Access control Wharf cannot enforce is never skipped silently: a check no Service
-    // or route of this gateway answers, client certificates.
+    // Access control that cannot be set up is never skipped silently: a check no Service
+    // or route of this gateway answers, client certificates of a CA that is not there.
     assert_eq!(get("external.e2e.test", None).await.status, 503);
     assert_eq!(get("mtls.e2e.test", None).await.status, 503);
     for (name, reason, words) in [
         ("later", "AuthSecretInvalid", "does not exist"),
         ("external", "AuthURLNotServed", "auth.elsewhere.test"),
-        ("mtls", "UnsupportedAnnotation", "answered 503"),
+        ("mtls", "AuthTLSSecretInvalid", "does not exist"),
     ] {
         shows_event(&s, name, reason, words).await;
     }
@@ -482,4 +485,84 @@ async fn external_authentication_asks_a_service_and_follows_its_answer() {
     let gone =
         eventually(Duration::from_secs(10), || async { get("ext.e2e.test", "/", vec![]).await.status == 500 }).await;
     assert!(gone, "requests still pass without the authentication service; log:\n{}", c.proc.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_of_the_secrets_ca_are_required_with_curl() {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::networking::v1::Ingress;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("mtls").await.unwrap();
+    let c = Controller::start(&env, &s, "mtls-0", &[]).await.unwrap();
+    let (_b, addr) = backend(&env, "app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let (server_ca, client_ca) = (TestCa::new("e2e server CA"), TestCa::new("e2e client CA"));
+    let server = server_ca.leaf(&["mtls.e2e.test"]);
+    let (client, stranger) = (client_ca.leaf(&["client-1"]), TestCa::new("e2e other CA").leaf(&["client-1"]));
+    s.apply::<Secret>(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mtls-tls", "namespace": s.ns},
+        "type": "kubernetes.io/tls", "stringData": {"tls.crt": server.chain_pem, "tls.key": server.key_pem}}),
+    )
+    .await
+    .unwrap();
+    s.apply::<Secret>(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "client-ca", "namespace": s.ns},
+        "type": "Opaque", "stringData": {"ca.crt": client_ca.root_pem}}),
+    )
+    .await
+    .unwrap();
+    let mut mtls = ingress(
+        &s,
+        "mtls",
+        "mtls.e2e.test",
+        json!({"nginx.ingress.kubernetes.io/auth-tls-secret": format!("{}/client-ca", s.ns),
+               "nginx.ingress.kubernetes.io/auth-tls-pass-certificate-to-upstream": "true"}),
+    );
+    mtls["spec"]["tls"] = json!([{"hosts": ["mtls.e2e.test"], "secretName": "mtls-tls"}]);
+    s.apply::<Ingress>(mtls).await.unwrap();
+
+    let dir = TempDir::new("e2e-mtls").unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let server_ca_file = file("server-ca.pem", &server_ca.root_pem);
+    let (cert, key) = (file("client.pem", &client.chain_pem), file("client.key", &client.key_pem));
+    let (other_cert, other_key) = (file("other.pem", &stranger.chain_pem), file("other.key", &stranger.key_pem));
+    let port = c.https.port();
+    let curl = |extra: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-w", "\n%{http_code}", "--cacert", &server_ca_file])
+            .args(["--resolve", &format!("mtls.e2e.test:{port}:127.0.0.1")])
+            .args(extra)
+            .arg(format!("https://mtls.e2e.test:{port}/"))
+            .output()
+            .expect("curl is needed by this test");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "000"));
+        (code.to_owned(), body.to_owned())
+    };
+    // Without a certificate: 400, once the Ingress is served.
+    let asks = eventually(Duration::from_secs(10), || async { curl(&[]).0 == "400" }).await;
+    assert!(asks, "{:?}; log:\n{}", curl(&[]), c.proc.log());
+    // With one of the Secret's CA: served, and the backend hears who it is.
+    let (code, body) = curl(&["--cert", &cert, "--key", &key]);
+    assert_eq!(code, "200", "{body}");
+    let seen: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(seen["headers"]["ssl-client-verify"], "SUCCESS");
+    assert_eq!(seen["headers"]["ssl-client-subject-dn"], "CN=client-1");
+    assert!(seen["headers"]["ssl-client-cert"].as_str().unwrap_or_default().starts_with("-----BEGIN%20CERTIFICATE"));
+    // Another CA's: the handshake fails.
+    assert_eq!(curl(&["--cert", &other_cert, "--key", &other_key]).0, "000");
+    // A new CA in the Secret applies without a restart: the old client is refused.
+    s.apply::<Secret>(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "client-ca", "namespace": s.ns},
+        "type": "Opaque", "stringData": {"ca.crt": TestCa::new("e2e rotated CA").root_pem}}),
+    )
+    .await
+    .unwrap();
+    let rotated =
+        eventually(Duration::from_secs(10), || async { curl(&["--cert", &cert, "--key", &key]).0 == "000" }).await;
+    assert!(rotated, "the rotated CA is not taken; log:\n{}", c.proc.log());
 }

@@ -97,7 +97,7 @@ impl PeerCertificate {
         Some(PeerCertificate {
             subject: rfc2253(cert.subject()),
             issuer: rfc2253(cert.issuer()),
-            escaped_pem: escape(&pem(der)),
+            escaped_pem: percent_escape(&pem(der)),
         })
     }
 }
@@ -172,9 +172,10 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Percent-escapes what nginx's `$ssl_client_escaped_cert` escapes: everything but
-/// letters, digits and `-._~`, as a URI component.
-fn escape(s: &str) -> String {
+/// Percent-encodes every byte but the unreserved ones (RFC 3986: letters, digits and
+/// `-._~`), so `s` fits in one URI component (nginx's `$escaped_request_uri`,
+/// `$ssl_client_escaped_cert`).
+pub fn percent_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3 / 2);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -216,7 +217,7 @@ mod tests {
 
     #[test]
     fn escaping_keeps_only_unreserved_characters() {
-        assert_eq!(escape("aZ09-._~ /+=\n%"), "aZ09-._~%20%2F%2B%3D%0A%25");
+        assert_eq!(percent_escape("aZ09-._~ /+=\n%"), "aZ09-._~%20%2F%2B%3D%0A%25");
     }
 
     #[test]
@@ -226,5 +227,69 @@ mod tests {
         assert!(matches!(parse_ca_bundle(junk), Err(CaError::BadCertificate(_))));
         let bad_pem = b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
         assert!(matches!(parse_ca_bundle(bad_pem), Err(CaError::BadPem(_))));
+    }
+
+    fn issued(ca_dn: &[(rcgen::DnType, &str)], leaf_dn: &[(rcgen::DnType, &str)]) -> (Vec<u8>, Vec<u8>) {
+        let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|_| unreachable!());
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap_or_default();
+        ca.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in ca_dn {
+            ca.distinguished_name.push(t.clone(), *v);
+        }
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).unwrap_or_else(|_| unreachable!());
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|_| unreachable!());
+        let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap_or_default();
+        leaf.distinguished_name = rcgen::DistinguishedName::new();
+        for (t, v) in leaf_dn {
+            leaf.distinguished_name.push(t.clone(), *v);
+        }
+        let cert = leaf.signed_by(&key, &issuer).unwrap_or_else(|_| unreachable!());
+        (cert.der().to_vec(), ca_cert.der().to_vec())
+    }
+
+    #[test]
+    fn the_backend_is_told_the_subject_and_issuer_as_nginx_writes_them() {
+        use rcgen::DnType::{CommonName, CountryName, OrganizationName, OrganizationalUnitName};
+        let (leaf, ca) = issued(
+            &[(CountryName, "DE"), (OrganizationName, "Shop"), (CommonName, "Shop CA")],
+            &[(OrganizationName, "Shop, Inc."), (OrganizationalUnitName, "ops"), (CommonName, "client-1")],
+        );
+        let seen = PeerCertificate::new(&leaf).unwrap_or_else(|| unreachable!());
+        assert_eq!(seen.subject, "CN=client-1,OU=ops,O=Shop\\, Inc.");
+        assert_eq!(seen.issuer, "CN=Shop CA,O=Shop,C=DE");
+        // The PEM, escaped, reads back as the certificate.
+        let unescaped: Vec<u8> = {
+            let b = seen.escaped_pem.as_bytes();
+            let (mut out, mut i) = (Vec::new(), 0);
+            while i < b.len() {
+                let hex = b.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+                match (b[i], hex) {
+                    (b'%', Some(v)) => (out.push(v), i += 3),
+                    (c, _) => (out.push(c), i += 1),
+                };
+            }
+            out
+        };
+        let pem = String::from_utf8_lossy(&unescaped).into_owned();
+        assert!(
+            pem.starts_with("-----BEGIN CERTIFICATE-----\n") && pem.ends_with("\n-----END CERTIFICATE-----\n"),
+            "{pem}"
+        );
+        assert!(!seen.escaped_pem.contains(['\n', '/', '+', '=', ' ']), "{}", seen.escaped_pem);
+        let back: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(pem.as_bytes()).collect::<Result<_, _>>().unwrap_or_default();
+        assert_eq!(back.iter().map(|c| c.to_vec()).collect::<Vec<_>>(), [leaf]);
+        let lines: Vec<&str> = pem.lines().collect();
+        assert!(lines[1..lines.len() - 2].iter().all(|l| l.len() == 64), "64 characters a line: {lines:?}");
+        assert!(PeerCertificate::new(b"not DER").is_none());
+        // The CA's bundle parses.
+        let bundle = format!("{}", String::from_utf8_lossy(&pem_of(&ca)));
+        assert_eq!(parse_ca_bundle(bundle.as_bytes()).map(|c| c.len()), Ok(1));
+    }
+
+    fn pem_of(der: &[u8]) -> Vec<u8> {
+        pem(der).into_bytes()
     }
 }
