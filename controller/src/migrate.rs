@@ -54,7 +54,7 @@ impl Verdict {
             Verdict::Differs(why) => ("differs", format!(": {why}")),
             Verdict::NotSupported => ("not supported", not_supported.to_owned()),
             Verdict::NotEnforced => {
-                ("not supported", ": access control Wharf cannot enforce yet; requests are answered 503".to_owned())
+                ("not supported", ": protection Wharf does not give; requests are answered 503".to_owned())
             }
             Verdict::Refused => ("refused", ": raw proxy configuration, never run".to_owned()),
             Verdict::Invalid(why) => ("invalid", format!(": {why}")),
@@ -91,7 +91,10 @@ fn difference(name: &str) -> Option<&'static str> {
         "affinity" => "sessions stay on their endpoint while it exists (affinity-mode persistent); WebSocket upgrades are not sticky",
         "proxy-body-size" => "without it, the gateway's --max-request-body applies, not 1m",
         "auth-tls-secret" => {
-            "a presented certificate that does not chain to the CA fails the TLS handshake (ingress-nginx answers 400); any chain length to the CA is accepted"
+            "a presented certificate that does not chain to the CA fails the TLS handshake (ingress-nginx answers 400)"
+        }
+        "auth-tls-verify-depth" => {
+            "chains are built from the certificates the client sends in order (its issuer first), leaving out copies of the CA"
         }
         "auth-url" => {
             "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503); answers are not cached"
@@ -297,7 +300,7 @@ mod tests {
                     Some("nginx"),
                     json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false",
                            "nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
-                           "nginx.ingress.kubernetes.io/auth-tls-match-cn": "CN=ops",
+                           "nginx.ingress.kubernetes.io/enable-modsecurity": "true",
                            "nginx.ingress.kubernetes.io/proxy-buffering": "on",
                            "nginx.ingress.kubernetes.io/limit-rps": "lots",
                            "nginx.ingress.kubernetes.io/use-regex": "true",
@@ -324,7 +327,7 @@ mod tests {
             |k: &str| web.annotations.get(&format!("nginx.ingress.kubernetes.io/{k}")).map(|(_, v)| v.clone());
         assert_eq!(verdict("ssl-redirect"), Some(Verdict::Same));
         assert!(matches!(verdict("proxy-read-timeout"), Some(Verdict::Differs(_))));
-        assert_eq!(verdict("auth-tls-match-cn"), Some(Verdict::NotEnforced));
+        assert_eq!(verdict("enable-modsecurity"), Some(Verdict::NotEnforced));
         assert_eq!(verdict("proxy-buffering"), Some(Verdict::NotSupported));
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
         assert_eq!(web.annotations.len(), 6, "other prefixes are not reported");
@@ -340,8 +343,8 @@ mod tests {
         let text = render(&reports, &opts());
         assert!(text.contains("Ingress shop/web") && text.contains("NOT SERVED"), "{text}");
         let refused =
-            "not supported  nginx.ingress.kubernetes.io/auth-tls-match-cn=\"CN=ops\": access control Wharf cannot \
-                       enforce yet; requests are answered 503";
+            "not supported  nginx.ingress.kubernetes.io/enable-modsecurity=\"true\": protection Wharf does not give; \
+             requests are answered 503";
         assert!(text.contains(refused), "{text}");
         let dropped = "not supported  nginx.ingress.kubernetes.io/proxy-buffering=\"on\": served without it";
         assert!(text.contains(dropped), "{text}");

@@ -565,10 +565,10 @@ mod tests {
             let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
             params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
             let cert = params.self_signed(&key).unwrap();
-            ClientCa { source: name.into(), certificates: vec![cert.der().clone()].into() }
+            ClientCa { source: name.into(), certificates: vec![cert.der().clone()].into(), verify_depth: 1 }
         };
         let (one, two) = (ca("web/one"), ca("web/two"));
-        let broken = ClientCa { source: "web/broken".into(), certificates: Vec::new().into() };
+        let broken = ClientCa { source: "web/broken".into(), certificates: Vec::new().into(), verify_depth: 1 };
         let asks = |h: &str, ca: &ClientCa| ClientAuthHost { host: host(h), ca: ca.clone() };
         let snapshot = Snapshot {
             client_auth: vec![asks("a.com", &one), asks("*.b.com", &one), asks("c.com", &two), asks("d.com", &broken)],

@@ -9,7 +9,8 @@ use rustls::pki_types::CertificateDer;
 #[derive(Debug)]
 pub struct TestCa {
     issuer: Issuer<'static, KeyPair>,
-    /// The root certificate, PEM.
+    /// The CA's certificate, PEM; for an [`TestCa::intermediate`], followed by its
+    /// issuer's chain.
     pub root_pem: String,
     root_der: CertificateDer<'static>,
 }
@@ -43,6 +44,26 @@ impl TestCa {
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
         let cert = params.self_signed(&key).expect("CA cert");
         TestCa { root_pem: cert.pem(), root_der: cert.der().clone(), issuer: Issuer::new(params, key) }
+    }
+
+    /// A CA that this one signs: its leaves' chains are leaf, this intermediate, then this
+    /// CA's chain.
+    ///
+    /// # Panics
+    /// If rcgen cannot make a certificate.
+    #[allow(clippy::expect_used)]
+    pub fn intermediate(&self, name: &str) -> TestCa {
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("intermediate key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("intermediate params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let cert = params.signed_by(&key, &self.issuer).expect("intermediate cert");
+        TestCa {
+            root_pem: format!("{}{}", cert.pem(), self.root_pem),
+            root_der: cert.der().clone(),
+            issuer: Issuer::new(params, key),
+        }
     }
 
     /// A server certificate for `names` (the first is also the CN).

@@ -3,6 +3,9 @@
 
 use std::sync::Arc;
 
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
@@ -104,10 +107,11 @@ pub fn client_auth_config(
     if added == 0 {
         return Err(rustls::Error::General(format!("no usable CA certificate in {}", ca.source)));
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+    let inner = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
         .allow_unauthenticated()
         .build()
         .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let verifier = Arc::new(DepthLimited { inner, anchors: Arc::clone(&ca.certificates), depth: ca.verify_depth });
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_client_cert_verifier(verifier)
@@ -116,6 +120,71 @@ pub fn client_auth_config(
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 0;
     Ok(Arc::new(cfg))
+}
+
+/// A client certificate verifier that builds chains of at most `depth` certificates
+/// above the client's, the CA included (nginx's `ssl_verify_depth`): the chain is built
+/// from the first `depth - 1` certificates the client sent after its own, leaving out
+/// copies of the CA certificates themselves. A client that sends its chain in order
+/// (its issuer first, as TLS asks) is judged as nginx judges it.
+#[derive(Debug)]
+struct DepthLimited {
+    inner: Arc<dyn ClientCertVerifier>,
+    anchors: Arc<[CertificateDer<'static>]>,
+    depth: u8,
+}
+
+impl DepthLimited {
+    /// The intermediates a chain may be built from.
+    fn usable<'c>(&self, sent: &[CertificateDer<'c>]) -> Vec<CertificateDer<'c>> {
+        let limit = usize::from(self.depth.saturating_sub(1));
+        sent.iter().filter(|c| !self.anchors.contains(c)).take(limit).cloned().collect()
+    }
+}
+
+impl ClientCertVerifier for DepthLimited {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.inner.verify_client_cert(end_entity, &self.usable(intermediates), now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 /// The rustls config of TLS listeners that terminate TLS and relay the plain bytes:

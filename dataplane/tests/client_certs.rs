@@ -11,7 +11,7 @@ use wharf_dataplane::testing::{http_get, inspecting_client_config_as, TestCa};
 use wharf_model::{ClientAuthHost, ClientCa, ClientCertCheck, PathMatch, Route, TlsHost, VerifyClient};
 
 fn check(verify: VerifyClient, pass_certificate: bool, error_page: Option<&str>) -> ClientCertCheck {
-    ClientCertCheck { verify, pass_certificate, error_page: error_page.map(str::to_owned) }
+    ClientCertCheck { verify, pass_certificate, error_page: error_page.map(str::to_owned), match_subject: None }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,6 +40,7 @@ async fn hosts_ask_for_certificates_of_their_ca_and_routes_require_them() {
     let ca = ClientCa {
         source: "web/client-ca".into(),
         certificates: wharf_model::parse_ca_bundle(client_ca.root_pem.as_bytes()).unwrap(),
+        verify_depth: 1,
     };
     s.client_auth = ["a.test", "b.test", "d.test"]
         .iter()
@@ -84,4 +85,65 @@ async fn hosts_ask_for_certificates_of_their_ca_and_routes_require_them() {
     assert_eq!(get("a.test", "b.test", with_cert.clone()).await.unwrap().status, 200);
     // Plain HTTP carries no certificate.
     assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subjects_must_match_and_chains_stay_within_the_verify_depth() {
+    let r = start().await;
+    let server_ca = TestCa::new("server CA");
+    let client_ca = TestCa::new("client CA");
+    let intermediate = client_ca.intermediate("client intermediate");
+    let ops = client_ca.leaf(&["ops"]);
+    let dev = client_ca.leaf(&["dev"]);
+    let ops_via_intermediate = intermediate.leaf(&["ops"]);
+    let names = ["one.test", "two.test", "match.test"];
+    let matching = |verify| ClientCertCheck {
+        match_subject: Some(wharf_model::Pattern::full(".*(?:CN=(ops|admin)).*").unwrap()),
+        ..check(verify, false, None)
+    };
+    let routes = |host: &str, cert: ClientCertCheck| {
+        let route = Route { client_cert: Some(cert), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+        (common::host(host), vec![route])
+    };
+    let mut s = snapshot(
+        vec![
+            routes("one.test", check(VerifyClient::On, false, None)),
+            routes("two.test", check(VerifyClient::On, false, None)),
+            routes("match.test", matching(VerifyClient::Optional)),
+        ],
+        vec![("app", cluster(&[echo("app").await]))],
+    );
+    s.certificates = [("web/all".to_owned(), server_ca.leaf(&names).certificate())].into();
+    s.tls_hosts = names.iter().map(|n| TlsHost { host: common::host(n), certificate: "web/all".into() }).collect();
+    let ca = |verify_depth| ClientCa {
+        source: "web/client-ca".into(),
+        certificates: wharf_model::parse_ca_bundle(client_ca.root_pem.as_bytes()).unwrap(),
+        verify_depth,
+    };
+    s.client_auth = vec![
+        ClientAuthHost { host: common::host("one.test"), ca: ca(1) },
+        ClientAuthHost { host: common::host("two.test"), ca: ca(2) },
+        ClientAuthHost { host: common::host("match.test"), ca: ca(1) },
+    ];
+    r.gw.apply(s).unwrap();
+    let get = |host: &'static str, leaf: Option<&wharf_dataplane::testing::Leaf>| {
+        https_get(r.https, Some(host), inspecting_client_config_as(&[], leaf), host, "/")
+    };
+
+    // Depth 1 (ingress-nginx's default): only certificates the CA signed itself; the
+    // client sends its chain up to the root, which is no step of its own.
+    let seen = get("one.test", Some(&ops)).await.unwrap();
+    assert_eq!(seen.json()["headers"]["ssl-client-issuer-dn"], "CN=client CA");
+    let refused = get("one.test", Some(&ops_via_intermediate)).await;
+    assert!(refused.is_err(), "a chain through an intermediate is deeper than 1: {refused:?}");
+    // Depth 2: one intermediate.
+    let seen = get("two.test", Some(&ops_via_intermediate)).await.unwrap();
+    assert_eq!(seen.json()["headers"]["ssl-client-issuer-dn"], "CN=client intermediate");
+    assert_eq!(seen.json()["headers"]["ssl-client-subject-dn"], "CN=ops");
+
+    // auth-tls-match-cn: a subject that does not match, or no certificate, is 403.
+    assert_eq!(get("match.test", Some(&ops)).await.unwrap().status, 200);
+    let seen = get("match.test", Some(&dev)).await.unwrap();
+    assert_eq!((seen.status, seen.body.trim()), (403, "403 Forbidden: client certificate unauthorized"));
+    assert_eq!(get("match.test", None).await.unwrap().status, 403);
 }

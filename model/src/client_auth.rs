@@ -7,7 +7,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use serde::Serialize;
 
-use crate::Host;
+use crate::{Host, Pattern};
 
 /// A host whose TLS handshakes ask for a client certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,6 +26,10 @@ pub struct ClientCa {
     /// The certificates (DER), already parsed from the Secret's `ca.crt`.
     #[serde(skip)]
     pub certificates: Arc<[CertificateDer<'static>]>,
+    /// How many certificates a client's chain may have above its own, the CA included
+    /// (nginx's `ssl_verify_depth`; ingress-nginx's default 1 takes only certificates the
+    /// CA signed itself).
+    pub verify_depth: u8,
 }
 
 /// What a route asks of the client's certificate.
@@ -38,6 +42,32 @@ pub struct ClientCertCheck {
     /// Where a client without a certificate is redirected (`302`) instead of getting `400`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_page: Option<String>,
+    /// The subject's distinguished name (RFC 2253) must contain a match of this
+    /// (`auth-tls-match-cn`); other clients, and those without a certificate, get `403`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_subject: Option<Pattern>,
+}
+
+impl ClientCertCheck {
+    /// True when a client with `cert` (or none) may be served: the certificate is there
+    /// when required, and its subject matches when a match is asked for.
+    pub fn admits(&self, cert: Option<&PeerCertificate>) -> Result<(), CertRefusal> {
+        match (cert, &self.match_subject) {
+            (None, _) if self.verify == VerifyClient::On => Err(CertRefusal::Missing),
+            (None, Some(_)) => Err(CertRefusal::SubjectMismatch),
+            (Some(c), Some(p)) if !p.is_match(&c.subject) => Err(CertRefusal::SubjectMismatch),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a route turns a client away for its certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertRefusal {
+    /// A certificate is required and there is none (`400`, or the error page).
+    Missing,
+    /// The subject does not match `auth-tls-match-cn` (`403`).
+    SubjectMismatch,
 }
 
 /// `auth-tls-verify-client`.
@@ -190,6 +220,33 @@ pub fn percent_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_admits_by_presence_and_subject() {
+        let cert = |subject: &str| PeerCertificate {
+            subject: subject.into(),
+            issuer: "CN=ca".into(),
+            escaped_pem: String::new(),
+        };
+        let check = |verify, pattern: Option<&str>| ClientCertCheck {
+            verify,
+            pass_certificate: false,
+            error_page: None,
+            match_subject: pattern.map(|p| Pattern::full(&format!(".*(?:{p}).*")).unwrap()),
+        };
+        let (on, optional) = (VerifyClient::On, VerifyClient::Optional);
+        let ops = cert("CN=ops,O=example");
+        let dev = cert("CN=dev,O=example");
+        assert_eq!(check(on, None).admits(None), Err(CertRefusal::Missing));
+        assert_eq!(check(on, None).admits(Some(&dev)), Ok(()));
+        assert_eq!(check(optional, None).admits(None), Ok(()));
+        assert_eq!(check(on, Some("CN=ops")).admits(None), Err(CertRefusal::Missing));
+        assert_eq!(check(on, Some("CN=ops")).admits(Some(&ops)), Ok(()));
+        assert_eq!(check(on, Some("CN=ops")).admits(Some(&dev)), Err(CertRefusal::SubjectMismatch));
+        assert_eq!(check(optional, Some("CN=ops")).admits(None), Err(CertRefusal::SubjectMismatch));
+        assert_eq!(check(optional, Some("CN=ops")).admits(Some(&dev)), Err(CertRefusal::SubjectMismatch));
+        assert_eq!(check(optional, Some("O=example")).admits(Some(&dev)), Ok(()));
+    }
 
     #[test]
     fn base64_pads_each_length() {

@@ -19,7 +19,8 @@ pub use auth::{
     PasswordHash, Template, Var,
 };
 pub use client_auth::{
-    parse_ca_bundle, percent_escape, CaError, ClientAuthHost, ClientCa, ClientCertCheck, PeerCertificate, VerifyClient,
+    parse_ca_bundle, percent_escape, CaError, CertRefusal, ClientAuthHost, ClientCa, ClientCertCheck, PeerCertificate,
+    VerifyClient,
 };
 pub use cors::Cors;
 pub use host::{is_dns_name, Host, HostError};

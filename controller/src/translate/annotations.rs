@@ -17,8 +17,10 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 62] = [
+pub const IMPLEMENTED: [&str; 64] = [
     "auth-tls-secret",
+    "auth-tls-match-cn",
+    "auth-tls-verify-depth",
     "auth-tls-verify-client",
     "auth-tls-error-page",
     "auth-tls-pass-certificate-to-upstream",
@@ -82,9 +84,10 @@ pub const IMPLEMENTED: [&str; 62] = [
     "auth-always-set-cookie",
 ];
 
-/// Annotations that ask for access control Wharf does not enforce yet: an Ingress with
-/// one is answered 503 rather than served unprotected.
-pub const UNENFORCED_ACCESS_CONTROL: [&str; 1] = ["auth-tls-match-cn"];
+/// Annotations that ask for protection Wharf does not give (a web application firewall):
+/// an Ingress with one set to anything but `false` is answered 503 rather than served
+/// unprotected.
+pub const UNENFORCED_ACCESS_CONTROL: [&str; 2] = ["enable-modsecurity", "enable-owasp-core-rules"];
 
 /// Client certificates, as the `auth-tls-*` annotations ask; the CA Secret is read at
 /// translation.
@@ -94,6 +97,8 @@ pub struct ClientTlsSetting {
     pub secret: (String, String),
     /// What the Ingress's routes ask of the certificate.
     pub check: wharf_model::ClientCertCheck,
+    /// `auth-tls-verify-depth` (default 1, as in ingress-nginx).
+    pub verify_depth: u8,
 }
 
 /// Basic authentication, as the annotations ask; the Secret is read at translation.
@@ -496,7 +501,7 @@ impl<'a> Reader<'a> {
                     "annotation {key} injects raw proxy configuration, which Wharf never runs: {verdict}. {how}."
                 );
                 self.findings.push((key.clone(), Finding::Refused(message)));
-            } else if UNENFORCED_ACCESS_CONTROL.contains(&name) && self.get(name).is_some() {
+            } else if UNENFORCED_ACCESS_CONTROL.contains(&name) && self.unenforced(name) {
                 let message = format!(
                     "annotation {key} asks for access control Wharf does not support yet; so that the Ingress \
                      is not served unprotected, its requests are answered 503 \
@@ -522,6 +527,11 @@ impl<'a> Reader<'a> {
             }
         }
         skip
+    }
+
+    /// True when `name` (one of [`UNENFORCED_ACCESS_CONTROL`]) asks for its protection.
+    fn unenforced(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|(_, v)| v.trim() != "false")
     }
 
     /// A boolean; an invalid value is reported and treated as absent.
@@ -682,7 +692,7 @@ impl<'a> Reader<'a> {
     }
 
     fn auth(&mut self) -> Option<AuthSetting> {
-        if let Some(name) = UNENFORCED_ACCESS_CONTROL.into_iter().find(|n| self.get(n).is_some()) {
+        if let Some(name) = UNENFORCED_ACCESS_CONTROL.into_iter().find(|n| self.unenforced(n)) {
             return Some(AuthSetting::Unavailable(format!("annotation {name} is not supported")));
         }
         // Why, for the log, names the annotation without its prefix: renaming the
@@ -760,7 +770,13 @@ impl<'a> Reader<'a> {
     /// (why, for the log) when they are asked for and cannot be checked.
     fn client_tls(&mut self) -> Result<Option<ClientTlsSetting>, String> {
         let Some((secret_key, secret)) = self.get("auth-tls-secret") else {
-            for name in ["auth-tls-verify-client", "auth-tls-error-page", "auth-tls-pass-certificate-to-upstream"] {
+            for name in [
+                "auth-tls-verify-client",
+                "auth-tls-error-page",
+                "auth-tls-pass-certificate-to-upstream",
+                "auth-tls-match-cn",
+                "auth-tls-verify-depth",
+            ] {
                 if let Some((key, _)) = self.get(name) {
                     self.invalid(key, "has no effect without auth-tls-secret (as in ingress-nginx)".into());
                 }
@@ -797,8 +813,28 @@ impl<'a> Reader<'a> {
             },
             "is not a URL (http://, https:// or a path); clients without a certificate get 400",
         );
-        let check = wharf_model::ClientCertCheck { verify, pass_certificate, error_page };
-        Ok(Some(ClientTlsSetting { secret, check }))
+        // nginx's `$ssl_client_s_dn !~ PATTERN`: a match anywhere in the subject.
+        let match_subject = match self.get("auth-tls-match-cn") {
+            None => None,
+            Some((key, v)) => match wharf_model::Pattern::full(&format!(".*(?:{}).*", v.trim())) {
+                Ok(p) if !v.trim().is_empty() => Some(p),
+                Ok(_) => return fail(self, key, "is empty (a pattern like CN=ops is expected)".into()),
+                Err(e) => return fail(self, key, format!("{:?}: {}", v.trim(), e.reason)),
+            },
+        };
+        let verify_depth = match self.get("auth-tls-verify-depth") {
+            None => 1,
+            Some((key, v)) => match v.trim().parse::<u8>() {
+                Ok(n @ 1..=16) => n,
+                _ => {
+                    let msg = format!("{:?} is not a whole number from 1 to 16; the depth is 1", v.trim());
+                    self.invalid(key, msg);
+                    1
+                }
+            },
+        };
+        let check = wharf_model::ClientCertCheck { verify, pass_certificate, error_page, match_subject };
+        Ok(Some(ClientTlsSetting { secret, check, verify_depth }))
     }
 
     /// Reports `key` as `message` and refuses every request. Why, for the log, names the
@@ -1645,17 +1681,20 @@ mod tests {
             "wharf.dev/auth-secret-type",
             "is not auth-file or auth-map",
         );
-        // A client certificate's subject is not matched yet: refused, whatever else is set,
-        // and the Event says so.
-        let (key, value) = ("nginx.ingress.kubernetes.io/auth-tls-match-cn", "CN=ops");
+        // A web application firewall Wharf does not have: refused, whatever else is set, and
+        // the Event says so; "false" asks for nothing.
+        let (key, value) = ("nginx.ingress.kubernetes.io/enable-modsecurity", "true");
         let (a, d) = auth_of(&[(key, value), (t, "basic"), (sec, "users")]);
         let name = key.rsplit('/').next().unwrap_or_default();
         assert_eq!(a, Some(AuthSetting::Unavailable(format!("annotation {name} is not supported"))));
         let msg = d.iter().find(|(_, m)| m.contains(key)).map(|(r, m)| (*r, m.clone()));
         assert!(matches!(&msg, Some(("UnsupportedAnnotation", m)) if m.contains("answered 503")), "{key}: {d:?}");
+        let (a, d) = auth_of(&[("nginx.ingress.kubernetes.io/enable-owasp-core-rules", "false")]);
+        assert_eq!(a, None);
+        assert!(d.iter().all(|(_, m)| !m.contains("answered 503")), "{d:?}");
         // With the nginx names off, an nginx name is not read, so nothing is refused.
         let off = AnnotationOptions { nginx_names: false, ..AnnotationOptions::default() };
-        let (s, _) = parse_with(&[("nginx.ingress.kubernetes.io/auth-tls-match-cn", "CN=ops")], &off);
+        let (s, _) = parse_with(&[(key, value)], &off);
         assert_eq!(s.auth, None);
         // Basic and external authentication together are not supported.
         unavailable(&[(t, "basic"), (sec, "users"), ("wharf.dev/auth-url", "http://a.b.svc/")], t, "together");
@@ -1670,7 +1709,13 @@ mod tests {
         };
         let setting = |verify, pass, page: Option<&str>| ClientTlsSetting {
             secret: ("default".into(), "ca".into()),
-            check: wharf_model::ClientCertCheck { verify, pass_certificate: pass, error_page: page.map(str::to_owned) },
+            check: wharf_model::ClientCertCheck {
+                verify,
+                pass_certificate: pass,
+                error_page: page.map(str::to_owned),
+                match_subject: None,
+            },
+            verify_depth: 1,
         };
         use wharf_model::VerifyClient::{On, Optional};
         assert_eq!(tls(&[(secret, "ca")]), (Some(setting(On, false, None)), None, vec![]));
@@ -1707,6 +1752,28 @@ mod tests {
                     && d[0].starts_with("InvalidAnnotation")
                     && d[0].ends_with("answered 503 until it is fixed"),
                 "{d:?}"
+            );
+        }
+        // The subject, searched anywhere; the depth.
+        let (c, auth, d) = tls(&[
+            (secret, "ca"),
+            ("nginx.ingress.kubernetes.io/auth-tls-match-cn", " CN=(ops|admin) "),
+            ("nginx.ingress.kubernetes.io/auth-tls-verify-depth", "2"),
+        ]);
+        let c = c.unwrap_or_else(|| panic!("no client certificates: {auth:?} {d:?}"));
+        let pattern = c.check.match_subject.as_ref().map(|p| p.as_str());
+        assert_eq!((pattern, c.verify_depth, d.len()), (Some(".*(?:CN=(ops|admin)).*"), 2, 0));
+        for bad in ["0", "17", "two", ""] {
+            let (c, _, d) = tls(&[(secret, "ca"), ("wharf.dev/auth-tls-verify-depth", bad)]);
+            assert_eq!(c.map(|c| c.verify_depth), Some(1), "{bad:?}");
+            assert!(d.len() == 1 && d[0].contains("the depth is 1"), "{bad:?}: {d:?}");
+        }
+        for (bad, why) in [("CN=(ops", "auth-tls-match-cn: \"CN=(ops\""), (" ", "auth-tls-match-cn: is empty")] {
+            let (c, auth, _) = tls(&[(secret, "ca"), ("wharf.dev/auth-tls-match-cn", bad)]);
+            assert_eq!(c, None, "{bad:?}");
+            assert!(
+                matches!(&auth, Some(AuthSetting::Unavailable(w)) if w.starts_with(&format!("annotation {why}"))),
+                "{bad:?}: {auth:?}"
             );
         }
         // A bad error page is dropped (400 instead), and settings without the Secret do nothing.
@@ -1855,6 +1922,8 @@ mod tests {
             "auth-tls-secret" => "ca",
             "auth-tls-verify-client" => "optional",
             "auth-tls-error-page" => "https://sso.example/certificate",
+            "auth-tls-match-cn" => "CN=ops",
+            "auth-tls-verify-depth" => "3",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
             n if n.starts_with("canary-weight") => "30",

@@ -96,14 +96,15 @@ impl Translator<'_> {
             Ok(c) => c,
             Err(e) => return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name}: {e}")),
         };
-        let ca = ClientCa { source: format!("{ns}/{name}"), certificates };
+        let ca = ClientCa { source: format!("{ns}/{name}"), certificates, verify_depth: setting.verify_depth };
         let hosts: Vec<Host> = rule_hosts(&[ing]).iter().filter_map(|h| Host::parse(h).ok()).collect();
         for host in hosts {
             match self.snapshot.client_auth.iter().find(|c| c.host == host) {
                 Some(other) if other.ca != ca => {
                     let why = format!(
-                        "host {host} already asks for client certificates of {} (an older Ingress); one CA per host",
-                        other.ca.source
+                        "host {host} already asks for client certificates of {} at verify depth {} (an older \
+                         Ingress); one CA and depth per host",
+                        other.ca.source, other.ca.verify_depth
                     );
                     return refuse(self, "ClientAuthConflict", why);
                 }

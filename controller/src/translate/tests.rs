@@ -1133,6 +1133,7 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
         on("c.com", "missing", "nope", 3, json!({})),
         on("d.com", "no-key", "users", 4, json!({})),
         on("e.com", "off", "ca", 5, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-client": "off"})),
+        on("a.com", "deeper", "ca", 6, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-depth": "2"})),
     ]);
     let ca_pem = |cn: &str| {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
@@ -1149,21 +1150,23 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
         })));
     }
     let t = translate(&w, &opts(), None);
-    let hosts: Vec<(String, &str, usize)> = t
+    let hosts: Vec<(String, &str, usize, u8)> = t
         .snapshot
         .client_auth
         .iter()
-        .map(|c| (c.host.to_string(), c.ca.source.as_str(), c.ca.certificates.len()))
+        .map(|c| (c.host.to_string(), c.ca.source.as_str(), c.ca.certificates.len(), c.ca.verify_depth))
         .collect();
-    assert_eq!(hosts, [("a.com".to_owned(), "web/ca", 1)], "one CA per host, the oldest Ingress's");
+    assert_eq!(hosts, [("a.com".to_owned(), "web/ca", 1, 1)], "one CA and depth per host, the oldest Ingress's");
     let route = |host: &str, name: &str| {
         host_routes(&t, host).iter().find(|r| r.source.name == name).cloned().unwrap_or_else(|| panic!("{name}"))
     };
-    let check = |verify| wharf_model::ClientCertCheck { verify, pass_certificate: true, error_page: None };
+    let check =
+        |verify| wharf_model::ClientCertCheck { verify, pass_certificate: true, error_page: None, match_subject: None };
     assert_eq!(route("a.com", "mtls").client_cert, Some(check(wharf_model::VerifyClient::On)));
     assert_eq!(route("a.com", "same-ca").client_cert, Some(check(wharf_model::VerifyClient::Optional)));
     for (host, name, why) in [
         ("a.com", "other-ca", "host a.com already asks for client certificates of web/ca"),
+        ("a.com", "deeper", "host a.com already asks for client certificates of web/ca at verify depth 1"),
         ("c.com", "missing", "auth-tls-secret web/nope does not exist"),
         ("d.com", "no-key", "auth-tls-secret web/users has no key \"ca.crt\""),
     ] {
@@ -1179,6 +1182,11 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
     assert_eq!((off.client_cert, off.auth), (None, None), "verify-client off asks for nothing");
     assert_eq!(
         reasons(&t),
-        [("missing", "AuthTLSSecretInvalid"), ("no-key", "AuthTLSSecretInvalid"), ("other-ca", "ClientAuthConflict")]
+        [
+            ("deeper", "ClientAuthConflict"),
+            ("missing", "AuthTLSSecretInvalid"),
+            ("no-key", "AuthTLSSecretInvalid"),
+            ("other-ca", "ClientAuthConflict")
+        ]
     );
 }

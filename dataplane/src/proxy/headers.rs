@@ -494,6 +494,7 @@ mod tests {
             "includeSubDomains",
             "max-age=",
             "max-age=-1",
+            "max-age=+5",
             "max-age=1y",
             "max-age=99999999999999999999",
             "max-age=1; max-age=2",
@@ -527,7 +528,12 @@ mod tests {
             issuer: "CN=Shop CA".into(),
             escaped_pem: "-----BEGIN%20CERTIFICATE".into(),
         };
-        let check = |pass| ClientCertCheck { verify: VerifyClient::Optional, pass_certificate: pass, error_page: None };
+        let check = |pass| ClientCertCheck {
+            verify: VerifyClient::Optional,
+            pass_certificate: pass,
+            error_page: None,
+            match_subject: None,
+        };
 
         let mut h = spoofed();
         set_client_cert(&mut h, None, Some(&cert));

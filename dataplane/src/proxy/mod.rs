@@ -20,7 +20,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use wharf_model::{AppProtocol, PathMatch, PortProtocol, Redirect, Respond};
+use wharf_model::{AppProtocol, CertRefusal, PathMatch, PortProtocol, Redirect, Respond};
 
 use crate::auth::CompiledAuth;
 use crate::metrics::UpstreamError;
@@ -217,6 +217,8 @@ pub async fn handle(
         _ => None,
     };
     let method = req.method().clone();
+    let cert_refusal =
+        route.and_then(|r| r.client_cert.as_ref()).and_then(|c| c.admits(conn.client_cert.as_deref()).err());
     let cors = route.and_then(|r| cors_allowed(r, req.headers()));
     let preflight = cors.is_some() && method == http::Method::OPTIONS;
     // Counted only for requests the route would serve: not refused ones, not redirects,
@@ -242,19 +244,24 @@ pub async fn handle(
             (r, Some("cors_preflight"), None)
         }
         (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
-        // A required client certificate is checked first, as nginx checks it before the
-        // request is processed.
-        (Ok(()), Some(r)) if conn.client_cert.is_none() && r.client_cert.as_ref().is_some_and(requires_cert) => {
+        // The client certificate is checked first, as nginx checks it before the request is
+        // processed.
+        (Ok(()), Some(r)) if cert_refusal.is_some() => {
             let page = r.client_cert.as_ref().and_then(|c| c.error_page.as_deref());
-            let resp = match page.and_then(|p| HeaderValue::from_str(p).ok()) {
-                Some(location) => {
+            let resp = match (cert_refusal, page.and_then(|p| HeaderValue::from_str(p).ok())) {
+                (Some(CertRefusal::SubjectMismatch), _) => {
+                    (local(StatusCode::FORBIDDEN, "client certificate unauthorized"), "client_cert_unauthorized")
+                }
+                (_, Some(location)) => {
                     let mut resp = local(StatusCode::FOUND, "a client certificate is required");
                     resp.headers_mut().insert(header::LOCATION, location);
-                    resp
+                    (resp, "client_cert_required")
                 }
-                None => local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"),
+                (_, None) => {
+                    (local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"), "client_cert_required")
+                }
             };
-            (resp, Some("client_cert_required"), None)
+            (resp.0, Some(resp.1), None)
         }
         // Limits before address lists, as nginx's preaccess phase runs before its access
         // phase.
@@ -321,11 +328,6 @@ pub async fn handle(
         );
     }
     Ok(resp)
-}
-
-/// True when `check` turns away clients without a certificate.
-fn requires_cert(check: &wharf_model::ClientCertCheck) -> bool {
-    check.verify == wharf_model::VerifyClient::On
 }
 
 /// Cookies of an external check's answer for the client (with any status when `true`).
