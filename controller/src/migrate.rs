@@ -96,6 +96,9 @@ fn difference(name: &str) -> Option<&'static str> {
         "auth-tls-verify-depth" => {
             "chains are built from the certificates the client sends in order (its issuer first), leaving out copies of the CA"
         }
+        "custom-http-errors" => {
+            "replaces the backend's answers and the gateway's own 502, 503 and 504, not the answers of the gateway's checks (401, 403, 413, ...); the error request has no body"
+        }
         "auth-url" => {
             "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503); answers are not cached"
         }

@@ -122,7 +122,8 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("legacy", "waf", "enable-modsecurity", "not enforced"),
         ("legacy", "waf", "enable-owasp-core-rules", "not enforced"),
         ("legacy", "waf", "modsecurity-snippet", "refused"),
-        ("misc", "legacy-class", "custom-http-errors", "not supported"),
+        ("misc", "legacy-class", "custom-http-errors", "differs"),
+        ("misc", "legacy-class", "default-backend", "same"),
         ("misc", "tuning", "wharf.dev/ssl-redirct", "not supported"),
         ("misc", "tuning", "wharf.dev/proxy-body-size", "differs"),
     ];

@@ -384,7 +384,12 @@ impl Compiler {
                     .rewriting(f.rewrite.as_ref())
                     .timing_out(f.timeout_ms)
                     .connecting_within(f.connect_timeout_ms)
-                    .sticky(f.affinity.as_deref()),
+                    .sticky(f.affinity.as_deref())
+                    .falling_back(
+                        f.fallback
+                            .as_deref()
+                            .map(|fb| crate::routing::CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)),
+                    ),
                 ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
@@ -847,6 +852,7 @@ mod tests {
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
+                fallback: None,
             }),
             ..route("bad", prefix("/bad"), "c")
         };

@@ -162,6 +162,46 @@ pub struct CompiledForward {
     pub connect_timeout: Option<std::time::Duration>,
     /// Sticky sessions: the cookie's name, and the attributes after its value.
     pub affinity: Option<(String, String)>,
+    /// ingress-nginx `default-backend` and `custom-http-errors`.
+    pub fallback: Option<Box<CompiledFallback>>,
+}
+
+/// A default backend: it takes the requests a backend without endpoints cannot, and
+/// answers the listed errors.
+#[derive(Debug)]
+pub struct CompiledFallback {
+    /// The Service's upstream.
+    pub upstream: Result<Arc<Upstream>, UpstreamError>,
+    /// A forward to it, for error requests.
+    pub forward: CompiledForward,
+    /// `custom-http-errors`.
+    pub codes: Vec<u16>,
+    /// `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`; a value that
+    /// is no valid header value is left out.
+    pub headers: Vec<(http::HeaderName, HeaderValue)>,
+}
+
+impl CompiledFallback {
+    /// The default backend of `fallback`, reached at `upstream`.
+    pub fn new(upstream: Result<Arc<Upstream>, UpstreamError>, fallback: &wharf_model::Fallback) -> CompiledFallback {
+        let none = || CompiledEdits::new(&Default::default());
+        let forward = CompiledForward::new(vec![(upstream.clone(), 1)], none(), none());
+        let headers = [
+            ("x-namespace", &fallback.namespace),
+            ("x-ingress-name", &fallback.ingress),
+            ("x-service-name", &fallback.service),
+            ("x-service-port", &fallback.service_port),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((http::HeaderName::from_static(name), HeaderValue::from_str(value).ok()?)))
+        .collect();
+        CompiledFallback { upstream, forward, codes: fallback.error_codes.clone(), headers }
+    }
+
+    /// True when it answers responses of `status` in place of the backend.
+    pub fn answers(&self, status: http::StatusCode) -> bool {
+        self.codes.contains(&status.as_u16())
+    }
 }
 
 impl CompiledForward {
@@ -184,7 +224,14 @@ impl CompiledForward {
             timeout: None,
             connect_timeout: None,
             affinity: None,
+            fallback: None,
         }
+    }
+
+    /// With a default backend, if the route has one.
+    pub fn falling_back(mut self, fallback: Option<CompiledFallback>) -> CompiledForward {
+        self.fallback = fallback.map(Box::new);
+        self
     }
 
     /// With each backend's own header changes (by index, as the backends were given).
@@ -244,6 +291,21 @@ impl CompiledForward {
     /// requests or the chosen one has none (503), or is invalid (500).
     pub fn pick(&self) -> Result<&Arc<Upstream>, UpstreamError> {
         self.pick_backend().map(|(u, _)| u)
+    }
+
+    /// [`CompiledForward::pick_backend`], except that a backend without endpoints (or
+    /// without a Service) gives way to the default backend, when there is one with
+    /// endpoints.
+    pub fn pick_or_fall_back(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+        let picked = self.pick_backend();
+        let empty = match &picked {
+            Ok((u, _)) => u.endpoints.is_empty(),
+            Err(e) => *e == UpstreamError::NoEndpoints,
+        };
+        match self.fallback.as_deref().map(|f| &f.upstream) {
+            Some(Ok(u)) if empty && !u.endpoints.is_empty() => Ok((u, &NO_EDITS)),
+            _ => picked,
+        }
     }
 
     /// [`CompiledForward::pick`], with the chosen backend's own header changes.

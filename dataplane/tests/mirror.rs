@@ -60,6 +60,7 @@ fn mirrored(path: &str, primary: &str, mirrors: &[(&str, u32)]) -> Route {
             connect_timeout_ms: None,
             mirrors: mirrors.iter().map(|(c, p)| Mirror { cluster: (*c).into(), per_million: *p }).collect(),
             affinity: None,
+            fallback: None,
         }),
         ..route(PathMatch::prefix(path).unwrap(), primary, false)
     }

@@ -342,6 +342,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
+                fallback: None,
             }),
         ),
         with(
@@ -358,6 +359,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
+                fallback: None,
             }),
         ),
         with(
@@ -383,6 +385,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 connect_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
+                fallback: None,
             }),
         ),
     ];

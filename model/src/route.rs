@@ -142,6 +142,7 @@ impl Action {
             connect_timeout_ms: None,
             mirrors: Vec::new(),
             affinity: None,
+            fallback: None,
         })
     }
 }
@@ -176,6 +177,32 @@ pub struct Forward {
     /// Sticky sessions: a client's requests go to the endpoint its cookie names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Box<CookieAffinity>>,
+    /// ingress-nginx `default-backend` and `custom-http-errors`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Box<Fallback>>,
+}
+
+/// ingress-nginx `default-backend`: a Service that takes the requests while no backend
+/// of the route has an endpoint, and (with `custom-http-errors`) answers in place of the
+/// backend when its answer has one of the listed statuses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    /// The Service's cluster (its first port, as in ingress-nginx).
+    pub cluster: String,
+    /// `custom-http-errors`: these statuses, from the backend or from the gateway (its
+    /// 502, 503 and 504 for the route), are replaced by the fallback's answer to a request
+    /// describing them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_codes: Vec<u16>,
+    /// What the error request tells of the route: `X-Namespace`, `X-Ingress-Name`,
+    /// `X-Service-Name`, `X-Service-Port`.
+    pub namespace: String,
+    /// The Ingress.
+    pub ingress: String,
+    /// The route's Service.
+    pub service: String,
+    /// Its port, as the Ingress names it.
+    pub service_port: String,
 }
 
 /// Sticky sessions by cookie (ingress-nginx `affinity: cookie`): a request without the

@@ -17,7 +17,9 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 64] = [
+pub const IMPLEMENTED: [&str; 66] = [
+    "default-backend",
+    "custom-http-errors",
     "auth-tls-secret",
     "auth-tls-match-cn",
     "auth-tls-verify-depth",
@@ -299,6 +301,11 @@ pub struct Settings {
     pub auth: Option<AuthSetting>,
     /// `auth-tls-*`: client certificates.
     pub client_tls: Option<ClientTlsSetting>,
+    /// `default-backend`: a Service of the Ingress's namespace, by name.
+    pub default_backend: Option<String>,
+    /// `custom-http-errors`: the statuses the default backend answers in place of the
+    /// backend.
+    pub custom_http_errors: Vec<u16>,
 }
 
 impl Settings {
@@ -333,6 +340,8 @@ impl Default for Settings {
             affinity: None,
             auth: None,
             client_tls: None,
+            default_backend: None,
+            custom_http_errors: Vec::new(),
         }
     }
 }
@@ -426,7 +435,14 @@ pub fn inspect(
         affinity: r.affinity(),
         auth: r.auth(),
         client_tls: None,
+        default_backend: r.text(
+            "default-backend",
+            |v| wharf_model::is_dns_name(v) && !v.contains('.'),
+            "is not the name of a Service in the Ingress's namespace; it is ignored",
+        ),
+        custom_http_errors: Vec::new(),
     };
+    s.custom_http_errors = r.error_codes(s.default_backend.is_some());
     match r.client_tls() {
         Ok(c) => s.client_tls = c,
         // Client certificates that cannot be checked refuse every request.
@@ -588,6 +604,27 @@ impl<'a> Reader<'a> {
                 BackendProtocol::Http
             }
         }
+    }
+
+    /// `custom-http-errors`: comma-separated statuses from 400 to 599; what does not parse
+    /// is reported and left out. Without a default backend to answer them, nothing.
+    fn error_codes(&mut self, with_backend: bool) -> Vec<u16> {
+        let Some((key, value)) = self.get("custom-http-errors") else { return Vec::new() };
+        if !with_backend {
+            let msg = "has no effect without default-backend (Wharf has no global default backend to answer the \
+                       errors); add default-backend: SERVICE";
+            self.invalid(key, msg.into());
+            return Vec::new();
+        }
+        let mut codes = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match item.parse::<u16>() {
+                Ok(c @ 400..=599) if !codes.contains(&c) => codes.push(c),
+                Ok(400..=599) => {}
+                _ => self.invalid(key, format!("{item:?} is not a status from 400 to 599; it is left out")),
+            }
+        }
+        codes
     }
 
     /// A host name, with a port or not.
@@ -1794,6 +1831,26 @@ mod tests {
     }
 
     #[test]
+    fn error_pages_need_a_default_backend_and_take_statuses_from_400_to_599() {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/default-backend", " errors "),
+            ("nginx.ingress.kubernetes.io/custom-http-errors", "404, 503,503,,302,abc,600,500"),
+        ]);
+        assert_eq!((s.default_backend.as_deref(), s.custom_http_errors), (Some("errors"), vec![404, 503, 500]));
+        let bad: Vec<&str> = d.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(bad.len(), 3, "{bad:?}");
+        assert!(bad.iter().all(|m| m.contains("is not a status from 400 to 599")), "{bad:?}");
+        // Without a default backend, the errors are the backend's.
+        let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/custom-http-errors", "404")]);
+        assert!(s.custom_http_errors.is_empty());
+        assert!(d.len() == 1 && d[0].1.contains("has no effect without default-backend"), "{d:?}");
+        for bad in ["other/errors", "Errors", "errors.svc", ""] {
+            let (s, d) = parsed(&[("wharf.dev/default-backend", bad)]);
+            assert_eq!((s.default_backend, d.len()), (None, 1), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn external_auth_reads_its_url_and_settings_with_ingress_nginx_defaults() {
         let e = external(&[(
             "nginx.ingress.kubernetes.io/auth-url",
@@ -1923,6 +1980,8 @@ mod tests {
             "auth-tls-verify-client" => "optional",
             "auth-tls-error-page" => "https://sso.example/certificate",
             "auth-tls-match-cn" => "CN=ops",
+            "default-backend" => "errors",
+            "custom-http-errors" => "404,503",
             "auth-tls-verify-depth" => "3",
             "canary" => "true",
             n if n.starts_with("canary-by-") => "x-canary",
@@ -1943,6 +2002,8 @@ mod tests {
                 pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));
             } else if matches!(name, "limit-burst-multiplier" | "limit-allowlist" | "limit-whitelist") {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
+            } else if name == "custom-http-errors" {
+                pairs.push(("wharf.dev/default-backend".to_owned(), "errors".to_owned()));
             } else if name.starts_with("session-cookie-") {
                 pairs.push(("wharf.dev/affinity".to_owned(), "cookie".to_owned()));
             } else if name.starts_with("auth-tls-") {

@@ -132,6 +132,12 @@ impl<'a> Backends<'a> {
         ports.iter().find(|p| p.port == number)?.name.as_deref()
     }
 
+    /// The first port of Service `ns/name`, if it exists and has one.
+    pub(super) fn first_port(&self, ns: &str, name: &str) -> Option<i32> {
+        let svc = self.services.get(&(ns, name))?;
+        Some(svc.spec.as_ref()?.ports.as_deref()?.first()?.port)
+    }
+
     /// `None`, with a diagnostic on `src`, when the Service or its port does not exist.
     pub(super) fn cluster(
         &self,

@@ -1031,6 +1031,7 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
         connect_timeout_ms: None,
         mirrors: Vec::new(),
         affinity: None,
+        fallback: None,
     });
     (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)
 }

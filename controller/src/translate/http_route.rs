@@ -169,6 +169,7 @@ pub fn action(
         connect_timeout_ms: None,
         mirrors: Vec::new(),
         affinity: None,
+        fallback: None,
     };
     let mut redirect = None;
     for f in filters {

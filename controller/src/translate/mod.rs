@@ -411,6 +411,25 @@ impl<'a> Translator<'a> {
                 }
             }
         };
+        let fallback = settings.default_backend.as_ref().and_then(|name| self.fallback_cluster(&src, name));
+        // The default backend, for a route to `backend`.
+        let with_fallback = |mut route: Route, backend: &IngressBackend| -> Route {
+            if let (Some(cluster), Some(svc), Action::Forward(f)) = (&fallback, &backend.service, &mut route.action) {
+                let port = svc.port.as_ref().map(|p| match (p.number, &p.name) {
+                    (Some(n), _) => n.to_string(),
+                    (None, name) => name.clone().unwrap_or_default(),
+                });
+                f.fallback = Some(Box::new(wharf_model::Fallback {
+                    cluster: cluster.clone(),
+                    error_codes: settings.custom_http_errors.clone(),
+                    namespace: src.namespace.clone(),
+                    ingress: src.name.clone(),
+                    service: svc.name.clone(),
+                    service_port: port.unwrap_or_default(),
+                }));
+            }
+            route
+        };
         let protocol = settings.backend_protocol;
         for entry in spec.tls.iter().flatten() {
             let hosts: Vec<&str> = match &entry.hosts {
@@ -425,7 +444,10 @@ impl<'a> Translator<'a> {
             if let Some(cluster) = self.backend(&src, backend, protocol) {
                 let route = Route {
                     https_redirect: false,
-                    ..shape(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()))
+                    ..with_fallback(
+                        shape(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone())),
+                        backend,
+                    )
                 };
                 match &routes.default_backend {
                     None => routes.default_backend = Some(route),
@@ -470,7 +492,7 @@ impl<'a> Translator<'a> {
                 if let Some(app_root) = settings.app_root.as_ref().filter(|_| path.matches("/")) {
                     self.app_root(&host, app_root, &src, routes);
                 }
-                let mut route = shape(Route::forward(path, &cluster, src.clone()));
+                let mut route = with_fallback(shape(Route::forward(path, &cluster, src.clone())), &p.backend);
                 if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
                     (&settings.rewrite_target, &mut route.action, &route.matches.path)
                 {
@@ -682,6 +704,22 @@ impl<'a> Translator<'a> {
             return Some(id);
         }
         Some(self.unverified_tls(id, &ns, &svc.name))
+    }
+
+    /// The cluster of `default-backend` Service `name` in the namespace of `src`: its first
+    /// port, as ingress-nginx takes it, over HTTP.
+    fn fallback_cluster(&mut self, src: &ObjectRef, name: &str) -> Option<String> {
+        let ns = src.namespace.clone();
+        let Some(port) = self.backends.first_port(&ns, name) else {
+            let msg = format!(
+                "default-backend Service {ns}/{name} does not exist or has no port; the Ingress is served without \
+                 it until it does"
+            );
+            self.diag(src, "ServiceNotFound", msg);
+            return None;
+        };
+        let clusters = &mut self.snapshot.clusters;
+        self.backends.cluster_for(&ns, name, &ServicePortRef::Number(port), false, src, &mut self.diags, clusters)
     }
 
     /// The cluster `id` of Service `ns/name`, encrypted with the certificate not checked

@@ -1190,3 +1190,49 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
         ]
     );
 }
+
+#[test]
+fn a_default_backend_is_the_first_port_of_a_service_of_the_namespace_and_carries_the_error_codes() {
+    let ann = |backend: &str| {
+        json!({"nginx.ingress.kubernetes.io/default-backend": backend,
+               "nginx.ingress.kubernetes.io/custom-http-errors": "404,503"})
+    };
+    let spec = |host: &str| {
+        json!({"ingressClassName": "wharf",
+               "defaultBackend": {"service": {"name": "app", "port": {"name": "http"}}},
+               "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
+    };
+    let mut w = world(vec![
+        ingress("web", 0, ann("errors"), spec("a.com")),
+        ingress(
+            "missing",
+            1,
+            ann("nope"),
+            json!({"ingressClassName": "wharf",
+            "rules": [rule(Some("b.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
+        ),
+    ]);
+    w.services.push(service("errors", json!([{"name": "page", "port": 8080}, {"name": "other", "port": 9090}])));
+    let t = translate(&w, &opts(), None);
+    let fallback = |r: &wharf_model::Route| match &r.action {
+        Action::Forward(f) => f.fallback.as_deref().cloned(),
+        _ => None,
+    };
+    let want = wharf_model::Fallback {
+        cluster: "web/errors:8080".into(),
+        error_codes: vec![404, 503],
+        namespace: "web".into(),
+        ingress: "web".into(),
+        service: "app".into(),
+        service_port: "80".into(),
+    };
+    assert_eq!(fallback(&host_routes(&t, "a.com")[0]), Some(want.clone()));
+    assert!(t.snapshot.clusters.contains_key("web/errors:8080"));
+    let default = t.snapshot.default_backend.as_ref().unwrap_or_else(|| panic!("no default backend"));
+    assert_eq!(fallback(default), Some(wharf_model::Fallback { service_port: "http".into(), ..want }));
+    // A Service that does not exist: served without, and said.
+    assert_eq!(fallback(&host_routes(&t, "b.com")[0]), None);
+    assert!(t.diagnostics.iter().any(|d| d.object.name == "missing"
+        && d.reason == "ServiceNotFound"
+        && d.message.contains("default-backend Service web/nope")));
+}

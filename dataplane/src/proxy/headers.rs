@@ -180,8 +180,18 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
         p => HeaderValue::from(p),
     };
     headers.insert(X_FORWARDED_PORT, port);
-    if !matches!(headers.get(&X_REQUEST_ID), Some(v) if v.len() <= 128 && !v.is_empty()) {
-        headers.insert(X_REQUEST_ID, request_id());
+    ensure_request_id(headers);
+}
+
+/// The request's `X-Request-Id`, set to a new one unless the client sent a sane one.
+pub fn ensure_request_id(headers: &mut HeaderMap) -> HeaderValue {
+    match headers.get(&X_REQUEST_ID) {
+        Some(v) if v.len() <= 128 && !v.is_empty() => v.clone(),
+        _ => {
+            let id = request_id();
+            headers.insert(X_REQUEST_ID, id.clone());
+            id
+        }
     }
 }
 

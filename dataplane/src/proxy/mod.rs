@@ -432,6 +432,9 @@ async fn proxy(
     mut req: Request<Incoming>,
 ) -> Outcome {
     headers::set_client_cert(req.headers_mut(), route.client_cert.as_ref(), conn.client_cert.as_deref());
+    // What an error request would tell of this one.
+    let errors = fwd.fallback.as_deref().filter(|f| !f.codes.is_empty());
+    let original = errors.map(|_| ErrorContext::of(&mut req, host));
     let (req, tripped) = match body_limit(route, shared.opts.limits.max_body_bytes, req.headers()) {
         BodyLimit::Over => return refuse(shared, Rejected::BodyTooLarge),
         BodyLimit::At(n) => {
@@ -441,7 +444,22 @@ async fn proxy(
         }
         BodyLimit::None => (req.map(RequestBody::unlimited), None),
     };
-    match forward(shared, conn, fwd, &route.matches.path, host, req).await {
+    let sent = forward(shared, conn, fwd, &route.matches.path, host, req).await;
+    let failed = match (&sent, errors) {
+        (Ok((resp, _)), Some(fb)) if fb.answers(resp.status()) => Some(resp.status()),
+        (Err(_), _) if tripped.as_ref().is_some_and(|t| t.load(Ordering::Relaxed)) => None,
+        (Err(e), Some(fb)) if fb.answers(e.status()) => Some(e.status()),
+        _ => None,
+    };
+    if let (Some(status), Some(fb), Some(original)) = (failed, errors, original) {
+        if let Err(e) = &sent {
+            shared.metrics.upstream_error(*e);
+        }
+        // The backend's answer is dropped unread.
+        drop(sent);
+        return error_page(shared, conn, fb, original, status).await;
+    }
+    match sent {
         Ok((mut resp, addr)) => {
             fwd.response_headers.apply(resp.headers_mut());
             (resp, None, Some(addr))
@@ -450,6 +468,70 @@ async fn proxy(
         Err(e) => {
             shared.metrics.upstream_error(e);
             (local(e.status(), e.reason()), Some(e.reason()), None)
+        }
+    }
+}
+
+/// What the default backend is told of a request whose answer it replaces.
+struct ErrorContext {
+    method: http::Method,
+    uri: String,
+    accept: Option<HeaderValue>,
+    host: Option<HeaderValue>,
+    request_id: HeaderValue,
+}
+
+impl ErrorContext {
+    /// The context of `req` (for host `host`), giving it a request id if it has none, so
+    /// that the backend and the error request carry the same one.
+    fn of<B>(req: &mut Request<B>, host: Option<&HeaderValue>) -> ErrorContext {
+        ErrorContext {
+            method: req.method().clone(),
+            uri: req.uri().path_and_query().map_or("/", |pq| pq.as_str()).to_owned(),
+            accept: req.headers().get(header::ACCEPT).cloned(),
+            host: host.cloned(),
+            request_id: headers::ensure_request_id(req.headers_mut()),
+        }
+    }
+}
+
+/// The default backend's answer for a request whose answer had `status`: a request for
+/// `/` with the same method and no body, telling what failed as ingress-nginx's
+/// custom error pages read it (`X-Code`, `X-Format`, `X-Original-URI`, ...). When the
+/// default backend cannot answer, the gateway answers `status` itself.
+async fn error_page(
+    shared: &Shared,
+    conn: &ConnInfo,
+    fb: &crate::routing::CompiledFallback,
+    original: ErrorContext,
+    status: StatusCode,
+) -> Outcome {
+    let mut req = Request::new(RequestBody::empty());
+    *req.method_mut() = original.method;
+    *req.uri_mut() = Uri::from_static("/");
+    let h = req.headers_mut();
+    h.insert("x-code", HeaderValue::from(status.as_u16()));
+    if let Some(accept) = original.accept {
+        h.insert("x-format", accept);
+    }
+    if let Ok(uri) = HeaderValue::from_str(&original.uri) {
+        h.insert("x-original-uri", uri);
+    }
+    for (name, value) in &fb.headers {
+        h.insert(name.clone(), value.clone());
+    }
+    h.insert("x-request-id", original.request_id);
+    let root = PathMatch::Prefix("/".into());
+    match forward(shared, conn, &fb.forward, &root, original.host.as_ref(), req).await {
+        Ok((resp, addr)) => (resp, Some("custom_error"), Some(addr)),
+        Err(e) => {
+            shared.metrics.upstream_error(e);
+            tracing::debug!(
+                status = status.as_u16(),
+                error = e.reason(),
+                "the default backend could not answer an error"
+            );
+            (local(status, status.canonical_reason().unwrap_or("error")), Some("custom_error_failed"), None)
         }
     }
 }
@@ -611,7 +693,7 @@ async fn forward(
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
-    let (upstream, own) = route.pick_backend()?;
+    let (upstream, own) = route.pick_or_fall_back()?;
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }
