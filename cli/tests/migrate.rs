@@ -22,7 +22,7 @@ fn the_report_names_every_ingress_and_what_wharf_does_with_it() {
     assert!(report.contains("NOT SERVED"), "{report}");
     assert!(report.contains("differs        nginx.ingress.kubernetes.io/auth-tls-secret="), "{report}");
     assert!(report.contains("problem        CanaryWithoutMain"), "{report}");
-    assert!(report.contains("43 Ingresses of class \"nginx\""), "{report}");
+    assert!(report.contains("44 Ingresses of class \"nginx\""), "{report}");
     assert!(!report.contains("traefik.example.com") && !report.contains("misc/traefik"), "{report}");
     // As a controller that serves snippet Ingresses without them would.
     let lax = migrate(&["-f", CORPUS, "--snippet-annotations", "ignore"]);
@@ -36,7 +36,7 @@ fn the_yaml_is_read_back_as_ingresses_of_wharfs_class() {
     let file = dir.join("out.yaml");
     std::fs::write(&file, &yaml).unwrap();
     let world = wharf_controller::files::load(&[file]).unwrap().world;
-    assert_eq!(world.ingresses.len(), 43);
+    assert_eq!(world.ingresses.len(), 44);
     for ing in &world.ingresses {
         assert_eq!(ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()), Some("edge"));
         let ann = ing.metadata.annotations.clone().unwrap_or_default();

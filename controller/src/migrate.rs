@@ -96,6 +96,9 @@ fn difference(name: &str) -> Option<&'static str> {
         "auth-tls-verify-depth" => {
             "chains are built from the certificates the client sends in order (its issuer first), leaving out copies of the CA"
         }
+        "proxy-ssl-name" | "proxy-ssl-secret" => {
+            "without proxy-ssl-name the certificate must cover SERVICE.NAMESPACE.svc (nginx checks the upstream's name); the Secret's tls.crt is not presented to the backend"
+        }
         "custom-http-errors" => {
             "replaces the backend's answers and the gateway's own 502, 503 and 504, not the answers of the gateway's checks (401, 403, 413, ...); the error request has no body"
         }

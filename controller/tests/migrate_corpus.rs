@@ -30,9 +30,9 @@ fn opts() -> MigrateOptions {
 #[test]
 fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     let world = corpus();
-    assert_eq!(world.ingresses.len(), 44);
+    assert_eq!(world.ingresses.len(), 45);
     let reports = migrate::report(&world, &opts());
-    assert_eq!(reports.len(), 43, "every Ingress but the traefik one");
+    assert_eq!(reports.len(), 44, "every Ingress but the traefik one");
 
     // Every annotation under either prefix is accounted for.
     for r in &reports {
@@ -124,6 +124,10 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("legacy", "waf", "modsecurity-snippet", "refused"),
         ("misc", "legacy-class", "custom-http-errors", "differs"),
         ("misc", "legacy-class", "default-backend", "same"),
+        ("misc", "tuning", "proxy-ssl-verify", "invalid"),
+        ("misc", "backend-tls", "proxy-ssl-verify", "same"),
+        ("misc", "backend-tls", "proxy-ssl-name", "differs"),
+        ("misc", "backend-tls", "proxy-ssl-verify-depth", "same"),
         ("misc", "tuning", "wharf.dev/ssl-redirct", "not supported"),
         ("misc", "tuning", "wharf.dev/proxy-body-size", "differs"),
     ];
@@ -151,7 +155,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
     }
 
     let text = migrate::render(&reports, &opts());
-    assert!(text.contains("43 Ingresses of class \"nginx\""), "{text}");
+    assert!(text.contains("44 Ingresses of class \"nginx\""), "{text}");
 }
 
 #[test]

@@ -65,11 +65,15 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
     let leaf = ca.leaf(&["backend.test", "alt.test"]);
     let spiffe = ca.workload("spiffe://cluster.local/ns/web/sa/backend");
     let (backend, spiffe_backend) = (https_backend(&leaf).await, https_backend(&spiffe).await);
+    // A certificate through an intermediate CA; the backend sends leaf, intermediate, root.
+    let deep = https_backend(&ca.intermediate("Backend intermediate").leaf(&["deep.test"])).await;
     let trusted = |name: &str, sans: Vec<SubjectAltName>| UpstreamTls {
         server_name: name.into(),
         ca_pem: Some(ca.root_pem.as_str().into()),
         subject_alt_names: sans,
         unverified: false,
+        no_sni: false,
+        verify_depth: None,
     };
     let clusters = vec![
         ("ok", tls_cluster(backend, AppProtocol::Http1, trusted("backend.test", vec![]))),
@@ -104,6 +108,33 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
             ),
         ),
         ("plain", cluster(&[backend])),
+        // ingress-nginx's proxy-ssl-verify without proxy-ssl-server-name: checked, no SNI.
+        (
+            "no-sni",
+            tls_cluster(backend, AppProtocol::Http1, UpstreamTls { no_sni: true, ..trusted("backend.test", vec![]) }),
+        ),
+        (
+            "no-sni-wrong-name",
+            tls_cluster(backend, AppProtocol::Http1, UpstreamTls { no_sni: true, ..trusted("mismatch.test", vec![]) }),
+        ),
+        // proxy-ssl-verify-depth: 1 takes only what the CA signed itself.
+        (
+            "depth-1",
+            tls_cluster(
+                deep,
+                AppProtocol::Http1,
+                UpstreamTls { verify_depth: Some(1), ..trusted("deep.test", vec![]) },
+            ),
+        ),
+        (
+            "depth-2",
+            tls_cluster(
+                deep,
+                AppProtocol::Http1,
+                UpstreamTls { verify_depth: Some(2), ..trusted("deep.test", vec![]) },
+            ),
+        ),
+        ("depth-any", tls_cluster(deep, AppProtocol::Http1, trusted("deep.test", vec![]))),
         // ingress-nginx's backend-protocol HTTPS: any certificate, no SNI.
         (
             "unverified",
@@ -143,7 +174,11 @@ async fn backends_get_tls_with_the_policy_name_and_only_a_certificate_it_trusts(
     assert_eq!((unverified.status, unverified.body.as_str()), (200, "- http/1.1 HTTP/1.1"), "no SNI, no check");
     let unverified = get("/unverified-h2").await;
     assert_eq!((unverified.status, unverified.body.as_str()), (200, "- h2 HTTP/2.0"));
-    for refused in ["/wrong-name", "/wrong-ca", "/uri-san-mismatch", "/plain"] {
+    let no_sni = get("/no-sni").await;
+    assert_eq!((no_sni.status, no_sni.body.as_str()), (200, "- http/1.1 HTTP/1.1"), "checked, without SNI");
+    assert_eq!(get("/depth-2").await.status, 200);
+    assert_eq!(get("/depth-any").await.status, 200);
+    for refused in ["/wrong-name", "/wrong-ca", "/uri-san-mismatch", "/plain", "/no-sni-wrong-name", "/depth-1"] {
         assert_eq!(get(refused).await.status, 502, "{refused}");
     }
     let m = admin_get(&r, "/metrics").await.body;
@@ -167,8 +202,14 @@ async fn a_route_connect_timeout_bounds_a_backend_that_never_answers_the_handsha
             held.push(s);
         }
     });
-    let tls =
-        UpstreamTls { server_name: "silent.test".into(), ca_pem: None, subject_alt_names: vec![], unverified: true };
+    let tls = UpstreamTls {
+        server_name: "silent.test".into(),
+        ca_pem: None,
+        subject_alt_names: vec![],
+        unverified: true,
+        no_sni: true,
+        verify_depth: None,
+    };
     let mut bounded = route(PathMatch::prefix("/").unwrap(), "silent", false);
     if let wharf_model::Action::Forward(f) = &mut bounded.action {
         f.connect_timeout_ms = Some(300);

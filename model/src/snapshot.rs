@@ -276,6 +276,14 @@ pub struct UpstreamTls {
     /// `backend-protocol: HTTPS` does by default. The other fields are not used.
     #[serde(skip_serializing_if = "is_false")]
     pub unverified: bool,
+    /// No SNI is sent (ingress-nginx without `proxy-ssl-server-name: on`); the
+    /// certificate is still checked against `server_name`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub no_sni: bool,
+    /// How many certificates the backend's chain may have above its own, the CA
+    /// included (nginx's `proxy_ssl_verify_depth`); any when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_depth: Option<u8>,
 }
 
 /// A subject alternative name an upstream certificate may be required to have.

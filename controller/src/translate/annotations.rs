@@ -17,7 +17,12 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 66] = [
+pub const IMPLEMENTED: [&str; 71] = [
+    "proxy-ssl-secret",
+    "proxy-ssl-verify",
+    "proxy-ssl-name",
+    "proxy-ssl-server-name",
+    "proxy-ssl-verify-depth",
     "default-backend",
     "custom-http-errors",
     "auth-tls-secret",
@@ -100,6 +105,22 @@ pub struct ClientTlsSetting {
     /// What the Ingress's routes ask of the certificate.
     pub check: wharf_model::ClientCertCheck,
     /// `auth-tls-verify-depth` (default 1, as in ingress-nginx).
+    pub verify_depth: u8,
+}
+
+/// How the certificate of an HTTPS or GRPCS backend is checked (`proxy-ssl-*` with
+/// `proxy-ssl-verify: on`); the Secret is read at translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySslSetting {
+    /// `proxy-ssl-secret`: the Secret whose `ca.crt` the chain must lead to; the
+    /// system's roots without one.
+    pub secret: Option<(String, String)>,
+    /// `proxy-ssl-name`: the name the certificate must cover (and the SNI); default
+    /// `SERVICE.NAMESPACE.svc`.
+    pub name: Option<String>,
+    /// `proxy-ssl-server-name: on`: the name is sent as SNI.
+    pub server_name: bool,
+    /// `proxy-ssl-verify-depth` (default 1, as nginx's).
     pub verify_depth: u8,
 }
 
@@ -306,6 +327,8 @@ pub struct Settings {
     /// `custom-http-errors`: the statuses the default backend answers in place of the
     /// backend.
     pub custom_http_errors: Vec<u16>,
+    /// `proxy-ssl-*`: the backend's certificate is checked.
+    pub proxy_ssl: Option<ProxySslSetting>,
 }
 
 impl Settings {
@@ -342,6 +365,7 @@ impl Default for Settings {
             client_tls: None,
             default_backend: None,
             custom_http_errors: Vec::new(),
+            proxy_ssl: None,
         }
     }
 }
@@ -441,8 +465,14 @@ pub fn inspect(
             "is not the name of a Service in the Ingress's namespace; it is ignored",
         ),
         custom_http_errors: Vec::new(),
+        proxy_ssl: None,
     };
     s.custom_http_errors = r.error_codes(s.default_backend.is_some());
+    match r.proxy_ssl(s.backend_protocol) {
+        Ok(p) => s.proxy_ssl = p,
+        // A check asked for and impossible refuses every request.
+        Err(why) => s.auth = Some(AuthSetting::Unavailable(why)),
+    }
     match r.client_tls() {
         Ok(c) => s.client_tls = c,
         // Client certificates that cannot be checked refuse every request.
@@ -625,6 +655,88 @@ impl<'a> Reader<'a> {
             }
         }
         codes
+    }
+
+    /// `proxy-ssl-*`: `Ok(None)` when the backend's certificate is not checked, `Err` (why,
+    /// for the log) when a check is asked for and cannot be set up.
+    fn proxy_ssl(&mut self, protocol: BackendProtocol) -> Result<Option<ProxySslSetting>, String> {
+        const NAMES: [&str; 5] = [
+            "proxy-ssl-verify",
+            "proxy-ssl-secret",
+            "proxy-ssl-name",
+            "proxy-ssl-server-name",
+            "proxy-ssl-verify-depth",
+        ];
+        let present: Vec<&str> = NAMES.iter().filter_map(|n| self.get(n)).map(|(k, _)| k).collect();
+        if present.is_empty() {
+            return Ok(None);
+        }
+        if !protocol.tls() {
+            for key in present {
+                self.invalid(
+                    key,
+                    "has no effect unless backend-protocol is HTTPS or GRPCS (as in ingress-nginx)".into(),
+                );
+            }
+            return Ok(None);
+        }
+        let fail = |r: &mut Self, key: &str, message: String| {
+            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
+            let name = key.rsplit('/').next().unwrap_or(key);
+            Err(format!("annotation {name}: {message}"))
+        };
+        let verify = match self.get("proxy-ssl-verify") {
+            None => false,
+            Some((key, v)) => match v.trim() {
+                "on" => true,
+                "off" => false,
+                other => return fail(self, key, format!("{other:?} is not on or off")),
+            },
+        };
+        if !verify {
+            for key in present.into_iter().filter(|k| !k.ends_with("/proxy-ssl-verify")) {
+                let msg = "has no effect without proxy-ssl-verify: on (the backend's certificate is not checked; \
+                           client certificates to backends are not supported)";
+                self.invalid(key, msg.into());
+            }
+            return Ok(None);
+        }
+        let secret = match self.get("proxy-ssl-secret") {
+            None => None,
+            Some((key, v)) => match self.secret_ref(v) {
+                Ok(s) => Some(s),
+                Err(msg) => return fail(self, key, msg),
+            },
+        };
+        let name = match self.get("proxy-ssl-name") {
+            None => None,
+            Some((key, v)) => match v.trim().to_ascii_lowercase() {
+                n if wharf_model::is_dns_name(&n) => Some(n),
+                _ => return fail(self, key, format!("{:?} is not a host name", v.trim())),
+            },
+        };
+        let server_name = match self.get("proxy-ssl-server-name") {
+            None => false,
+            Some((key, v)) => match v.trim() {
+                "on" => true,
+                "off" => false,
+                other => {
+                    self.invalid(key, format!("{other:?} is not on or off; no SNI is sent"));
+                    false
+                }
+            },
+        };
+        let verify_depth = match self.get("proxy-ssl-verify-depth") {
+            None => 1,
+            Some((key, v)) => match v.trim().parse::<u8>() {
+                Ok(n @ 1..=16) => n,
+                _ => {
+                    self.invalid(key, format!("{:?} is not a whole number from 1 to 16; the depth is 1", v.trim()));
+                    1
+                }
+            },
+        };
+        Ok(Some(ProxySslSetting { secret, name, server_name, verify_depth }))
     }
 
     /// A host name, with a port or not.
@@ -1851,6 +1963,52 @@ mod tests {
     }
 
     #[test]
+    fn backend_certificates_are_checked_only_when_asked_and_what_cannot_be_checked_refuses() {
+        let https = ("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS");
+        let verify = ("nginx.ingress.kubernetes.io/proxy-ssl-verify", "on");
+        let (s, d) = parsed(&[https, verify]);
+        let want = ProxySslSetting { secret: None, name: None, server_name: false, verify_depth: 1 };
+        assert_eq!((s.proxy_ssl, d.len()), (Some(want), 0));
+        let (s, d) = parsed(&[
+            https,
+            verify,
+            ("nginx.ingress.kubernetes.io/proxy-ssl-secret", "default/backend-ca"),
+            ("nginx.ingress.kubernetes.io/proxy-ssl-name", " API.internal "),
+            ("nginx.ingress.kubernetes.io/proxy-ssl-server-name", "on"),
+            ("nginx.ingress.kubernetes.io/proxy-ssl-verify-depth", "3"),
+        ]);
+        let want = ProxySslSetting {
+            secret: Some(("default".into(), "backend-ca".into())),
+            name: Some("api.internal".into()),
+            server_name: true,
+            verify_depth: 3,
+        };
+        assert_eq!((s.proxy_ssl, d.len()), (Some(want), 0));
+        // Not asked, or not HTTPS: nothing is checked, and what does nothing is said.
+        let secret = ("nginx.ingress.kubernetes.io/proxy-ssl-secret", "backend-ca");
+        let (s, d) = parsed(&[https, secret]);
+        assert!(s.proxy_ssl.is_none() && d.len() == 1 && d[0].1.contains("without proxy-ssl-verify: on"), "{d:?}");
+        let (s, d) = parsed(&[verify, secret]);
+        assert!(s.proxy_ssl.is_none() && d.len() == 2, "{d:?}");
+        assert!(d.iter().all(|(_, m)| m.contains("unless backend-protocol is HTTPS or GRPCS")), "{d:?}");
+        // Asked and impossible: every request is refused.
+        for (pair, why) in [
+            (("nginx.ingress.kubernetes.io/proxy-ssl-verify", "yes"), "proxy-ssl-verify: \"yes\" is not on or off"),
+            (("nginx.ingress.kubernetes.io/proxy-ssl-secret", "other/ca"), "proxy-ssl-secret: Secret other/ca"),
+            (("nginx.ingress.kubernetes.io/proxy-ssl-name", "not a name"), "proxy-ssl-name: \"not a name\""),
+        ] {
+            let (s, _) = parsed(&[https, verify, pair]);
+            let pair_verify = pair.0.ends_with("proxy-ssl-verify");
+            let (s, _) = if pair_verify { parsed(&[https, pair]) } else { (s, Vec::new()) };
+            assert!(
+                matches!(&s.auth, Some(AuthSetting::Unavailable(w)) if w.starts_with(&format!("annotation {why}"))),
+                "{pair:?}: {:?}",
+                s.auth
+            );
+        }
+    }
+
+    #[test]
     fn external_auth_reads_its_url_and_settings_with_ingress_nginx_defaults() {
         let e = external(&[(
             "nginx.ingress.kubernetes.io/auth-url",
@@ -1981,6 +2139,10 @@ mod tests {
             "auth-tls-error-page" => "https://sso.example/certificate",
             "auth-tls-match-cn" => "CN=ops",
             "default-backend" => "errors",
+            "proxy-ssl-verify" | "proxy-ssl-server-name" => "on",
+            "proxy-ssl-secret" => "ca",
+            "proxy-ssl-name" => "svc.example",
+            "proxy-ssl-verify-depth" => "2",
             "custom-http-errors" => "404,503",
             "auth-tls-verify-depth" => "3",
             "canary" => "true",
@@ -2002,6 +2164,11 @@ mod tests {
                 pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));
             } else if matches!(name, "limit-burst-multiplier" | "limit-allowlist" | "limit-whitelist") {
                 pairs.push(("wharf.dev/limit-rps".to_owned(), "3".to_owned()));
+            } else if name.starts_with("proxy-ssl-") {
+                pairs.push(("wharf.dev/backend-protocol".to_owned(), "HTTPS".to_owned()));
+                if name != "proxy-ssl-verify" {
+                    pairs.push(("wharf.dev/proxy-ssl-verify".to_owned(), "on".to_owned()));
+                }
             } else if name == "custom-http-errors" {
                 pairs.push(("wharf.dev/default-backend".to_owned(), "errors".to_owned()));
             } else if name.starts_with("session-cookie-") {

@@ -205,5 +205,13 @@ fn validation(p: &BackendTlsPolicy, ns: &str, world: &World) -> (Result<Upstream
             SanType::Uri => s.uri.clone().map(SubjectAltName::Uri),
         })
         .collect();
-    (Ok(UpstreamTls { server_name: v.hostname.clone(), ca_pem, subject_alt_names: sans, unverified: false }), resolved)
+    let tls = UpstreamTls {
+        server_name: v.hostname.clone(),
+        ca_pem,
+        subject_alt_names: sans,
+        unverified: false,
+        no_sni: false,
+        verify_depth: None,
+    };
+    (Ok(tls), resolved)
 }

@@ -264,7 +264,7 @@ struct RouteTable {
     /// Hosts whose paths are regular expressions (`use-regex`, `rewrite-target`).
     regex_hosts: HashSet<Host>,
     /// The backend protocol of each Ingress that is not a canary.
-    protocols: HashMap<ObjectRef, annotations::BackendProtocol>,
+    protocols: HashMap<ObjectRef, (annotations::BackendProtocol, Option<VerifiedTls>)>,
     /// (host, path) -> the canary Ingress taking requests from its route.
     canaried: HashMap<(Host, RouteMatch), ObjectRef>,
     /// Ingresses with `force-ssl-redirect` (and their canaries).
@@ -320,6 +320,26 @@ struct Access {
     client_cert: Option<wharf_model::ClientCertCheck>,
 }
 
+impl VerifiedTls {
+    fn new(ca_pem: Option<std::sync::Arc<str>>, p: &annotations::ProxySslSetting) -> VerifiedTls {
+        VerifiedTls { ca_pem, name: p.name.clone(), sni: p.server_name, depth: p.verify_depth }
+    }
+}
+
+/// How an Ingress's HTTPS or GRPCS backends' certificates are checked (`proxy-ssl-*`),
+/// its Secret read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct VerifiedTls {
+    /// The CA certificates (PEM); the system's roots when `None`.
+    ca_pem: Option<std::sync::Arc<str>>,
+    /// The name the certificate must cover, if not `SERVICE.NAMESPACE.svc`.
+    name: Option<String>,
+    /// It is sent as SNI.
+    sni: bool,
+    /// The chain's depth.
+    depth: u8,
+}
+
 struct Translator<'a> {
     opts: &'a Options,
     diags: Vec<Diagnostic>,
@@ -356,6 +376,15 @@ impl<'a> Translator<'a> {
             self.passthrough(ing, &src, routes);
             return true;
         }
+        let verified = match &settings.proxy_ssl {
+            Some(p) if settings.backend_protocol.tls() => self.verified_tls(&src, p, secrets),
+            _ => Ok(None),
+        };
+        // A check that cannot be set up refuses every request.
+        let (access, verified) = match verified {
+            Ok(v) => (access, v),
+            Err(why) => (Access { auth: Some(wharf_model::Auth::Unavailable(why)), ..access }, None),
+        };
         // What every route of the Ingress gets.
         let shape = |route: Route| -> Route {
             match &settings.redirect {
@@ -441,7 +470,7 @@ impl<'a> Translator<'a> {
         }
 
         if let Some(backend) = &spec.default_backend {
-            if let Some(cluster) = self.backend(&src, backend, protocol) {
+            if let Some(cluster) = self.backend(&src, backend, protocol, verified.as_ref()) {
                 let route = Route {
                     https_redirect: false,
                     ..with_fallback(
@@ -462,7 +491,7 @@ impl<'a> Translator<'a> {
             }
         }
 
-        routes.protocols.insert(src.clone(), protocol);
+        routes.protocols.insert(src.clone(), (protocol, verified.clone()));
         if settings.force_ssl_redirect && settings.redirect.is_none() {
             routes.forced.insert(src.clone());
         }
@@ -472,7 +501,7 @@ impl<'a> Translator<'a> {
                 let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
                     continue;
                 };
-                let Some(cluster) = self.backend(&src, &p.backend, protocol) else {
+                let Some(cluster) = self.backend(&src, &p.backend, protocol, verified.as_ref()) else {
                     continue;
                 };
                 let key = (host.clone(), RouteMatch::path(path.clone()));
@@ -584,11 +613,11 @@ impl<'a> Translator<'a> {
                     self.diag(&src, "CanaryConflict", msg);
                     continue;
                 }
-                let protocol = routes.protocols.get(&main).copied().unwrap_or_default();
+                let (protocol, verified) = routes.protocols.get(&main).cloned().unwrap_or_default();
                 if routes.forced.contains(&main) {
                     routes.forced.insert(src.clone());
                 }
-                let Some(cluster) = self.backend(&src, &p.backend, protocol) else { continue };
+                let Some(cluster) = self.backend(&src, &p.backend, protocol, verified.as_ref()) else { continue };
                 let Some(list) = routes.by_host.get_mut(&host) else { continue };
                 let base = list[index].clone();
                 let with = |header: HeaderMatch, to_canary: bool| -> Route {
@@ -667,6 +696,7 @@ impl<'a> Translator<'a> {
         src: &ObjectRef,
         backend: &IngressBackend,
         protocol: annotations::BackendProtocol,
+        verified: Option<&VerifiedTls>,
     ) -> Option<String> {
         let Some(svc) = &backend.service else {
             self.diag(src, "UnsupportedBackend", "resource backends are not supported; use a Service backend".into());
@@ -700,10 +730,61 @@ impl<'a> Translator<'a> {
         else {
             return Some(backend::cluster_id(&ns, &svc.name, &port));
         };
-        if !protocol.tls() {
-            return Some(id);
+        match (protocol.tls(), verified) {
+            (false, _) => Some(id),
+            (true, None) => Some(self.unverified_tls(id, &ns, &svc.name)),
+            (true, Some(v)) => Some(self.checked_tls(id, &ns, &svc.name, v)),
         }
-        Some(self.unverified_tls(id, &ns, &svc.name))
+    }
+
+    /// The `proxy-ssl-*` check of the Ingress `src`, its Secret's `ca.crt` read; `Err`
+    /// (why, reported) when it cannot be.
+    fn verified_tls(
+        &mut self,
+        src: &ObjectRef,
+        p: &annotations::ProxySslSetting,
+        secrets: &tls::Secrets,
+    ) -> Result<Option<VerifiedTls>, String> {
+        let ca_pem = match &p.secret {
+            None => None,
+            Some((ns, name)) => {
+                let pem = secrets.get(ns, name).and_then(|s| s.data.as_ref()).and_then(|d| d.get(auth::CA_KEY));
+                let why = match pem.map(|pem| wharf_model::parse_ca_bundle(&pem.0).map(|_| pem)) {
+                    Some(Ok(pem)) => match std::str::from_utf8(&pem.0) {
+                        Ok(text) => return Ok(Some(VerifiedTls::new(Some(text.into()), p))),
+                        Err(_) => format!("proxy-ssl-secret {ns}/{name}: ca.crt is not text"),
+                    },
+                    Some(Err(e)) => format!("proxy-ssl-secret {ns}/{name}: {e}"),
+                    None => format!("proxy-ssl-secret {ns}/{name} does not exist or has no key \"ca.crt\""),
+                };
+                self.diag(src, "ProxySSLSecretInvalid", format!("{why}; requests are answered 503 until it is fixed"));
+                return Err(why);
+            }
+        };
+        Ok(Some(VerifiedTls::new(ca_pem, p)))
+    }
+
+    /// The cluster `id` of Service `ns/name`, encrypted, its certificate checked as `v`
+    /// says. Ingresses checking alike share it.
+    fn checked_tls(&mut self, id: String, ns: &str, name: &str, v: &VerifiedTls) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        v.hash(&mut h);
+        let tls_id = format!("{id}/tls-{:016x}", h.finish());
+        let clusters = &mut self.snapshot.clusters;
+        if let (false, Some(plain)) = (clusters.contains_key(&tls_id), clusters.get(&id)) {
+            let tls = wharf_model::UpstreamTls {
+                server_name: v.name.clone().unwrap_or_else(|| format!("{name}.{ns}.svc")),
+                ca_pem: v.ca_pem.clone(),
+                subject_alt_names: Vec::new(),
+                unverified: false,
+                no_sni: !v.sni,
+                verify_depth: Some(v.depth),
+            };
+            let cluster = wharf_model::Cluster { tls: Some(tls), ..plain.clone() };
+            clusters.insert(tls_id.clone(), cluster);
+        }
+        tls_id
     }
 
     /// The cluster of `default-backend` Service `name` in the namespace of `src`: its first
@@ -733,6 +814,8 @@ impl<'a> Translator<'a> {
                 ca_pem: None,
                 subject_alt_names: Vec::new(),
                 unverified: true,
+                no_sni: true,
+                verify_depth: None,
             };
             let cluster = wharf_model::Cluster { tls: Some(tls), ..plain.clone() };
             clusters.insert(tls_id.clone(), cluster);
@@ -762,7 +845,7 @@ impl<'a> Translator<'a> {
                 self.diag(src, "UnsupportedBackend", format!("passthrough host {host} has no path with a backend"));
                 continue;
             };
-            let Some(cluster) = self.backend(src, &path.backend, annotations::BackendProtocol::Http) else {
+            let Some(cluster) = self.backend(src, &path.backend, annotations::BackendProtocol::Http, None) else {
                 continue;
             };
             if let Some(winner) = routes.passthrough.get(&host) {

@@ -1236,3 +1236,60 @@ fn a_default_backend_is_the_first_port_of_a_service_of_the_namespace_and_carries
         && d.reason == "ServiceNotFound"
         && d.message.contains("default-backend Service web/nope")));
 }
+
+#[test]
+fn https_backends_are_checked_against_the_proxy_ssl_secret_and_a_bad_one_refuses() {
+    let ann = |secret: &str, more: Value| {
+        let mut a = json!({"nginx.ingress.kubernetes.io/backend-protocol": "HTTPS",
+                           "nginx.ingress.kubernetes.io/proxy-ssl-verify": "on",
+                           "nginx.ingress.kubernetes.io/proxy-ssl-secret": secret});
+        if let (Some(a), Some(m)) = (a.as_object_mut(), more.as_object()) {
+            a.extend(m.clone());
+        }
+        a
+    };
+    let spec = |host: &str| {
+        json!({"ingressClassName": "wharf",
+               "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
+    };
+    let named = json!({"nginx.ingress.kubernetes.io/proxy-ssl-name": "app.internal",
+                       "nginx.ingress.kubernetes.io/proxy-ssl-server-name": "on"});
+    let mut w = world(vec![
+        ingress("checked", 0, ann("backend-ca", json!({})), spec("a.com")),
+        ingress("named", 1, ann("backend-ca", named), spec("b.com")),
+        ingress("missing", 2, ann("nope", json!({})), spec("c.com")),
+    ]);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&key).unwrap().pem();
+    w.secrets.push(obj(json!({
+        "metadata": {"name": "backend-ca", "namespace": "web"}, "type": "Opaque", "data": {"ca.crt": b64(&ca)},
+    })));
+    let t = translate(&w, &opts(), None);
+    let tls_of = |host: &str| {
+        let Action::Forward(f) = &host_routes(&t, host)[0].action else { panic!("{host}: not forwarded") };
+        let cluster = &t.snapshot.clusters[&f.backends[0].cluster];
+        cluster.tls.clone().unwrap_or_else(|| panic!("{host}: no TLS"))
+    };
+    let checked = tls_of("a.com");
+    assert_eq!(
+        (
+            checked.server_name.as_str(),
+            checked.ca_pem.as_deref(),
+            checked.unverified,
+            checked.no_sni,
+            checked.verify_depth
+        ),
+        ("app.web.svc", Some(ca.as_str()), false, true, Some(1))
+    );
+    let named = tls_of("b.com");
+    assert_eq!((named.server_name.as_str(), named.no_sni), ("app.internal", false));
+    let missing = &host_routes(&t, "c.com")[0];
+    assert!(
+        matches!(&missing.auth, Some(wharf_model::Auth::Unavailable(w)) if w.contains("proxy-ssl-secret web/nope")),
+        "{:?}",
+        missing.auth
+    );
+    assert_eq!(reasons(&t), [("missing", "ProxySSLSecretInvalid")]);
+}

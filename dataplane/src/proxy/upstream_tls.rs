@@ -36,12 +36,14 @@ impl UpstreamTlsConfig {
     pub fn new(tls: &UpstreamTls, protocol: AppProtocol) -> Result<UpstreamTlsConfig, String> {
         let server_name = ServerName::try_from(tls.server_name.clone())
             .map_err(|_| format!("{:?} is not a server name", tls.server_name))?;
+        let mut anchors = Vec::new();
         let roots = match &tls.ca_pem {
             _ if tls.unverified => Arc::new(RootCertStore::empty()),
             Some(pem) => {
                 let mut roots = RootCertStore::empty();
                 for der in CertificateDer::pem_slice_iter(pem.as_bytes()).flatten() {
-                    roots.add(der).map_err(|e| format!("CA certificate refused: {e}"))?;
+                    roots.add(der.clone()).map_err(|e| format!("CA certificate refused: {e}"))?;
+                    anchors.push(der);
                 }
                 if roots.is_empty() {
                     return Err("the CA bundle holds no certificate".into());
@@ -56,6 +58,8 @@ impl UpstreamTlsConfig {
             subject_alt_names: tls.subject_alt_names.clone(),
             provider: Arc::clone(&provider),
             check: !tls.unverified,
+            depth: tls.verify_depth,
+            anchors,
         };
         let mut cfg = ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -67,7 +71,7 @@ impl UpstreamTlsConfig {
             AppProtocol::Http1 => vec![b"http/1.1".to_vec()],
             AppProtocol::H2c => vec![b"h2".to_vec()],
         };
-        cfg.enable_sni = !tls.unverified;
+        cfg.enable_sni = !tls.unverified && !tls.no_sni;
         Ok(UpstreamTlsConfig { connector: TlsConnector::from(Arc::new(cfg)), server_name })
     }
 
@@ -103,6 +107,10 @@ struct Verifier {
     subject_alt_names: Vec<SubjectAltName>,
     provider: Arc<CryptoProvider>,
     check: bool,
+    /// At most this many certificates above the backend's, the CA included: the chain is
+    /// built from the first `depth - 1` the backend sends, copies of `anchors` left out.
+    depth: Option<u8>,
+    anchors: Vec<CertificateDer<'static>>,
 }
 
 impl ServerCertVerifier for Verifier {
@@ -117,6 +125,15 @@ impl ServerCertVerifier for Verifier {
         if !self.check {
             return Ok(ServerCertVerified::assertion());
         }
+        let limited: Vec<CertificateDer<'_>>;
+        let intermediates = match self.depth {
+            None => intermediates,
+            Some(depth) => {
+                let limit = usize::from(depth.saturating_sub(1));
+                limited = intermediates.iter().filter(|c| !self.anchors.contains(c)).take(limit).cloned().collect();
+                &limited
+            }
+        };
         let parsed = crate::tls::chain_to(end_entity, intermediates, &self.roots, now, &self.provider)?;
         if self.subject_alt_names.is_empty() {
             rustls::client::verify_server_name(&parsed, server_name)?;
