@@ -78,6 +78,9 @@ pub struct IngressReport {
 /// Where Wharf's behaviour differs for an annotation it implements.
 fn difference(name: &str) -> Option<&'static str> {
     Some(match name {
+        "proxy-send-timeout" => {
+            "times each part of the body the backend takes as the client streams it (ingress-nginx reads the whole body first, then times its writes)"
+        }
         "proxy-read-timeout" => "times the wait for the response headers only; a response body that pauses is not cut",
         "from-to-www-redirect" => "the redirect keeps a trailing / that ingress-nginx drops",
         "app-root" => "the redirect keeps the query",

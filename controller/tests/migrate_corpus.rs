@@ -106,7 +106,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         ("admin", "client-certs", "auth-tls-pass-certificate-to-upstream", "same"),
         ("admin", "client-certs", "auth-tls-error-page", "same"),
         ("admin", "client-cn", "auth-tls-match-cn", "same"),
-        ("app", "production", "proxy-send-timeout", "not supported"),
+        ("app", "production", "proxy-send-timeout", "differs"),
         ("app", "production", "proxy-read-timeout", "differs"),
         ("app", "canary", "canary-by-cookie", "same"),
         ("app", "canary-pattern", "canary-by-header-pattern", "differs"),

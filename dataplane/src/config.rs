@@ -384,6 +384,7 @@ impl Compiler {
                     .rewriting(f.rewrite.as_ref())
                     .timing_out(f.timeout_ms)
                     .connecting_within(f.connect_timeout_ms)
+                    .sending_within(f.send_timeout_ms)
                     .sticky(f.affinity.as_deref())
                     .falling_back(
                         f.fallback
@@ -850,6 +851,7 @@ mod tests {
                 rewrite: None,
                 timeout_ms: None,
                 connect_timeout_ms: None,
+                send_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
                 fallback: None,

@@ -17,6 +17,8 @@ pub enum UpstreamError {
     ConnectTimeout,
     /// The response headers did not arrive within the request timeout.
     RequestTimeout,
+    /// The backend took no part of the request body for longer than the send timeout.
+    SendTimeout,
     /// The backend closed or broke the connection mid-request.
     Protocol,
     /// The mesh tunnel could not be set up (mTLS, HTTP/2, no mesh identity).
@@ -31,11 +33,12 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
-    const ALL: [UpstreamError; 9] = [
+    const ALL: [UpstreamError; 10] = [
         UpstreamError::NoEndpoints,
         UpstreamError::ConnectFailed,
         UpstreamError::ConnectTimeout,
         UpstreamError::RequestTimeout,
+        UpstreamError::SendTimeout,
         UpstreamError::Protocol,
         UpstreamError::MeshTls,
         UpstreamError::MeshDenied,
@@ -50,6 +53,7 @@ impl UpstreamError {
             UpstreamError::ConnectFailed => "connect_failed",
             UpstreamError::ConnectTimeout => "connect_timeout",
             UpstreamError::RequestTimeout => "request_timeout",
+            UpstreamError::SendTimeout => "send_timeout",
             UpstreamError::Protocol => "upstream_protocol_error",
             UpstreamError::MeshTls => "mesh_tunnel_failed",
             UpstreamError::MeshDenied => "mesh_denied",
@@ -68,7 +72,7 @@ impl UpstreamError {
             | UpstreamError::MeshTls => http::StatusCode::BAD_GATEWAY,
             UpstreamError::MeshDenied => http::StatusCode::FORBIDDEN,
             UpstreamError::MeshRefused => http::StatusCode::SERVICE_UNAVAILABLE,
-            UpstreamError::RequestTimeout => http::StatusCode::GATEWAY_TIMEOUT,
+            UpstreamError::RequestTimeout | UpstreamError::SendTimeout => http::StatusCode::GATEWAY_TIMEOUT,
             UpstreamError::InvalidBackend => http::StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -123,7 +127,7 @@ pub struct Metrics {
     mirrored: [IntCounter; 2],
     sni_match: [IntCounter; 3],
     active: IntGaugeVec,
-    upstream_errors: [IntCounter; 9],
+    upstream_errors: [IntCounter; 10],
     /// Live snapshot version.
     pub config_version: IntGauge,
     /// Snapshots applied.

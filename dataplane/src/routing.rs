@@ -162,6 +162,9 @@ pub struct CompiledForward {
     pub connect_timeout: Option<std::time::Duration>,
     /// Sticky sessions: the cookie's name, and the attributes after its value.
     pub affinity: Option<(String, String)>,
+    /// How long the backend may take no part of a ready request body: `None` as long
+    /// as `timeout`, `Some(None)` as long as it takes.
+    pub send_timeout: Option<Option<std::time::Duration>>,
     /// ingress-nginx `default-backend` and `custom-http-errors`.
     pub fallback: Option<Box<CompiledFallback>>,
 }
@@ -224,8 +227,15 @@ impl CompiledForward {
             timeout: None,
             connect_timeout: None,
             affinity: None,
+            send_timeout: None,
             fallback: None,
         }
+    }
+
+    /// With the route's own send timeout, if it has one.
+    pub fn sending_within(mut self, send_timeout_ms: Option<u64>) -> CompiledForward {
+        self.send_timeout = send_timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
+        self
     }
 
     /// With a default backend, if the route has one.

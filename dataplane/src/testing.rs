@@ -426,6 +426,32 @@ pub async fn http_request_with_body(
     send_http1(addr, method, host, path, headers, http_body_util::Full::new(Bytes::copy_from_slice(body))).await
 }
 
+/// [`http_request`] with a body sent in the parts `parts` yields, as they come (chunked).
+pub async fn http_request_streaming(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    parts: tokio::sync::mpsc::Receiver<Bytes>,
+) -> Result<Seen, String> {
+    send_http1(addr, method, host, path, &[], Streamed(parts)).await
+}
+
+/// A request body of the parts a channel yields.
+struct Streamed(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl http_body::Body for Streamed {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx).map(|part| part.map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
 async fn send_http1<B>(
     addr: SocketAddr,
     method: &str,

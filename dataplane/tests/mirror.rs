@@ -58,6 +58,7 @@ fn mirrored(path: &str, primary: &str, mirrors: &[(&str, u32)]) -> Route {
             rewrite: None,
             timeout_ms: None,
             connect_timeout_ms: None,
+            send_timeout_ms: None,
             mirrors: mirrors.iter().map(|(c, p)| Mirror { cluster: (*c).into(), per_million: *p }).collect(),
             affinity: None,
             fallback: None,

@@ -126,6 +126,7 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
         action: wharf_model::Action::Forward(wharf_model::Forward {
             timeout_ms: Some(timeout_ms),
             connect_timeout_ms: None,
+            send_timeout_ms: None,
             ..match wharf_model::Action::forward("mixed") {
                 wharf_model::Action::Forward(f) => f,
                 _ => unreachable!(),
@@ -340,6 +341,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 rewrite: None,
                 timeout_ms: None,
                 connect_timeout_ms: None,
+                send_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
                 fallback: None,
@@ -357,6 +359,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 response_headers: HeaderEdits::default(),
                 timeout_ms: None,
                 connect_timeout_ms: None,
+                send_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
                 fallback: None,
@@ -383,6 +386,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 rewrite: None,
                 timeout_ms: None,
                 connect_timeout_ms: None,
+                send_timeout_ms: None,
                 mirrors: Vec::new(),
                 affinity: None,
                 fallback: None,

@@ -140,6 +140,7 @@ impl Action {
             rewrite: None,
             timeout_ms: None,
             connect_timeout_ms: None,
+            send_timeout_ms: None,
             mirrors: Vec::new(),
             affinity: None,
             fallback: None,
@@ -171,6 +172,11 @@ pub struct Forward {
     /// tunnels, which keep the gateway's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_timeout_ms: Option<u64>,
+    /// How long the backend may go without taking any of the request body while some is
+    /// ready to send, in milliseconds (ingress-nginx `proxy-send-timeout`); `None` as
+    /// long as the response may take to start (`timeout_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_timeout_ms: Option<u64>,
     /// Where copies of the requests go (their answers are dropped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,

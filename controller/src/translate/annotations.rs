@@ -17,7 +17,8 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 71] = [
+pub const IMPLEMENTED: [&str; 72] = [
+    "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
     "proxy-ssl-name",
@@ -302,6 +303,9 @@ pub struct Settings {
     /// `proxy-read-timeout`: how long the backend may take to start its response, in
     /// milliseconds.
     pub read_timeout_ms: Option<u64>,
+    /// `proxy-send-timeout`: how long the backend may take no part of the request body,
+    /// in milliseconds.
+    pub send_timeout_ms: Option<u64>,
     /// `backend-protocol`.
     pub backend_protocol: BackendProtocol,
     /// `canary: "true"`: the Ingress shadows another's paths; its other annotations do
@@ -354,6 +358,7 @@ impl Default for Settings {
             rewrite_target: None,
             connect_timeout_ms: None,
             read_timeout_ms: None,
+            send_timeout_ms: None,
             backend_protocol: BackendProtocol::Http,
             canary: None,
             upstream_vhost: None,
@@ -450,6 +455,7 @@ pub fn inspect(
         rewrite_target: r.rewrite_target(),
         connect_timeout_ms: r.seconds("proxy-connect-timeout"),
         read_timeout_ms: r.seconds("proxy-read-timeout"),
+        send_timeout_ms: r.seconds("proxy-send-timeout"),
         backend_protocol: r.backend_protocol(),
         canary: r.canary(),
         upstream_vhost: r.upstream_vhost(),
@@ -1458,9 +1464,11 @@ mod tests {
         let (s, d) = parsed(&[
             ("nginx.ingress.kubernetes.io/proxy-connect-timeout", "5"),
             ("nginx.ingress.kubernetes.io/proxy-read-timeout", " 3600 "),
+            ("nginx.ingress.kubernetes.io/proxy-send-timeout", "90"),
             ("nginx.ingress.kubernetes.io/backend-protocol", "grpcs"),
         ]);
         assert_eq!((s.connect_timeout_ms, s.read_timeout_ms, d.len()), (Some(5_000), Some(3_600_000), 0));
+        assert_eq!(s.send_timeout_ms, Some(90_000));
         assert_eq!(s.backend_protocol, BackendProtocol::Grpcs);
         assert!(s.backend_protocol.h2() && s.backend_protocol.tls());
         for (value, want) in
@@ -2108,7 +2116,7 @@ mod tests {
             n if n.ends_with("-code") => "308",
             "app-root" => "/app",
             "rewrite-target" => "/$1",
-            "proxy-connect-timeout" | "proxy-read-timeout" => "30",
+            "proxy-connect-timeout" | "proxy-read-timeout" | "proxy-send-timeout" => "30",
             "backend-protocol" => "GRPC",
             "upstream-vhost" => "internal.example",
             "enable-cors" => "true",

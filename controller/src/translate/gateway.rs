@@ -1029,6 +1029,7 @@ fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch
         rewrite: None,
         timeout_ms: None,
         connect_timeout_ms: None,
+        send_timeout_ms: None,
         mirrors: Vec::new(),
         affinity: None,
         fallback: None,

@@ -167,6 +167,7 @@ pub fn action(
         rewrite: None,
         timeout_ms: None,
         connect_timeout_ms: None,
+        send_timeout_ms: None,
         mirrors: Vec::new(),
         affinity: None,
         fallback: None,

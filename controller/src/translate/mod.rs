@@ -429,6 +429,7 @@ impl<'a> Translator<'a> {
                         });
                         f.timeout_ms = settings.read_timeout_ms;
                         f.connect_timeout_ms = settings.connect_timeout_ms;
+                        f.send_timeout_ms = settings.send_timeout_ms;
                         if let Some(host) = &settings.upstream_vhost {
                             f.rewrite = Some(UrlRewrite { host: Some(host.clone()), path: None });
                         }

@@ -770,6 +770,7 @@ fn timeouts_and_backend_protocols_shape_the_forward_and_its_cluster() {
                 "slow",
                 0,
                 json!({"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600",
+                       "nginx.ingress.kubernetes.io/proxy-send-timeout": "120",
                        "nginx.ingress.kubernetes.io/proxy-connect-timeout": "2"}),
                 spec("slow.com"),
             ),
@@ -787,9 +788,12 @@ fn timeouts_and_backend_protocols_shape_the_forward_and_its_cluster() {
         other => panic!("{host}: {other:?}"),
     };
     let slow = forward("slow.com");
-    assert_eq!((slow.timeout_ms, slow.connect_timeout_ms), (Some(3_600_000), Some(2_000)));
+    assert_eq!(
+        (slow.timeout_ms, slow.connect_timeout_ms, slow.send_timeout_ms),
+        (Some(3_600_000), Some(2_000), Some(120_000))
+    );
     let plain = forward("plain.com");
-    assert_eq!((plain.timeout_ms, plain.connect_timeout_ms), (None, None));
+    assert_eq!((plain.timeout_ms, plain.connect_timeout_ms, plain.send_timeout_ms), (None, None, None));
     let cluster_of = |host: &str| forward(host).backends[0].cluster.clone();
     assert_eq!(cluster_of("plain.com"), "web/app:80");
     assert_eq!(cluster_of("grpc.com"), "web/app:80/h2c");

@@ -6,10 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::upstream::{EndpointState, InFlight};
 
@@ -86,6 +90,73 @@ pub struct RequestBody {
     remaining: u64,
     tripped: Option<Arc<AtomicBool>>,
     tee: Vec<Tap>,
+    progress: Option<Arc<SendProgress>>,
+}
+
+/// How far sending a request body has come, for its timeouts: when a part of it was
+/// last handed to the backend's connection and not yet taken (the backend is slow), and
+/// when it ended (the response's wait starts).
+#[derive(Debug)]
+pub struct SendProgress {
+    start: Instant,
+    /// Milliseconds after `start` the connection last asked for more of the body.
+    asked: AtomicU64,
+    /// Milliseconds after `start` a part was handed over and is not yet taken; `NONE`
+    /// while the connection wants more.
+    handed: AtomicU64,
+    /// Milliseconds after `start` the body ended; `NONE` before.
+    ended: AtomicU64,
+    changed: Notify,
+}
+
+const NONE: u64 = u64::MAX;
+
+/// What a request waits on, and until when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// The backend to take a part of the body, since this instant.
+    Backend(Instant),
+    /// The client to send more of the body, since this instant.
+    Client(Instant),
+    /// The response, since the body ended at this instant.
+    Response(Instant),
+}
+
+impl SendProgress {
+    fn new() -> SendProgress {
+        SendProgress {
+            start: Instant::now(),
+            asked: AtomicU64::new(0),
+            handed: AtomicU64::new(NONE),
+            ended: AtomicU64::new(NONE),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NONE - 1)
+    }
+
+    fn set(&self, which: &AtomicU64, value: u64) {
+        if which.swap(value, Ordering::AcqRel) != value {
+            self.changed.notify_one();
+        }
+    }
+
+    /// What the request waits on now.
+    pub fn waiting(&self) -> Waiting {
+        let at = |ms: u64| self.start + Duration::from_millis(ms);
+        match (self.ended.load(Ordering::Acquire), self.handed.load(Ordering::Acquire)) {
+            (NONE, NONE) => Waiting::Client(at(self.asked.load(Ordering::Acquire))),
+            (NONE, handed) => Waiting::Backend(at(handed)),
+            (ended, _) => Waiting::Response(at(ended)),
+        }
+    }
+
+    /// Resolves when what the request waits on may have changed.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
 }
 
 /// The sending end of a mirror's copy of a body: data goes through a small channel, and
@@ -122,19 +193,31 @@ pub enum RequestBodyError {
 impl RequestBody {
     /// No limit.
     pub fn unlimited(inner: Incoming) -> Self {
-        RequestBody { source: Source::Client(inner), remaining: u64::MAX, tripped: None, tee: Vec::new() }
+        RequestBody {
+            source: Source::Client(inner),
+            remaining: u64::MAX,
+            tripped: None,
+            tee: Vec::new(),
+            progress: None,
+        }
     }
 
     /// No body: an authentication check's request.
     pub fn empty() -> Self {
         let (_, rx) = mpsc::channel(1);
         let source = Source::Copy { rx, broken: Arc::new(AtomicBool::new(false)), hint: SizeHint::with_exact(0) };
-        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new() }
+        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new(), progress: None }
     }
 
     /// At most `limit` bytes; `tripped` is set when the limit was passed.
     pub fn limited(inner: Incoming, limit: u64, tripped: Arc<AtomicBool>) -> Self {
-        RequestBody { source: Source::Client(inner), remaining: limit, tripped: Some(tripped), tee: Vec::new() }
+        RequestBody {
+            source: Source::Client(inner),
+            remaining: limit,
+            tripped: Some(tripped),
+            tee: Vec::new(),
+            progress: None,
+        }
     }
 
     /// A copy of this body for a mirror's request: it gets every data frame this body
@@ -145,7 +228,14 @@ impl RequestBody {
         let broken = Arc::new(AtomicBool::new(false));
         self.tee.push(Tap { tx, broken: Arc::clone(&broken) });
         let source = Source::Copy { rx, broken, hint: self.size_hint() };
-        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new() }
+        RequestBody { source, remaining: u64::MAX, tripped: None, tee: Vec::new(), progress: None }
+    }
+
+    /// Keeps track of how far sending this body has come (see [`SendProgress`]).
+    pub fn watch(&mut self) -> Arc<SendProgress> {
+        let p = Arc::new(SendProgress::new());
+        self.progress = Some(Arc::clone(&p));
+        p
     }
 
     fn cut_off_copies(&mut self) {
@@ -161,6 +251,11 @@ impl Body for RequestBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
         let this = self.get_mut();
+        // Asked for more: what was handed over before has been taken.
+        if let Some(p) = &this.progress {
+            p.set(&p.asked, p.now_ms());
+            p.set(&p.handed, NONE);
+        }
         let polled = match &mut this.source {
             Source::Client(inner) => Pin::new(inner).poll_frame(cx).map_err(RequestBodyError::from),
             Source::Copy { rx, broken, .. } => match rx.poll_recv(cx) {
@@ -184,6 +279,14 @@ impl Body for RequestBody {
                         return Poll::Ready(Some(Err(RequestBodyError::TooLarge)));
                     }
                     this.remaining -= n;
+                    if let Some(p) = &this.progress {
+                        let now = p.now_ms();
+                        p.set(&p.handed, now);
+                        // The last part: a connection that knows the length asks no more.
+                        if this.source.is_end_stream() {
+                            p.set(&p.ended, now);
+                        }
+                    }
                     this.tee.retain(|c| match c.tx.try_send(data.clone()) {
                         Ok(()) => true,
                         Err(_) => {
@@ -201,6 +304,9 @@ impl Body for RequestBody {
             Poll::Ready(None) => {
                 // The copies end where this body ends.
                 this.tee.clear();
+                if let Some(p) = &this.progress {
+                    p.set(&p.ended, p.now_ms());
+                }
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -208,16 +314,22 @@ impl Body for RequestBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.source {
-            Source::Client(inner) => inner.is_end_stream(),
-            Source::Copy { hint, .. } => hint.exact() == Some(0),
-        }
+        self.source.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
             Source::Client(inner) => inner.size_hint(),
             Source::Copy { hint, .. } => *hint,
+        }
+    }
+}
+
+impl Source {
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Source::Client(inner) => inner.is_end_stream(),
+            Source::Copy { hint, .. } => hint.exact() == Some(0),
         }
     }
 }

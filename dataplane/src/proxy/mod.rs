@@ -746,6 +746,9 @@ async fn forward(
         }
         return tunnel;
     }
+    // A body is timed as it is sent; the wait for the response starts when it ends.
+    let send_limit = route.send_timeout.unwrap_or(limit);
+    let progress = (!hyper::body::Body::is_end_stream(req.body())).then(|| req.body_mut().watch());
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
@@ -771,11 +774,11 @@ async fn forward(
         };
         let Some(r) = req.take() else { break };
         let (sent, sender) = match c {
-            Conn::H1(mut s) => (within(limit, s.try_send_request(r)).await, Some(s)),
-            Conn::H2(mut s) => (within(limit, s.try_send_request(r)).await, None),
+            Conn::H1(mut s) => (timed(s.try_send_request(r), limit, send_limit, progress.as_deref()).await, Some(s)),
+            Conn::H2(mut s) => (timed(s.try_send_request(r), limit, send_limit, progress.as_deref()).await, None),
         };
         match sent {
-            Err(_) => return Err(UpstreamError::RequestTimeout),
+            Err(e) => return Err(e),
             Ok(Ok(resp)) => {
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
@@ -864,6 +867,46 @@ fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) 
 }
 
 /// `f`, given at most `limit` (any time it takes when `None`).
+/// Waits for `f`, the response's headers, within the route's timeouts: `read` from the
+/// end of the request body (or between two parts of it the client sends), `send` while a
+/// part of it waits for the backend to take it. Without `progress` (no body), `read` from
+/// now.
+async fn timed<F: std::future::Future>(
+    f: F,
+    read: Option<std::time::Duration>,
+    send: Option<std::time::Duration>,
+    progress: Option<&body::SendProgress>,
+) -> Result<F::Output, UpstreamError> {
+    let Some(p) = progress else {
+        return within(read, f).await.map_err(|_| UpstreamError::RequestTimeout);
+    };
+    tokio::pin!(f);
+    loop {
+        let waiting = p.waiting();
+        let (deadline, err) = match waiting {
+            body::Waiting::Backend(since) => (send.map(|d| since + d), UpstreamError::SendTimeout),
+            body::Waiting::Client(since) | body::Waiting::Response(since) => {
+                (read.map(|d| since + d), UpstreamError::RequestTimeout)
+            }
+        };
+        let expired = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            out = &mut f => return Ok(out),
+            () = expired => {
+                if p.waiting() == waiting {
+                    return Err(err);
+                }
+            }
+            () = p.changed() => {}
+        }
+    }
+}
+
 async fn within<F: std::future::Future>(
     limit: Option<std::time::Duration>,
     f: F,
