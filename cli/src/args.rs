@@ -385,6 +385,24 @@ pub struct ProxyArgs {
     /// set.
     #[arg(long, value_parser = wharf_dataplane::proxy::headers::hsts, env = "WHARF_HSTS")]
     pub hsts: Option<http::HeaderValue>,
+    /// The oldest TLS version clients of the HTTPS and TLS-terminating listeners may use:
+    /// 1.2 or 1.3 (TLS 1.0 and 1.1 are never offered).
+    #[arg(long, default_value = "1.2", value_parser = ["1.2", "1.3"], env = "WHARF_TLS_MIN_VERSION")]
+    pub tls_min_version: String,
+    /// The cipher suites those clients may use, comma- or colon-separated, by IANA name
+    /// (`TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`) or OpenSSL's
+    /// (`ECDHE-ECDSA-AES128-GCM-SHA256`); TLS 1.3 suites are all kept unless some are
+    /// named. Default: every suite rustls has (AEAD only).
+    #[arg(long, value_parser = parse_ciphers, env = "WHARF_TLS_CIPHERS")]
+    pub tls_ciphers: Option<CipherSuites>,
+}
+
+/// The cipher suites `--tls-ciphers` names.
+#[derive(Debug, Clone)]
+pub struct CipherSuites(pub Vec<rustls::SupportedCipherSuite>);
+
+fn parse_ciphers(s: &str) -> Result<CipherSuites, String> {
+    wharf_dataplane::tls::cipher_suites(s).map(CipherSuites)
 }
 
 fn parse_ip_net(s: &str) -> Result<wharf_model::IpNet, String> {

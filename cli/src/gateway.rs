@@ -60,6 +60,10 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         proxy_protocol: proxy.proxy_protocol,
         trusted_proxies: proxy.trusted_proxies.clone(),
         hsts: proxy.hsts.clone(),
+        tls: wharf_dataplane::tls::TlsPolicy {
+            tls13_only: proxy.tls_min_version == "1.3",
+            cipher_suites: proxy.tls_ciphers.as_ref().map(|c| c.0.clone()),
+        },
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {

@@ -57,7 +57,8 @@ fn ingress_nginx_configmap_settings_are_reported_and_given_as_chart_values() {
         "same           hsts=\"true\" (ingress-nginx's default)\n",
         "same           proxy-real-ip-cidr=\"10.0.0.0/8\"\n",
         "differs        large-client-header-buffers=\"4 16k\": ",
-        "not supported  ssl-protocols=\"TLSv1.2 TLSv1.3\": Wharf has no such setting\n",
+        "same           ssl-protocols=\"TLSv1.2 TLSv1.3\"\n",
+        "differs        ssl-ciphers=\"ECDHE-ECDSA-AES128-GCM-SHA256:",
         "same           allow-snippet-annotations=\"false\"\n",
         "    --trusted-proxy=10.0.0.0/8\n",
         "    '--hsts=max-age=15724800; includeSubDomains'\n",
@@ -73,6 +74,12 @@ fn ingress_nginx_configmap_settings_are_reported_and_given_as_chart_values() {
             "hsts": "max-age=15724800; includeSubDomains",
             "connectTimeout": "10s",
             "requestTimeout": "120s",
+            "tls": {"ciphers": [
+                "ECDHE-ECDSA-AES128-GCM-SHA256",
+                "ECDHE-RSA-AES128-GCM-SHA256",
+                "ECDHE-ECDSA-AES256-GCM-SHA384",
+                "ECDHE-RSA-AES256-GCM-SHA384",
+            ]},
         }})
     );
     // Another name: none there, so ingress-nginx's defaults.

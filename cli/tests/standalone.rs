@@ -709,3 +709,49 @@ async fn behind_haproxy_the_client_is_the_one_haproxy_accepted() {
         "{metrics}"
     );
 }
+
+/// What `openssl s_client` with `args` negotiated with `w`'s HTTPS listener: the
+/// protocol and cipher, or `None` when the handshake failed.
+fn negotiated(w: &Wharf, args: &[&str]) -> Option<(String, String)> {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{}", w.https), "-servername", "shop.example.com"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl is needed by this test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "New, TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384" ("(NONE)" both when it failed).
+    let line = text.lines().find_map(|l| l.strip_prefix("New, "))?;
+    let (protocol, cipher) = line.split_once(", Cipher is ")?;
+    (protocol != "(NONE)").then(|| (protocol.to_owned(), cipher.trim().to_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_versions_and_ciphers_are_the_ones_the_flags_allow() {
+    let q = quickstart("tls-policy").await;
+    // ingress-nginx's ssl-ciphers form, one suite of the test certificates' ECDSA kind.
+    let w = Wharf::start(&[&q.dir], &["--tls-ciphers", "ECDHE-ECDSA-AES256-GCM-SHA384"]);
+    w.wait_ready().await;
+    let tls12 = |cipher: &str| negotiated(&w, &["-tls1_2", "-cipher", cipher]);
+    assert_eq!(
+        tls12("ECDHE-ECDSA-AES256-GCM-SHA384"),
+        Some(("TLSv1.2".into(), "ECDHE-ECDSA-AES256-GCM-SHA384".into()))
+    );
+    assert_eq!(tls12("ECDHE-ECDSA-AES128-GCM-SHA256"), None, "a suite not listed");
+    assert_eq!(negotiated(&w, &["-tls1_3"]).map(|(p, _)| p), Some("TLSv1.3".into()), "TLS 1.3 suites are kept");
+    drop(w);
+
+    let w = Wharf::start(&[&q.dir], &["--tls-min-version", "1.3"]);
+    w.wait_ready().await;
+    assert_eq!(negotiated(&w, &["-tls1_2"]), None, "TLS 1.2 refused");
+    assert_eq!(negotiated(&w, &["-tls1_3"]).map(|(p, _)| p), Some("TLSv1.3".into()));
+    drop(w);
+
+    // A suite rustls does not have is refused at start, naming it.
+    let out = Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["controller", "--tls-ciphers", "ECDHE-RSA-AES128-SHA"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("\"ECDHE-RSA-AES128-SHA\" is not a cipher suite"), "{err}");
+}

@@ -69,6 +69,7 @@ pub fn read(data: Option<&BTreeMap<String, String>>) -> Global {
     r.body_size();
     r.client_addresses();
     r.hsts();
+    r.tls();
     r.header_buffers();
     r.seconds("proxy-connect-timeout", &["connectTimeout"], "--connect-timeout", Verdict::Same);
     r.seconds(
@@ -257,6 +258,54 @@ impl Reader<'_> {
         }
         self.row("hsts", "true", !self.data.contains_key("hsts"), Verdict::Same);
         self.set(&["hsts"], json!(value), format!("--hsts={value}"));
+    }
+
+    /// `ssl-protocols` and `ssl-ciphers`.
+    fn tls(&mut self) {
+        if let Some(v) = self.get("ssl-protocols").map(str::to_owned) {
+            let names: Vec<&str> = v.split_whitespace().collect();
+            let known = ["SSLv2", "SSLv3", "TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"];
+            let old = names.iter().any(|n| !matches!(*n, "TLSv1.2" | "TLSv1.3"));
+            if names.is_empty() || !names.iter().all(|n| known.contains(n)) {
+                let why = "not a list like \"TLSv1.2 TLSv1.3\"; Wharf offers TLS 1.2 and 1.3".to_owned();
+                self.row("ssl-protocols", &v, false, Verdict::Invalid(why));
+            } else if names.contains(&"TLSv1.2") {
+                let verdict = match old {
+                    true => Verdict::Differs("TLS versions before 1.2 are never offered"),
+                    false => Verdict::Same,
+                };
+                self.row("ssl-protocols", &v, false, verdict);
+            } else if names.contains(&"TLSv1.3") {
+                let verdict = match old {
+                    true => Verdict::Differs("TLS versions before 1.2 are never offered"),
+                    false => Verdict::Same,
+                };
+                self.row("ssl-protocols", &v, false, verdict);
+                self.set(&["tls", "minVersion"], json!("1.3"), "--tls-min-version=1.3".to_owned());
+            } else {
+                let why = "names only versions before TLS 1.2, which Wharf never offers; it offers 1.2 and 1.3";
+                self.row("ssl-protocols", &v, false, Verdict::Invalid(why.to_owned()));
+            }
+        }
+        let Some(v) = self.get("ssl-ciphers").map(str::to_owned) else { return };
+        let (kept, left): (Vec<&str>, Vec<&str>) = v
+            .split(':')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .partition(|n| wharf_model::tls::cipher_suite(n).is_some());
+        if wharf_model::tls::cipher_suites(&kept.join(",")).is_err() {
+            let why = "names no TLS 1.2 suite Wharf offers (it offers ECDHE with AES-GCM or ChaCha20-Poly1305); \
+                       Wharf's defaults, which are those, apply"
+                .to_owned();
+            self.row("ssl-ciphers", &v, false, Verdict::Invalid(why));
+            return;
+        }
+        let verdict = match left.is_empty() {
+            true => Verdict::Same,
+            false => Verdict::Differs("suites and keywords Wharf does not have are left out"),
+        };
+        self.row("ssl-ciphers", &v, false, verdict);
+        self.set(&["tls", "ciphers"], json!(kept), format!("--tls-ciphers={}", kept.join(",")));
     }
 
     fn header_buffers(&mut self) {
@@ -482,6 +531,40 @@ mod tests {
     }
 
     #[test]
+    fn tls_versions_and_ciphers_become_the_tls_values() {
+        let g = read_pairs(&[
+            ("ssl-protocols", "TLSv1.3"),
+            (
+                "ssl-ciphers",
+                "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256:!aNULL",
+            ),
+        ]);
+        let ciphers = ["ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256"];
+        assert_eq!(g.values["controller"]["tls"], json!({"minVersion": "1.3", "ciphers": ciphers}));
+        assert!(g.flags.contains(&"--tls-min-version=1.3".to_owned()), "{:?}", g.flags);
+        assert!(g.flags.contains(&format!("--tls-ciphers={}", ciphers.join(","))), "{:?}", g.flags);
+        let verdict =
+            |g: &Global, key: &str| g.settings.iter().find(|s| s.key == key).map(|s| s.verdict.describe("").0);
+        assert_eq!(verdict(&g, "ssl-ciphers"), Some("differs"), "DHE and !aNULL are left out");
+        assert_eq!(verdict(&g, "ssl-protocols"), Some("same"));
+        // ingress-nginx's default versions, and older ones, keep Wharf's default.
+        for (protocols, want) in [
+            ("TLSv1.2 TLSv1.3", "same"),
+            ("TLSv1 TLSv1.1 TLSv1.2", "differs"),
+            ("TLSv1.1 TLSv1.3", "differs"),
+            ("TLSv1.1", "invalid"),
+            ("TLS1.2", "invalid"),
+        ] {
+            let g = read_pairs(&[("ssl-protocols", protocols)]);
+            assert_eq!(verdict(&g, "ssl-protocols"), Some(want), "{protocols}");
+            let min = g.values.get("controller").and_then(|c| c.get("tls")).and_then(|t| t.get("minVersion"));
+            assert_eq!(min.is_some(), protocols == "TLSv1.1 TLSv1.3", "{protocols}");
+        }
+        let g = read_pairs(&[("ssl-ciphers", "ECDHE-RSA-CHACHA20-POLY1305")]);
+        assert_eq!(verdict(&g, "ssl-ciphers"), Some("same"));
+    }
+
+    #[test]
     fn the_report_shows_each_row_the_values_and_the_flags() {
         let g = read_pairs(&[("use-forwarded-headers", "true"), ("ssl-ciphers", "HIGH")]);
         let text = render("ingress-nginx/ingress-nginx-controller", None, &g);
@@ -489,7 +572,7 @@ mod tests {
   same           hsts=\"true\" (ingress-nginx's default)
   same           proxy-body-size=\"1m\" (ingress-nginx's default)
   differs        proxy-real-ip-cidr=\"0.0.0.0/0\" (ingress-nginx's default): every peer's X-Forwarded-For is believed, as before: list only your load balancers and proxies
-  not supported  ssl-ciphers=\"HIGH\": Wharf has no such setting
+  invalid        ssl-ciphers=\"HIGH\": names no TLS 1.2 suite Wharf offers (it offers ECDHE with AES-GCM or ChaCha20-Poly1305); Wharf's defaults, which are those, apply
   same           use-forwarded-headers=\"true\"
 
   Chart values that keep them (wharf migrate -o values > values.yaml; helm --values values.yaml):
@@ -544,7 +627,7 @@ mod tests {
                 ("large-client-header-buffers", "invalid"),
                 ("log-format-upstream", "differs"),
                 ("proxy-body-size", "invalid"),
-                ("ssl-ciphers", "not supported"),
+                ("ssl-ciphers", "invalid"),
                 ("ssl-redirect", "differs"),
                 ("use-proxy-protocol", "invalid"),
                 ("worker-processes", "differs"),

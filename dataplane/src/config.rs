@@ -199,17 +199,24 @@ type TcpBackend<'a> = (&'a str, u32, bool);
 pub struct Compiler {
     metrics: Metrics,
     resumption: Resumption,
+    policy: tls::TlsPolicy,
     fallback_cert: Arc<CertifiedKey>,
     limiters: crate::ratelimit::Limiters,
     checkers: crate::auth::Checkers,
 }
 
 impl Compiler {
-    /// A compiler whose configs share `resumption` state.
-    pub fn new(metrics: Metrics, resumption: Resumption, fallback_cert: Arc<CertifiedKey>) -> Self {
+    /// A compiler whose configs share `resumption` state, and serve `policy`'s TLS.
+    pub fn new(
+        metrics: Metrics,
+        resumption: Resumption,
+        policy: tls::TlsPolicy,
+        fallback_cert: Arc<CertifiedKey>,
+    ) -> Self {
         Compiler {
             metrics,
             resumption,
+            policy,
             fallback_cert,
             limiters: crate::ratelimit::Limiters::default(),
             checkers: crate::auth::Checkers::default(),
@@ -350,9 +357,9 @@ impl Compiler {
             }
         }
         let sni = Arc::new(resolver);
-        let tls = tls::server_config(Arc::clone(&sni), &self.resumption)?;
+        let tls = tls::server_config(Arc::clone(&sni), &self.resumption, &self.policy)?;
         let tls_stream = match src.passthrough.iter().any(|p| p.terminate) {
-            true => Some(tls::stream_config(Arc::clone(&sni), &self.resumption)?),
+            true => Some(tls::stream_config(Arc::clone(&sni), &self.resumption, &self.policy)?),
             false => None,
         };
 
@@ -444,7 +451,7 @@ impl Compiler {
         for c in src.client_auth {
             let cfg = match by_ca.iter().find(|(ca, _)| *ca == &c.ca) {
                 Some((_, cfg)) => Arc::clone(cfg),
-                None => match tls::client_auth_config(Arc::clone(&sni), &c.ca) {
+                None => match tls::client_auth_config(Arc::clone(&sni), &c.ca, &self.policy) {
                     Ok(cfg) => {
                         by_ca.push((&c.ca, Arc::clone(&cfg)));
                         cfg
@@ -519,7 +526,12 @@ mod tests {
     }
 
     fn compiler() -> Compiler {
-        Compiler::new(Metrics::new(), Resumption::new(16).unwrap(), tls::fallback_certificate().unwrap())
+        Compiler::new(
+            Metrics::new(),
+            Resumption::new(16).unwrap(),
+            Default::default(),
+            tls::fallback_certificate().unwrap(),
+        )
     }
 
     fn host(h: &str) -> Host {

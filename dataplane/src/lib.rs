@@ -134,6 +134,8 @@ pub struct Options {
     /// The `Strict-Transport-Security` header of every response to a request the client
     /// sent over HTTPS (see [`proxy::headers::hsts`]); `None` sends none.
     pub hsts: Option<http::HeaderValue>,
+    /// TLS versions and cipher suites of the HTTPS and TLS-terminating listeners.
+    pub tls: tls::TlsPolicy,
 }
 
 impl Options {
@@ -161,6 +163,7 @@ impl Default for Options {
             proxy_protocol: false,
             trusted_proxies: Vec::new(),
             hsts: None,
+            tls: tls::TlsPolicy::default(),
         }
     }
 }
@@ -221,7 +224,7 @@ impl Gateway {
         let metrics = Metrics::new();
         let resumption = tls::Resumption::new(64 * 1024)?;
         let fallback = tls::fallback_certificate().map_err(StartError::FallbackCertificate)?;
-        let compiler = config::Compiler::new(metrics.clone(), resumption, fallback);
+        let compiler = config::Compiler::new(metrics.clone(), resumption, opts.tls.clone(), fallback);
         let empty = compiler.empty()?;
         let dialer = proxy::upstream::Dialer {
             timeout: opts.timeouts.connect,

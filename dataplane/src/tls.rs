@@ -80,13 +80,50 @@ impl Resumption {
     }
 }
 
-/// The HTTPS listener's rustls config: TLS 1.2 and 1.3, ALPN h2 and http/1.1, resumption.
-pub fn server_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut cfg = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+/// The TLS versions and cipher suites clients of the edge listeners may use (ingress-nginx's
+/// `ssl-protocols` and `ssl-ciphers`).
+#[derive(Debug, Clone, Default)]
+pub struct TlsPolicy {
+    /// TLS 1.3 only; else 1.2 and 1.3.
+    pub tls13_only: bool,
+    /// The cipher suites, when not rustls's defaults (every suite it has: AEAD only).
+    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
+}
+
+impl TlsPolicy {
+    fn provider(&self) -> Arc<rustls::crypto::CryptoProvider> {
+        let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+        if let Some(suites) = &self.cipher_suites {
+            provider.cipher_suites.clone_from(suites);
+        }
+        Arc::new(provider)
+    }
+
+    fn versions(&self) -> &'static [&'static rustls::SupportedProtocolVersion] {
+        static TLS13: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
+        static BOTH: [&rustls::SupportedProtocolVersion; 2] = [&rustls::version::TLS13, &rustls::version::TLS12];
+        match self.tls13_only {
+            true => &TLS13,
+            false => &BOTH,
+        }
+    }
+}
+
+pub use wharf_model::tls::cipher_suites;
+
+/// A server config builder for `policy`'s versions and suites.
+fn builder(policy: &TlsPolicy) -> Result<rustls::ConfigBuilder<ServerConfig, rustls::WantsVerifier>, rustls::Error> {
+    ServerConfig::builder_with_provider(policy.provider()).with_protocol_versions(policy.versions())
+}
+
+/// The HTTPS listener's rustls config: `policy`'s TLS versions and suites, ALPN h2 and
+/// http/1.1, resumption.
+pub fn server_config(
+    resolver: Arc<SniResolver>,
+    resumption: &Resumption,
+    policy: &TlsPolicy,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut cfg = builder(policy)?.with_no_client_auth().with_cert_resolver(resolver);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     cfg.session_storage = Arc::clone(&resumption.cache);
     cfg.ticketer = Arc::clone(&resumption.ticketer);
@@ -100,8 +137,9 @@ pub fn server_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Res
 pub fn client_auth_config(
     resolver: Arc<SniResolver>,
     ca: &wharf_model::ClientCa,
+    policy: &TlsPolicy,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = policy.provider();
     let mut roots = rustls::RootCertStore::empty();
     let (added, _) = roots.add_parsable_certificates(ca.certificates.iter().cloned());
     if added == 0 {
@@ -112,10 +150,7 @@ pub fn client_auth_config(
         .build()
         .map_err(|e| rustls::Error::General(e.to_string()))?;
     let verifier = Arc::new(DepthLimited { inner, anchors: Arc::clone(&ca.certificates), depth: ca.verify_depth });
-    let mut cfg = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_client_cert_verifier(verifier)
-        .with_cert_resolver(resolver);
+    let mut cfg = builder(policy)?.with_client_cert_verifier(verifier).with_cert_resolver(resolver);
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 0;
@@ -189,8 +224,12 @@ impl ClientCertVerifier for DepthLimited {
 
 /// The rustls config of TLS listeners that terminate TLS and relay the plain bytes:
 /// like [`server_config`] without ALPN (what runs inside is not HTTP).
-pub fn stream_config(resolver: Arc<SniResolver>, resumption: &Resumption) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let mut cfg = Arc::unwrap_or_clone(server_config(resolver, resumption)?);
+pub fn stream_config(
+    resolver: Arc<SniResolver>,
+    resumption: &Resumption,
+    policy: &TlsPolicy,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut cfg = Arc::unwrap_or_clone(server_config(resolver, resumption, policy)?);
     cfg.alpn_protocols.clear();
     Ok(Arc::new(cfg))
 }
@@ -225,4 +264,19 @@ pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, String> {
     let loaded =
         wharf_model::tls::load(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0).map_err(|e| e.to_string())?;
     Ok(loaded.certified_key)
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_offers_its_versions_and_suites() {
+        let policy = TlsPolicy { tls13_only: true, cipher_suites: cipher_suites("ECDHE-ECDSA-AES256-GCM-SHA384").ok() };
+        assert_eq!(policy.versions().len(), 1);
+        assert_eq!(TlsPolicy::default().versions().len(), 2);
+        assert_eq!(policy.provider().cipher_suites.len(), 4);
+        let all = rustls::crypto::aws_lc_rs::default_provider().cipher_suites.len();
+        assert_eq!(TlsPolicy::default().provider().cipher_suites.len(), all);
+    }
 }

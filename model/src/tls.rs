@@ -128,6 +128,91 @@ pub fn trust_anchors(pem: &[u8]) -> usize {
     roots.add_parsable_certificates(ders).0
 }
 
+/// A cipher suite Wharf offers, by its IANA name (`TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`,
+/// `TLS13_AES_128_GCM_SHA256`) or OpenSSL's (`ECDHE-ECDSA-AES128-GCM-SHA256`,
+/// `TLS_AES_128_GCM_SHA256`), in any case.
+pub fn cipher_suite(name: &str) -> Option<rustls::SupportedCipherSuite> {
+    let wanted = iana_name(name);
+    rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES
+        .iter()
+        .find(|s| format!("{:?}", s.suite()).eq_ignore_ascii_case(&wanted))
+        .copied()
+}
+
+/// Cipher suites by name ([`cipher_suite`]), comma- or colon-separated. The TLS 1.3 suites
+/// are all kept unless some are named (nginx's `ssl_ciphers` does not touch them); at
+/// least one TLS 1.2 suite must be named. A name Wharf does not offer is refused.
+pub fn cipher_suites(list: &str) -> Result<Vec<rustls::SupportedCipherSuite>, String> {
+    let all = rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES;
+    let mut chosen: Vec<rustls::SupportedCipherSuite> = Vec::new();
+    for name in list.split([',', ':']).map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(suite) = cipher_suite(name) else {
+            let known: Vec<String> = all.iter().map(|s| format!("{:?}", s.suite())).collect();
+            return Err(format!("{name:?} is not a cipher suite Wharf offers (it offers {})", known.join(", ")));
+        };
+        if !chosen.contains(&suite) {
+            chosen.push(suite);
+        }
+    }
+    if !chosen.iter().any(|s| s.tls13().is_none()) {
+        return Err("no TLS 1.2 cipher suite is named (for TLS 1.3 only, use --tls-min-version 1.3)".into());
+    }
+    if !chosen.iter().any(|s| s.tls13().is_some()) {
+        chosen.extend(all.iter().filter(|s| s.tls13().is_some()));
+    }
+    Ok(chosen)
+}
+
+/// The IANA name (as rustls spells it) of an OpenSSL cipher name; other names as given.
+fn iana_name(name: &str) -> String {
+    let upper = name.trim().to_ascii_uppercase();
+    if let Some(rest) = upper.strip_prefix("TLS_").filter(|r| !r.contains("_WITH_")) {
+        return format!("TLS13_{rest}");
+    }
+    let Some(rest) = upper.strip_prefix("ECDHE-") else { return upper };
+    let Some((auth, cipher)) = rest.split_once('-') else { return upper };
+    let cipher = match cipher {
+        "AES128-GCM-SHA256" => "AES_128_GCM_SHA256",
+        "AES256-GCM-SHA384" => "AES_256_GCM_SHA384",
+        "CHACHA20-POLY1305" => "CHACHA20_POLY1305_SHA256",
+        _ => return upper,
+    };
+    format!("TLS_ECDHE_{auth}_WITH_{cipher}")
+}
+
+#[cfg(test)]
+mod cipher_tests {
+    use super::*;
+
+    fn names(list: &str) -> Result<Vec<String>, String> {
+        cipher_suites(list).map(|s| s.iter().map(|c| format!("{:?}", c.suite())).collect())
+    }
+
+    #[test]
+    fn ciphers_are_named_as_iana_or_openssl_and_tls13_is_kept_unless_named() {
+        let tls13 = ["TLS13_AES_256_GCM_SHA384", "TLS13_AES_128_GCM_SHA256", "TLS13_CHACHA20_POLY1305_SHA256"];
+        let want = |v: &[&str]| Ok(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let mut one = vec!["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"];
+        one.extend(tls13);
+        assert_eq!(names("ECDHE-ECDSA-AES256-GCM-SHA384"), want(&one));
+        assert_eq!(names(" tls_ecdhe_ecdsa_with_aes_256_gcm_sha384 ,"), want(&one));
+        assert_eq!(
+            names("ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-CHACHA20-POLY1305:TLS_AES_128_GCM_SHA256:ECDHE-RSA-AES128-GCM-SHA256"),
+            want(&[
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+                "TLS13_AES_128_GCM_SHA256"
+            ])
+        );
+        for bad in ["ECDHE-RSA-AES128-SHA", "DHE-RSA-AES128-GCM-SHA256", "HIGH", "ECDHE-ECDSA-X", "ECDHE"] {
+            assert!(names(bad).is_err_and(|e| e.contains("is not a cipher suite")), "{bad:?}");
+        }
+        for tls13_only in ["TLS_AES_128_GCM_SHA256", "", "TLS13_AES_256_GCM_SHA384"] {
+            assert!(names(tls13_only).is_err_and(|e| e.contains("no TLS 1.2 cipher suite")), "{tls13_only:?}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
