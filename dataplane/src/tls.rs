@@ -169,12 +169,16 @@ struct DepthLimited {
     depth: u8,
 }
 
-impl DepthLimited {
-    /// The intermediates a chain may be built from.
-    fn usable<'c>(&self, sent: &[CertificateDer<'c>]) -> Vec<CertificateDer<'c>> {
-        let limit = usize::from(self.depth.saturating_sub(1));
-        sent.iter().filter(|c| !self.anchors.contains(c)).take(limit).cloned().collect()
-    }
+/// The certificates a chain of at most `depth` certificates above the peer's (the CA
+/// included) may be built from: the first `depth - 1` that the peer sent, copies of the
+/// trust `anchors` left out.
+pub(crate) fn within_depth<'c>(
+    sent: &[CertificateDer<'c>],
+    anchors: &[CertificateDer<'_>],
+    depth: u8,
+) -> Vec<CertificateDer<'c>> {
+    let limit = usize::from(depth.saturating_sub(1));
+    sent.iter().filter(|c| !anchors.contains(c)).take(limit).cloned().collect()
 }
 
 impl ClientCertVerifier for DepthLimited {
@@ -196,7 +200,7 @@ impl ClientCertVerifier for DepthLimited {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.inner.verify_client_cert(end_entity, &self.usable(intermediates), now)
+        self.inner.verify_client_cert(end_entity, &within_depth(intermediates, &self.anchors, self.depth), now)
     }
 
     fn verify_tls12_signature(

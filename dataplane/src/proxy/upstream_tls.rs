@@ -129,8 +129,7 @@ impl ServerCertVerifier for Verifier {
         let intermediates = match self.depth {
             None => intermediates,
             Some(depth) => {
-                let limit = usize::from(depth.saturating_sub(1));
-                limited = intermediates.iter().filter(|c| !self.anchors.contains(c)).take(limit).cloned().collect();
+                limited = crate::tls::within_depth(intermediates, &self.anchors, depth);
                 &limited
             }
         };
