@@ -301,6 +301,24 @@ mod tests {
     }
 
     #[test]
+    fn annotations_that_behave_differently_say_how() {
+        for name in [
+            "proxy-send-timeout",
+            "proxy-read-timeout",
+            "auth-tls-secret",
+            "auth-tls-verify-depth",
+            "proxy-ssl-name",
+            "proxy-ssl-secret",
+            "custom-http-errors",
+        ] {
+            assert!(difference(name).is_some_and(|d| !d.is_empty()), "{name}");
+        }
+        for name in ["auth-tls-match-cn", "default-backend", "proxy-ssl-verify", "ssl-redirect"] {
+            assert_eq!(difference(name), None, "{name}");
+        }
+    }
+
+    #[test]
     fn each_annotation_gets_a_verdict_and_cross_ingress_problems_are_found() {
         let world = World {
             ingresses: vec![

@@ -554,9 +554,14 @@ mod tests {
             ("TLSv1.1 TLSv1.3", "differs"),
             ("TLSv1.1", "invalid"),
             ("TLS1.2", "invalid"),
+            ("", "invalid"),
         ] {
             let g = read_pairs(&[("ssl-protocols", protocols)]);
             assert_eq!(verdict(&g, "ssl-protocols"), Some(want), "{protocols}");
+            if matches!(protocols, "TLS1.2" | "") {
+                let row = g.settings.iter().find(|s| s.key == "ssl-protocols");
+                assert!(matches!(row.map(|r| &r.verdict), Some(Verdict::Invalid(w)) if w.starts_with("not a list")));
+            }
             let min = g.values.get("controller").and_then(|c| c.get("tls")).and_then(|t| t.get("minVersion"));
             assert_eq!(min.is_some(), protocols == "TLSv1.1 TLSv1.3", "{protocols}");
         }

@@ -473,6 +473,63 @@ mod tests {
     }
 
     #[test]
+    fn a_send_timeout_of_zero_means_none_and_no_send_timeout_means_the_route_timeout() {
+        let f = || CompiledForward::new(Vec::new(), CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(f().sending_within(None).send_timeout, None);
+        assert_eq!(f().sending_within(Some(0)).send_timeout, Some(None));
+        assert_eq!(f().sending_within(Some(1)).send_timeout, Some(Some(std::time::Duration::from_millis(1))));
+        assert_eq!(f().sending_within(Some(300)).send_timeout, Some(Some(std::time::Duration::from_millis(300))));
+    }
+
+    #[test]
+    fn a_backend_without_endpoints_gives_way_to_a_default_backend_with_some() {
+        let with = |id: &str, n: u16| {
+            let eps = (0..n)
+                .map(|i| {
+                    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9000 + i));
+                    Arc::new(crate::proxy::upstream::EndpointState::new(addr, Default::default(), None))
+                })
+                .collect();
+            Ok(Arc::new(Upstream::new(id.into(), Default::default(), eps)))
+        };
+        let fallback = |upstream| {
+            let model = wharf_model::Fallback {
+                cluster: "errors".into(),
+                error_codes: vec![404, 503],
+                namespace: "shop".into(),
+                ingress: "web".into(),
+                service: "app".into(),
+                service_port: "bad\nvalue".into(),
+            };
+            CompiledFallback::new(upstream, &model)
+        };
+        let forward = |backend, fb: Option<CompiledFallback>| {
+            CompiledForward::new(vec![(backend, 1)], CompiledEdits::default(), CompiledEdits::default())
+                .falling_back(fb)
+        };
+        let picked = |f: &CompiledForward| f.pick_or_fall_back().map(|(u, _)| u.id.clone());
+        assert_eq!(picked(&forward(with("app", 1), Some(fallback(with("errors", 1))))), Ok("app".into()));
+        assert_eq!(picked(&forward(with("app", 0), Some(fallback(with("errors", 1))))), Ok("errors".into()));
+        let missing = Err(UpstreamError::NoEndpoints);
+        assert_eq!(picked(&forward(missing, Some(fallback(with("errors", 2))))), Ok("errors".into()));
+        // An invalid backend is not missing: its 500 stands.
+        let invalid = Err(UpstreamError::InvalidBackend);
+        assert_eq!(picked(&forward(invalid, Some(fallback(with("errors", 1))))), Err(UpstreamError::InvalidBackend));
+        // A default backend without endpoints does not take over.
+        assert_eq!(picked(&forward(with("app", 0), Some(fallback(with("errors", 0))))), Ok("app".into()));
+        assert_eq!(picked(&forward(with("app", 0), None)), Ok("app".into()));
+        let fb = fallback(with("errors", 1));
+        assert!(fb.answers(http::StatusCode::NOT_FOUND) && fb.answers(http::StatusCode::SERVICE_UNAVAILABLE));
+        assert!(!fb.answers(http::StatusCode::OK) && !fb.answers(http::StatusCode::BAD_GATEWAY));
+        let names: Vec<&str> = fb.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["x-namespace", "x-ingress-name", "x-service-name"],
+            "a value no header can carry is left out"
+        );
+    }
+
+    #[test]
     fn weights_split_the_range_in_order() {
         let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
         let f = CompiledForward::new(

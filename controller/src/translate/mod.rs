@@ -376,9 +376,10 @@ impl<'a> Translator<'a> {
             self.passthrough(ing, &src, routes);
             return true;
         }
+        // Set only for HTTPS and GRPCS backends.
         let verified = match &settings.proxy_ssl {
-            Some(p) if settings.backend_protocol.tls() => self.verified_tls(&src, p, secrets),
-            _ => Ok(None),
+            Some(p) => self.verified_tls(&src, p, secrets),
+            None => Ok(None),
         };
         // A check that cannot be set up refuses every request.
         let (access, verified) = match verified {

@@ -331,6 +331,24 @@ mod tests {
     }
 
     #[test]
+    fn a_sane_request_id_is_kept_and_another_replaced() {
+        let long = "x".repeat(128);
+        for (sent, kept) in [(Some("abc"), true), (Some(long.as_str()), true), (Some(""), false), (None, false)] {
+            let mut h = HeaderMap::new();
+            if let Some(v) = sent {
+                h.insert("x-request-id", HeaderValue::from_str(v).unwrap());
+            }
+            let id = ensure_request_id(&mut h);
+            assert_eq!(h["x-request-id"], id);
+            assert_eq!(Some(id.to_str().unwrap()) == sent, kept, "{sent:?}");
+            assert!(kept || id.len() == 32, "{sent:?}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", HeaderValue::from_str(&"y".repeat(129)).unwrap());
+        assert_eq!(ensure_request_id(&mut h).len(), 32, "too long");
+    }
+
+    #[test]
     fn forwarded_headers_append_and_keep_request_id() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("1.2.3.4"));
