@@ -13,7 +13,6 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use tokio::sync::mpsc;
-use tokio::sync::Notify;
 
 use super::upstream::{EndpointState, InFlight};
 
@@ -106,7 +105,6 @@ pub struct SendProgress {
     handed: AtomicU64,
     /// Milliseconds after `start` the body ended; `NONE` before.
     ended: AtomicU64,
-    changed: Notify,
 }
 
 const NONE: u64 = u64::MAX;
@@ -129,7 +127,6 @@ impl SendProgress {
             asked: AtomicU64::new(0),
             handed: AtomicU64::new(NONE),
             ended: AtomicU64::new(NONE),
-            changed: Notify::new(),
         }
     }
 
@@ -137,10 +134,10 @@ impl SendProgress {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NONE - 1)
     }
 
+    /// Records `value` in `which`. Nobody is woken: the request's timer looks again
+    /// when its own deadline comes (see `proxy::timed`), so progress costs no wakeup.
     fn set(&self, which: &AtomicU64, value: u64) {
-        if which.swap(value, Ordering::AcqRel) != value {
-            self.changed.notify_one();
-        }
+        which.store(value, Ordering::Release);
     }
 
     /// What the request waits on now.
@@ -151,11 +148,6 @@ impl SendProgress {
             (NONE, handed) => Waiting::Backend(at(handed)),
             (ended, _) => Waiting::Response(at(ended)),
         }
-    }
-
-    /// Resolves when what the request waits on may have changed.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
     }
 }
 

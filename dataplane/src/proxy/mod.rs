@@ -870,7 +870,9 @@ fn set_upstream_uri<B>(req: &mut Request<B>, protocol: AppProtocol, host: &str) 
 /// Waits for `f`, the response's headers, within the route's timeouts: `read` from the
 /// end of the request body (or between two parts of it the client sends), `send` while a
 /// part of it waits for the backend to take it. Without `progress` (no body), `read` from
-/// now.
+/// now. The body's progress wakes no one: the timer looks at it when the deadline of what
+/// the request waited on comes, and at least every `send` (the shortest deadline a change
+/// can bring), so a request's timers cost a wakeup per deadline, not per part of its body.
 async fn timed<F: std::future::Future>(
     f: F,
     read: Option<std::time::Duration>,
@@ -882,27 +884,26 @@ async fn timed<F: std::future::Future>(
     };
     tokio::pin!(f);
     loop {
-        let waiting = p.waiting();
-        let (deadline, err) = match waiting {
+        let (deadline, err) = match p.waiting() {
             body::Waiting::Backend(since) => (send.map(|d| since + d), UpstreamError::SendTimeout),
             body::Waiting::Client(since) | body::Waiting::Response(since) => {
                 (read.map(|d| since + d), UpstreamError::RequestTimeout)
             }
         };
-        let expired = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
+        let now = std::time::Instant::now();
+        if deadline.is_some_and(|d| d <= now) {
+            return Err(err);
+        }
+        let look_again = [deadline, send.map(|d| now + d)].into_iter().flatten().min();
+        let wait = async {
+            match look_again {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             out = &mut f => return Ok(out),
-            () = expired => {
-                if p.waiting() == waiting {
-                    return Err(err);
-                }
-            }
-            () = p.changed() => {}
+            () = wait => {}
         }
     }
 }
