@@ -444,5 +444,9 @@ mod tests {
         let again = checkers.get(&auth("staff", "{PLAIN}p"));
         assert!(matches!(&*again, CompiledAuth::Basic(c) if c.challenge() == "Basic realm=\"staff\""));
         assert_eq!(checkers.live.lock().map(|l| l.len()).unwrap_or(0), 1, "dead entries are dropped");
+        // Live ones stay when others are added.
+        let _other = checkers.get(&auth("ops", "{PLAIN}p"));
+        assert!(Arc::ptr_eq(&again, &checkers.get(&auth("staff", "{PLAIN}p"))), "a live checker stays registered");
+        assert_eq!(checkers.live.lock().map(|l| l.len()).unwrap_or(0), 2);
     }
 }
