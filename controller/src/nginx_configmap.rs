@@ -531,6 +531,28 @@ mod tests {
     }
 
     #[test]
+    fn the_other_keys_are_judged_by_their_values() {
+        for (key, value, want) in [
+            ("ssl-redirect", "false", "differs"),
+            ("ssl-redirect", "true", "same"),
+            ("force-ssl-redirect", "true", "differs"),
+            ("force-ssl-redirect", "false", "same"),
+            ("allow-snippet-annotations", "true", "refused"),
+            ("allow-snippet-annotations", "false", "same"),
+            ("annotations-risk-level", "Critical", "refused"),
+            ("annotations-risk-level", "High", "same"),
+            ("log-format-stream", "$remote_addr", "differs"),
+            ("worker-processes", "4", "differs"),
+            ("no-such-key", "1", "not supported"),
+            ("large-client-header-buffers", "0 16k", "invalid"),
+        ] {
+            let g = read_pairs(&[(key, value)]);
+            let row = g.settings.iter().find(|s| s.key == key).map(|s| s.verdict.describe("").0);
+            assert_eq!(row, Some(want), "{key}={value}");
+        }
+    }
+
+    #[test]
     fn tls_versions_and_ciphers_become_the_tls_values() {
         let g = read_pairs(&[
             ("ssl-protocols", "TLSv1.3"),

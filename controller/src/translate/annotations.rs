@@ -686,11 +686,7 @@ impl<'a> Reader<'a> {
             }
             return Ok(None);
         }
-        let fail = |r: &mut Self, key: &str, message: String| {
-            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
-            let name = key.rsplit('/').next().unwrap_or(key);
-            Err(format!("annotation {name}: {message}"))
-        };
+        let fail = |r: &mut Self, key: &str, message: String| Err(r.refused(key, message));
         let verify = match self.get("proxy-ssl-verify") {
             None => false,
             Some((key, v)) => match v.trim() {
@@ -732,16 +728,7 @@ impl<'a> Reader<'a> {
                 }
             },
         };
-        let verify_depth = match self.get("proxy-ssl-verify-depth") {
-            None => 1,
-            Some((key, v)) => match v.trim().parse::<u8>() {
-                Ok(n @ 1..=16) => n,
-                _ => {
-                    self.invalid(key, format!("{:?} is not a whole number from 1 to 16; the depth is 1", v.trim()));
-                    1
-                }
-            },
-        };
+        let verify_depth = self.depth("proxy-ssl-verify-depth");
         Ok(Some(ProxySslSetting { secret, name, server_name, verify_depth }))
     }
 
@@ -938,11 +925,7 @@ impl<'a> Reader<'a> {
             }
             return Ok(None);
         };
-        let fail = |r: &mut Self, key: &str, message: String| {
-            r.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
-            let name = key.rsplit('/').next().unwrap_or(key);
-            Err(format!("annotation {name}: {message}"))
-        };
+        let fail = |r: &mut Self, key: &str, message: String| Err(r.refused(key, message));
         let secret = match self.secret_ref(secret) {
             Ok(s) => s,
             Err(msg) => return fail(self, secret_key, msg),
@@ -977,17 +960,7 @@ impl<'a> Reader<'a> {
                 Err(e) => return fail(self, key, format!("{:?}: {}", v.trim(), e.reason)),
             },
         };
-        let verify_depth = match self.get("auth-tls-verify-depth") {
-            None => 1,
-            Some((key, v)) => match v.trim().parse::<u8>() {
-                Ok(n @ 1..=16) => n,
-                _ => {
-                    let msg = format!("{:?} is not a whole number from 1 to 16; the depth is 1", v.trim());
-                    self.invalid(key, msg);
-                    1
-                }
-            },
-        };
+        let verify_depth = self.depth("auth-tls-verify-depth");
         let check = wharf_model::ClientCertCheck { verify, pass_certificate, error_page, match_subject };
         Ok(Some(ClientTlsSetting { secret, check, verify_depth }))
     }
@@ -995,9 +968,28 @@ impl<'a> Reader<'a> {
     /// Reports `key` as `message` and refuses every request. Why, for the log, names the
     /// annotation without its prefix: renaming the annotations changes nothing served.
     fn unavailable(&mut self, key: &str, message: String) -> Option<AuthSetting> {
+        Some(AuthSetting::Unavailable(self.refused(key, message)))
+    }
+
+    /// Reports `key` as `message`, its requests refused (503), and says why for the log,
+    /// naming the annotation without its prefix (renaming them changes nothing served).
+    fn refused(&mut self, key: &str, message: String) -> String {
         self.invalid(key, format!("{message}; requests are answered 503 until it is fixed"));
         let name = key.rsplit('/').next().unwrap_or(key);
-        Some(AuthSetting::Unavailable(format!("annotation {name}: {message}")))
+        format!("annotation {name}: {message}")
+    }
+
+    /// A chain depth (`*-verify-depth`), 1 to 16; 1 (nginx's default) when absent or
+    /// invalid (reported).
+    fn depth(&mut self, name: &str) -> u8 {
+        let Some((key, v)) = self.get(name) else { return 1 };
+        match v.trim().parse::<u8>() {
+            Ok(n @ 1..=16) => n,
+            _ => {
+                self.invalid(key, format!("{:?} is not a whole number from 1 to 16; the depth is 1", v.trim()));
+                1
+            }
+        }
     }
 
     /// `auth-url` and its settings; what is invalid refuses every request, as in

@@ -1138,6 +1138,9 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
         on("d.com", "no-key", "users", 4, json!({})),
         on("e.com", "off", "ca", 5, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-client": "off"})),
         on("a.com", "deeper", "ca", 6, json!({"nginx.ingress.kubernetes.io/auth-tls-verify-depth": "2"})),
+        // Neither a canary nor an Ingress that is not served asks its hosts for anything.
+        on("f.com", "canary", "ca", 7, json!({"nginx.ingress.kubernetes.io/canary": "true"})),
+        on("g.com", "snippet", "ca", 8, json!({"nginx.ingress.kubernetes.io/server-snippet": "deny all;"})),
     ]);
     let ca_pem = |cn: &str| {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
@@ -1187,10 +1190,12 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
     assert_eq!(
         reasons(&t),
         [
+            ("canary", "CanaryWithoutMain"),
             ("deeper", "ClientAuthConflict"),
             ("missing", "AuthTLSSecretInvalid"),
             ("no-key", "AuthTLSSecretInvalid"),
-            ("other-ca", "ClientAuthConflict")
+            ("other-ca", "ClientAuthConflict"),
+            ("snippet", "SnippetRefused")
         ]
     );
 }
