@@ -263,6 +263,17 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_nginx_s_and_4_kib_of_addresses_and_tlvs() {
+        // 107 bytes without a CRLF: a v1 header can be no longer, so it is refused, not awaited.
+        let long = [&b"PROXY "[..], &[b'x'; 101]].concat();
+        assert!(matches!(parse(&long), Err(Error::V1(_))), "{:?}", parse(&long));
+        assert_eq!(parse(&long[..106]), Err(Error::Incomplete));
+        // Version 2: 4096 bytes after the 16-byte head are taken, 4097 are not.
+        assert!(parse(&v2_header(0x21, 0x11, &vec![0; 4096])).is_ok());
+        assert!(parse(&v2_header(0x21, 0x11, &vec![0; 4097])).is_err());
+    }
+
+    #[test]
     fn anything_else_is_no_header() {
         for other in [&b"GET / HTTP/1.1\r\n"[..], b"\x16\x03\x01\x02\x00", b"PROXY\r\n", b"\r\n\r\n\0\r\nQUIX"] {
             assert_eq!(parse(other), Err(Error::Missing), "{other:?}");
