@@ -122,6 +122,14 @@ mod tests {
     }
 
     #[test]
+    fn a_map_is_empty_only_without_any_entry() {
+        assert!(HostMap::<String>::default().is_empty());
+        for h in ["a.example.com", "*.example.com", "gw:*.example.com", ""] {
+            assert!(!map(&[h]).is_empty(), "{h:?}");
+        }
+    }
+
+    #[test]
     fn insert_replaces_and_returns_the_old_value() {
         let mut m = HostMap::default();
         assert_eq!(m.insert(&Host::Any, 1), None);

@@ -489,8 +489,17 @@ mod tests {
         h.insert("x-forwarded-proto", HeaderValue::from_static("http"));
         let mut conn = from_proxy(&[]);
         (conn.scheme, conn.port, conn.forwarded_by) = (Https, 443, None);
-        let c = forwarded_client(conn, &h, |_| true);
+        let c = forwarded_client(conn.clone(), &h, |_| true);
         assert_eq!((c.scheme, c.port), (Http, 80));
+        // A scheme that is neither leaves the connection's.
+        h.insert("x-forwarded-proto", HeaderValue::from_static("wss"));
+        let c = forwarded_client(conn.clone(), &h, |_| true);
+        assert_eq!((c.scheme, c.port), (Https, 443));
+        // The connection's own scheme without a port keeps the connection's port.
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        conn.port = 8443;
+        let c = forwarded_client(conn, &h, |_| true);
+        assert_eq!((c.scheme, c.port), (Https, 8443));
     }
 
     #[test]
