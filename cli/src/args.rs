@@ -101,6 +101,10 @@ pub struct RunArgs {
     /// How often the files are checked for changes.
     #[arg(long, default_value = "250ms", value_parser = parse_duration, env = "WHARF_WATCH_INTERVAL")]
     pub watch_interval: Duration,
+    /// Where ACME accounts, certificates and challenges are kept (needed with
+    /// `--acme-issuer`); the certificates are read from it like the files.
+    #[arg(long, env = "WHARF_ACME_DIR")]
+    pub acme_dir: Option<PathBuf>,
     /// Data-plane and translation settings.
     #[command(flatten)]
     pub gateway: GatewayArgs,
@@ -161,6 +165,29 @@ pub struct GatewayArgs {
     /// Mesh (HBONE) settings.
     #[command(flatten)]
     pub mesh: MeshArgs,
+    /// ACME settings.
+    #[command(flatten)]
+    pub acme: AcmeArgs,
+}
+
+/// Certificates from ACME.
+#[derive(Debug, Args)]
+pub struct AcmeArgs {
+    /// An ACME issuer (repeatable): `name=NAME,directory=URL[,email=ADDRESS]
+    /// [,challenge=http-01|tls-alpn-01][,profile=PROFILE][,ca-file=PEM]
+    /// [,eab-kid=KID,eab-hmac-file=FILE][,renew-before=DURATION]`. With one, a TLS
+    /// Secret an Ingress names gets a certificate ordered into it when it does not exist
+    /// or when the Ingress says `wharf.dev/acme: "true"` (docs/acme.md).
+    #[arg(long = "acme-issuer", env = "WHARF_ACME_ISSUERS", value_delimiter = ';')]
+    pub issuers: Vec<wharf_controller::acme::Issuer>,
+    /// The issuer of Ingresses that name none with `wharf.dev/acme-issuer` (default: the
+    /// first).
+    #[arg(long = "acme-default-issuer", env = "WHARF_ACME_DEFAULT_ISSUER")]
+    pub default_issuer: Option<String>,
+    /// How long after the challenges are served by this replica the validation is asked
+    /// for, so that the other replicas serve them too.
+    #[arg(long = "acme-propagation-delay", default_value = "2s", value_parser = parse_duration, env = "WHARF_ACME_PROPAGATION_DELAY")]
+    pub propagation_delay: Duration,
 }
 
 /// Where the listeners bind.

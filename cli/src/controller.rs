@@ -3,15 +3,20 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use kube::runtime::events::Reporter;
+use wharf_controller::acme::Manager;
+use wharf_controller::k8s::acme::{EventReport, SecretStore};
 use wharf_controller::k8s::{self, lease::LeaseConfig, status::Publish};
-use wharf_controller::publish::Publisher;
 
 use crate::args::ControllerArgs;
 use crate::gateway::{self, shutdown_signal};
 
 /// Runs controller and data plane until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
-    let translate = gateway::translate_options(&args.gateway)?;
+    let mut translate = gateway::translate_options(&args.gateway)?;
+    let acme = gateway::acme_settings(&args.gateway)?;
+    // The replicas answer the ACME challenges the leader publishes in their namespace.
+    translate.acme.challenge_namespace = Some(args.election_namespace.clone());
     let client = client_from(args.kubeconfig.as_deref()).await?;
     let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
@@ -38,9 +43,18 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         resync: args.resync_interval,
     };
     tracing::info!(identity = %identity, "starting controller");
-    let gw = serving.gateway.clone();
-    let publisher = Publisher::new(Box::new(move |s| gw.apply(s).map_err(|e| e.to_string())));
+    let (served_tx, served) = tokio::sync::watch::channel(Default::default());
+    let publisher = gateway::publisher(&serving, served_tx);
     let handles = k8s::start(client.clone(), cfg, publisher);
+    if let Some(settings) = acme {
+        let store = SecretStore::new(client.clone(), args.election_namespace.clone());
+        let reporter = Reporter { controller: "wharf".into(), instance: Some(identity.clone()) };
+        let report =
+            EventReport::new(client.clone(), reporter, gateway::AcmeMetrics(serving.gateway.metrics().clone()));
+        tracing::info!(issuers = settings.issuers.len(), "ordering certificates from ACME while leader");
+        let manager = Manager::new(settings, store, report, served);
+        tokio::spawn(manager.run(handles.translations.clone(), handles.leader.clone()));
+    }
     let sig = shutdown_signal().await;
     tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
     let leader = *handles.leader.borrow();

@@ -187,7 +187,67 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
                 SnippetMode::Ignore => SnippetPolicy::Ignore,
             },
         },
+        acme: wharf_controller::translate::AcmeOptions {
+            challenge_namespace: None,
+            issuers: args.acme.issuers.iter().map(|i| i.name.clone()).collect(),
+            default_issuer: args.acme.default_issuer.clone(),
+        },
     })
+}
+
+/// The ACME settings, when issuers are configured.
+pub fn acme_settings(args: &GatewayArgs) -> anyhow::Result<Option<wharf_controller::acme::Settings>> {
+    let a = &args.acme;
+    for (n, i) in a.issuers.iter().enumerate() {
+        anyhow::ensure!(
+            !a.issuers[..n].iter().any(|j| j.name == i.name),
+            "--acme-issuer: the name {:?} is used twice",
+            i.name
+        );
+    }
+    if let Some(d) = &a.default_issuer {
+        anyhow::ensure!(
+            a.issuers.iter().any(|i| &i.name == d),
+            "--acme-default-issuer {d:?} is not the name of an --acme-issuer"
+        );
+    }
+    Ok((!a.issuers.is_empty())
+        .then(|| wharf_controller::acme::Settings { issuers: a.issuers.clone(), propagation: a.propagation_delay }))
+}
+
+/// ACME's metrics, in the data plane's registry.
+#[derive(Debug, Clone)]
+pub struct AcmeMetrics(pub wharf_dataplane::Metrics);
+
+impl wharf_controller::acme::AcmeMetrics for AcmeMetrics {
+    fn order(&self, result: &str) {
+        self.0.acme_order(result);
+    }
+
+    fn expiries(&self, expiries: &std::collections::BTreeMap<String, i64>) {
+        self.0.acme_expiries(expiries);
+    }
+}
+
+/// The snapshot publisher of `serving`, also telling `served` which ACME challenges the
+/// data plane answers.
+pub fn publisher(
+    serving: &Serving,
+    served: tokio::sync::watch::Sender<Arc<wharf_model::AcmeChallenges>>,
+) -> wharf_controller::publish::Publisher {
+    let gw = serving.gateway.clone();
+    wharf_controller::publish::Publisher::new(Box::new(move |s| {
+        let challenges = s.acme.clone();
+        let version = gw.apply(s).map_err(|e| e.to_string())?;
+        served.send_if_modified(|c| {
+            let changed = **c != challenges;
+            if changed {
+                *c = Arc::new(challenges);
+            }
+            changed
+        });
+        Ok(version)
+    }))
 }
 
 /// The edge Gateway from `--edge-gateway` and `--edge-port`.

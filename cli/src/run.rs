@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use wharf_controller::acme::dir::DirStore;
+use wharf_controller::acme::{LogReport, Manager};
 use wharf_controller::publish::{Published, Publisher};
 use wharf_controller::{files, translate, Options as TranslateOptions};
 
@@ -11,15 +13,36 @@ use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
 pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
-    let opts = gateway::translate_options(&args.gateway)?;
-    let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
-    let gw = serving.gateway.clone();
-    let mut reloader = Reloader {
-        files: args.files.clone(),
-        opts,
-        publisher: Publisher::new(Box::new(move |s| gw.apply(s).map_err(|e| e.to_string()))),
+    let mut opts = gateway::translate_options(&args.gateway)?;
+    let acme = gateway::acme_settings(&args.gateway)?;
+    let mut files = args.files.clone();
+    let store = match (&acme, &args.acme_dir) {
+        (None, _) => None,
+        (Some(_), None) => anyhow::bail!("--acme-issuer needs --acme-dir: where the certificates are kept"),
+        (Some(_), Some(dir)) => {
+            let store =
+                DirStore::new(dir.clone()).with_context(|| format!("cannot use --acme-dir {}", dir.display()))?;
+            files.push(store.secrets_dir());
+            opts.acme.challenge_namespace = Some(wharf_controller::acme::dir::CHALLENGE_NAMESPACE.to_owned());
+            Some(store)
+        }
     };
-    let mut fingerprint = files::fingerprint(&args.files);
+    let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
+    let (served_tx, served) = tokio::sync::watch::channel(Default::default());
+    let (translations_tx, translations) = tokio::sync::watch::channel(None);
+    let mut reloader = Reloader {
+        files: files.clone(),
+        opts,
+        publisher: gateway::publisher(&serving, served_tx),
+        translations: translations_tx,
+    };
+    // Standalone, this process is the only one: always the leader.
+    let (_leader, always) = tokio::sync::watch::channel(true);
+    if let (Some(settings), Some(store)) = (acme, store) {
+        let report = LogReport(gateway::AcmeMetrics(serving.gateway.metrics().clone()));
+        tokio::spawn(Manager::new(settings, store, report, served).run(translations, always));
+    }
+    let mut fingerprint = files::fingerprint(&files);
     reloader.reload();
 
     let mut tick = tokio::time::interval(args.watch_interval);
@@ -28,7 +51,7 @@ pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let now = files::fingerprint(&args.files);
+                let now = files::fingerprint(&files);
                 if now != fingerprint {
                     fingerprint = now;
                     reloader.reload();
@@ -49,6 +72,7 @@ struct Reloader {
     files: Vec<PathBuf>,
     opts: TranslateOptions,
     publisher: Publisher,
+    translations: tokio::sync::watch::Sender<Option<std::sync::Arc<wharf_controller::Translation>>>,
 }
 
 impl Reloader {
@@ -71,6 +95,7 @@ impl Reloader {
         if self.publisher.publish(&t) == Published::Unchanged {
             tracing::debug!("files changed but the config did not");
         }
+        self.translations.send_replace(Some(std::sync::Arc::new(t)));
     }
 }
 

@@ -91,12 +91,26 @@ impl Kind for Secret {
         watcher::Config::default().fields(&fields.join(","))
     }
 
-    /// Keeps the name, the type and, for the types read, the data.
+    /// Keeps the name, the type, the labels of ACME (challenges, managed certificates)
+    /// and, for the types read, the data.
     fn slim(self) -> Self {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
         let read = self.type_.as_deref().is_some_and(|t| SECRET_TYPES_READ.contains(&t));
+        let kept = [crate::translate::acme::CHALLENGE_LABEL, crate::acme::plan::MANAGED_LABEL];
+        let labels = self
+            .metadata
+            .labels
+            .map(|l| {
+                l.into_iter().filter(|(k, _)| kept.contains(&k.as_str())).collect::<std::collections::BTreeMap<_, _>>()
+            })
+            .filter(|l| !l.is_empty());
         Secret {
-            metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
+            metadata: ObjectMeta {
+                name: self.metadata.name,
+                namespace: self.metadata.namespace,
+                labels,
+                ..Default::default()
+            },
             data: self.data.filter(|_| read),
             type_: self.type_,
             ..Default::default()
@@ -359,6 +373,21 @@ mod tests {
             let slim = secret(ty).slim();
             assert_eq!((slim.data, slim.type_.as_deref()), (None, Some(ty)));
         }
+        let mut challenge = secret("Opaque");
+        challenge.metadata.labels = Some(
+            [
+                ("a".into(), "b".into()),
+                ("wharf.dev/acme-challenge".into(), "true".into()),
+                ("wharf.dev/acme-issuer".into(), "le".into()),
+            ]
+            .into(),
+        );
+        let labels = challenge.slim().metadata.labels;
+        let want = [
+            ("wharf.dev/acme-challenge".to_owned(), "true".to_owned()),
+            ("wharf.dev/acme-issuer".to_owned(), "le".to_owned()),
+        ];
+        assert_eq!(labels, Some(want.into()));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`wharf_model::Snapshot`] plus the problems users must hear about. The standalone
 //! loader ([`files`]) and the API-server watches both feed it.
 
+pub mod acme;
 pub mod files;
 pub mod k8s;
 pub mod kinds;

@@ -152,6 +152,8 @@ pub struct CompiledConfig {
     /// connection on an edge listener is served from these first, and from `edge` when
     /// they have no route for it.
     pub edge_gateway: HashMap<PortProtocol, Tables>,
+    /// The ACME challenges every listener answers.
+    pub acme: crate::acme::AcmeAnswers,
     endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
     certs: CertCache,
 }
@@ -335,7 +337,8 @@ impl Compiler {
                 ports.insert(p.bind, tables);
             }
         }
-        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, endpoints, certs })
+        let acme = crate::acme::AcmeAnswers::new(&snapshot.acme, &self.policy);
+        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, certs })
     }
 
     fn tables(

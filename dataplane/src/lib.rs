@@ -5,6 +5,7 @@
 //! A snapshot is compiled off the hot path into a [`config::CompiledConfig`] and swapped in
 //! with one `ArcSwap::store`; requests and connections never take a lock to read it.
 
+pub mod acme;
 pub mod admin;
 pub mod auth;
 mod coalesce;

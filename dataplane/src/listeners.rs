@@ -448,27 +448,38 @@ where
 async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, drain: Watch) {
     let Some(tables) = shared.config.load().tables(info.gateway_port).map(|t| TlsChoice {
         tls: Arc::clone(&t.tls),
-        client_auth: (!t.client_auth.is_empty()).then(|| shared.config.load_full()),
+        by_hello: (!t.client_auth.is_empty() || shared.config.load().acme.has_tls_alpn01())
+            .then(|| shared.config.load_full()),
     }) else {
         return;
     };
     let handshake = async {
-        match tables.client_auth {
-            // Hosts that ask for client certificates have configs of their own: read the
-            // ClientHello, then take the config of its SNI.
+        match tables.by_hello {
+            // Hosts that ask for client certificates have configs of their own, and so do
+            // ACME TLS-ALPN-01 validations: read the ClientHello, then take its config.
             Some(cfg) => {
                 let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
                 let start = acceptor.await?;
-                let chosen =
-                    cfg.tables(info.gateway_port).map(|t| Arc::clone(t.tls_for(start.client_hello().server_name())));
+                let hello = start.client_hello();
+                let chosen = match cfg.acme.tls_alpn01(hello.server_name(), hello.alpn().into_iter().flatten()) {
+                    Some(challenge) => Some(Arc::clone(challenge)),
+                    None => cfg.tables(info.gateway_port).map(|t| Arc::clone(t.tls_for(hello.server_name()))),
+                };
                 start.into_stream(chosen.unwrap_or(tables.tls)).await
             }
             None => tokio_rustls::TlsAcceptor::from(tables.tls).accept(stream).await,
         }
     };
     match tokio::time::timeout(shared.opts.timeouts.handshake, handshake).await {
-        Ok(Ok(tls)) => {
+        Ok(Ok(mut tls)) => {
             shared.metrics.handshake(true);
+            if tls.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+                // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).
+                shared.metrics.acme_answered(crate::metrics::AcmeChallenge::TlsAlpn01);
+                tracing::info!(client = %info.client, sni = ?tls.get_ref().1.server_name(), "answered an ACME TLS-ALPN-01 validation");
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+                return;
+            }
             let conn = tls.get_ref().1;
             info.sni = conn.server_name().map(Arc::from);
             info.client_cert = conn
@@ -494,10 +505,11 @@ async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, d
 }
 
 /// The HTTPS config of a port, and the whole config when some of its hosts ask for client
-/// certificates (then each ClientHello picks its config).
+/// certificates or an ACME TLS-ALPN-01 challenge is answered (then each ClientHello picks
+/// its config).
 struct TlsChoice {
     tls: Arc<rustls::ServerConfig>,
-    client_auth: Option<Arc<crate::config::CompiledConfig>>,
+    by_hello: Option<Arc<crate::config::CompiledConfig>>,
 }
 
 async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)

@@ -104,6 +104,27 @@ pub enum Listener {
     Hbone,
 }
 
+/// An ACME challenge type the data plane answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// HTTP-01, on the HTTP listeners.
+    Http01,
+    /// TLS-ALPN-01, on the HTTPS listeners.
+    TlsAlpn01,
+}
+
+impl AcmeChallenge {
+    const ALL: [AcmeChallenge; 2] = [AcmeChallenge::Http01, AcmeChallenge::TlsAlpn01];
+
+    /// Stable label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            AcmeChallenge::Http01 => "http-01",
+            AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+        }
+    }
+}
+
 impl Listener {
     /// Stable label value.
     pub fn label(self) -> &'static str {
@@ -155,6 +176,9 @@ pub struct Metrics {
     pub memory_watermark: IntGauge,
     /// Expiry of the gateway's mesh certificate, Unix seconds (0: none loaded).
     pub mesh_cert_expiry: IntGauge,
+    acme_answers: [IntCounter; 2],
+    acme_orders: IntCounterVec,
+    acme_expiry: IntGaugeVec,
 }
 
 /// Per-route handles, resolved at compile time.
@@ -303,11 +327,29 @@ impl Metrics {
                     "wharf_mesh_certificate_expiry_timestamp_seconds",
                     "Expiry of the gateway's mesh certificate, Unix seconds (0: no mesh identity loaded)",
                 )?,
+                acme_answers: {
+                    let a = IntCounterVec::new(
+                        Opts::new("wharf_acme_challenges_answered_total", "ACME validation requests answered, by challenge type (http-01, tls-alpn-01)"),
+                        &["type"],
+                    )?;
+                    registry.register(Box::new(a.clone()))?;
+                    AcmeChallenge::ALL.map(|c| a.with_label_values(&[c.label()]))
+                },
+                acme_orders: IntCounterVec::new(
+                    Opts::new("wharf_acme_orders_total", "ACME orders by result (issued, or why they failed: refused, rate_limited, unreachable, invalid, publish, not_managed, store, settings)"),
+                    &["result"],
+                )?,
+                acme_expiry: IntGaugeVec::new(
+                    Opts::new("wharf_acme_certificate_expiry_seconds", "Expiry of each certificate Wharf obtains from ACME, Unix seconds, by Secret (namespace/name)"),
+                    &["secret"],
+                )?,
             };
             for r in crate::proxy::Rejected::REASONS {
                 m.rejected.with_label_values(&[r]);
             }
             registry.register(Box::new(m.rejected.clone()))?;
+            registry.register(Box::new(m.acme_orders.clone()))?;
+            registry.register(Box::new(m.acme_expiry.clone()))?;
             registry.register(Box::new(m.rate_limited.clone()))?;
             registry.register(Box::new(m.refused.clone()))?;
             registry.register(Box::new(m.memory_resident.clone()))?;
@@ -408,6 +450,25 @@ impl Metrics {
     /// Counts a request refused before routing.
     pub fn rejected(&self, reason: &str) {
         self.rejected.with_label_values(&[reason]).inc();
+    }
+
+    /// Counts an ACME validation request answered.
+    pub fn acme_answered(&self, challenge: AcmeChallenge) {
+        self.acme_answers[challenge as usize].inc();
+    }
+
+    /// Counts an ACME order by result.
+    pub fn acme_order(&self, result: &str) {
+        self.acme_orders.with_label_values(&[result]).inc();
+    }
+
+    /// Sets the expiry (Unix seconds) of each certificate from ACME, by Secret; the
+    /// Secrets no longer managed leave the metric.
+    pub fn acme_expiries(&self, expiries: &std::collections::BTreeMap<String, i64>) {
+        self.acme_expiry.reset();
+        for (secret, at) in expiries {
+            self.acme_expiry.with_label_values(&[secret]).set(*at);
+        }
     }
 
     /// Counts a certificate request to the Istio CA (`result`: ok or the failure reason).

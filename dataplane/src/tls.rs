@@ -112,7 +112,9 @@ impl TlsPolicy {
 pub use wharf_model::tls::cipher_suites;
 
 /// A server config builder for `policy`'s versions and suites.
-fn builder(policy: &TlsPolicy) -> Result<rustls::ConfigBuilder<ServerConfig, rustls::WantsVerifier>, rustls::Error> {
+pub(crate) fn builder(
+    policy: &TlsPolicy,
+) -> Result<rustls::ConfigBuilder<ServerConfig, rustls::WantsVerifier>, rustls::Error> {
     ServerConfig::builder_with_provider(policy.provider()).with_protocol_versions(policy.versions())
 }
 

@@ -2,7 +2,8 @@
 # Builds the upstream test tools the e2e harness runs, from the Go module proxy, once per
 # machine: kube-apiserver, kube-controller-manager and kubectl (k8s.io/kubernetes), etcd
 # (go.etcd.io/etcd/server/v3), helm (helm.sh/helm/v3), istiod (pilot-discovery from
-# istio.io/istio, with the Istio CRDs of the same version), and the Gateway API conformance
+# istio.io/istio, with the Istio CRDs of the same version), Pebble and pebble-challtestsrv
+# (github.com/letsencrypt/pebble/v2, with its test certificates), and the Gateway API conformance
 # suite with its echo server (sigs.k8s.io/gateway-api/conformance, at the version
 # crds/GATEWAY_API_VERSION pins). Prints the directory holding the binaries.
 #
@@ -11,6 +12,7 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 HELM_VERSION="${HELM_VERSION:-3.19.5}"
+PEBBLE_VERSION="${PEBBLE_VERSION:-2.10.1}"
 # istio.io/istio publishes no semver tags as a Go module: a pseudo-version (master, 2026-08-27).
 ISTIO_VERSION="${ISTIO_VERSION:-v0.0.0-20260827124520-eed52ebb66ad}"
 tools="${WHARF_TOOLS_DIR:-$HOME/.cache/wharf-tools}/k8s-$K8S_VERSION"
@@ -104,8 +106,24 @@ build_conformance() {
   go build -trimpath -ldflags "-s -w" -o "$tools/echo-basic-$version" sigs.k8s.io/gateway-api/conformance/echo-basic >&2
 }
 
+# Let's Encrypt's test ACME server, its DNS server for the validation lookups, and the
+# certificate its directory listens with (and the root that signs it).
+build_pebble() {
+  build_module_tool pebble "github.com/letsencrypt/pebble/v2@v$PEBBLE_VERSION" github.com/letsencrypt/pebble/v2/cmd/pebble
+  build_module_tool pebble-challtestsrv "github.com/letsencrypt/pebble/v2@v$PEBBLE_VERSION" \
+    github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv
+  if [ ! -f "$tools/pebble-certs/pebble.minica.pem" ]; then
+    local dir
+    dir=$(cd "$tools/src-pebble" && go mod download -json "github.com/letsencrypt/pebble/v2@v$PEBBLE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    mkdir -p "$tools/pebble-certs"
+    cp "$dir/test/certs/localhost/cert.pem" "$dir/test/certs/localhost/key.pem" "$dir/test/certs/pebble.minica.pem" "$tools/pebble-certs/"
+    chmod u+w "$tools/pebble-certs/"*
+  fi
+}
+
 build_kube
 build_conformance
+build_pebble
 build_istiod
 build_module_tool etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" go.etcd.io/etcd/server/v3
 build_module_tool helm "helm.sh/helm/v3@v$HELM_VERSION" helm.sh/helm/v3/cmd/helm

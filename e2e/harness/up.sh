@@ -89,7 +89,10 @@ kubectl() { "$tools/kubectl" "$@"; }
 # so the chart's Deployment starts no pods.)
 # The Gateway API CRDs Wharf serves (crds/, pinned); tests that need them absent remove them.
 kubectl apply --server-side -f "$root/crds/gateway-api/" >/dev/null
-"$tools/helm" install wharf "$root/charts/wharf" -n wharf-system --create-namespace >&2
+# With an ACME issuer, so that the rules for writing certificate Secrets are the chart's
+# too (the ACME tests run controllers with their own issuer flags).
+"$tools/helm" install wharf "$root/charts/wharf" -n wharf-system --create-namespace \
+  --set 'controller.acme.issuers[0].name=e2e' --set 'controller.acme.issuers[0].directory=https://acme.invalid/dir' >&2
 token=$(kubectl create token wharf -n wharf-system --duration=24h)
 kubeconfig "$dir/controller.kubeconfig" "    token: $token"
 

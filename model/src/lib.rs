@@ -33,6 +33,6 @@ pub use route::{
     Respond, RouteMatch, UrlRewrite, WeightedBackend,
 };
 pub use snapshot::{
-    parse_size, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef, PortProtocol, Route,
-    Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls, VirtualHost,
+    parse_size, AcmeChallenges, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef,
+    PortProtocol, Route, Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls, VirtualHost,
 };

@@ -38,6 +38,30 @@ pub struct Snapshot {
     /// Hosts of the HTTPS port whose handshakes ask for a client certificate.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub client_auth: Vec<ClientAuthHost>,
+    /// The answers to the ACME challenges of the orders being validated.
+    #[serde(skip_serializing_if = "AcmeChallenges::is_empty")]
+    pub acme: AcmeChallenges,
+}
+
+/// Answers to ACME challenges (RFC 8555, RFC 8737), served by every listener of their kind
+/// while an order is validated, ahead of any route.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AcmeChallenges {
+    /// HTTP-01: the key authorization of each token, the body of
+    /// `GET /.well-known/acme-challenge/<token>` on the HTTP listeners.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub http01: BTreeMap<String, String>,
+    /// TLS-ALPN-01: the challenge certificate of each DNS name, served by the HTTPS
+    /// listeners to a ClientHello for that name offering ALPN `acme-tls/1`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tls_alpn01: BTreeMap<String, Certificate>,
+}
+
+impl AcmeChallenges {
+    /// No challenge to answer.
+    pub fn is_empty(&self) -> bool {
+        self.http01.is_empty() && self.tls_alpn01.is_empty()
+    }
 }
 
 /// What one Gateway serves on one port: the listeners of that port merged (they differ

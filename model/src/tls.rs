@@ -66,6 +66,8 @@ pub struct CertInfo {
     pub dns_names: Vec<String>,
     /// Expiry, seconds since the Unix epoch.
     pub not_after: i64,
+    /// Start of validity, seconds since the Unix epoch.
+    pub not_before: i64,
 }
 
 /// A parsed, validated certificate ready for rustls.
@@ -84,18 +86,27 @@ pub fn load(chain_pem: &[u8], key_pem: &[u8], now: i64) -> Result<LoadedCert, Ce
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CertError::BadCertificatePem(e.to_string()))?;
     let leaf = chain.first().ok_or(CertError::NoCertificate)?;
-    let info = inspect(leaf)?;
+    let (info, spki) = parse_leaf(leaf)?;
     if info.not_after < now {
         return Err(CertError::Expired { not_after: info.not_after });
     }
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| CertError::BadKey(e.to_string()))?;
     let signing_key = any_supported_type(&key).map_err(|e| CertError::UnsupportedKey(e.to_string()))?;
+    // Compared here rather than by rustls, whose parser refuses certificates with critical
+    // extensions it does not know, as ACME's TLS-ALPN-01 challenge certificates have.
+    if signing_key.public_key().is_none_or(|k| k.as_ref() != spki.as_slice()) {
+        return Err(CertError::KeyMismatch);
+    }
     let certified_key = CertifiedKey::new(chain, signing_key);
-    certified_key.keys_match().map_err(|_| CertError::KeyMismatch)?;
     Ok(LoadedCert { certified_key: Arc::new(certified_key), info })
 }
 
 fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
+    parse_leaf(leaf).map(|(info, _)| info)
+}
+
+/// The facts of a certificate, and its SubjectPublicKeyInfo (DER).
+fn parse_leaf(leaf: &CertificateDer<'_>) -> Result<(CertInfo, Vec<u8>), CertError> {
     use x509_parser::extensions::GeneralName;
     let (_, cert) =
         x509_parser::parse_x509_certificate(leaf.as_ref()).map_err(|e| CertError::BadCertificate(e.to_string()))?;
@@ -107,7 +118,19 @@ fn inspect(leaf: &CertificateDer<'_>) -> Result<CertInfo, CertError> {
             }
         }
     }
-    Ok(CertInfo { dns_names, not_after: cert.validity().not_after.timestamp() })
+    let validity = cert.validity();
+    let info =
+        CertInfo { dns_names, not_after: validity.not_after.timestamp(), not_before: validity.not_before.timestamp() };
+    Ok((info, cert.public_key().raw.to_vec()))
+}
+
+/// The facts of the first certificate of a PEM chain.
+pub fn inspect_pem(chain_pem: &[u8]) -> Result<CertInfo, CertError> {
+    let leaf = CertificateDer::pem_slice_iter(chain_pem)
+        .next()
+        .ok_or(CertError::NoCertificate)?
+        .map_err(|e| CertError::BadCertificatePem(e.to_string()))?;
+    inspect(&leaf)
 }
 
 /// True when the certificate's DNS names cover `host` (exact, or a `*.` SAN covering one

@@ -2,6 +2,7 @@
 //! the [`index::Index`], translates on change and publishes the result; a lease-gated task
 //! writes Ingress status and Events.
 
+pub mod acme;
 pub mod gateway_status;
 pub mod index;
 pub mod lease;
@@ -45,6 +46,8 @@ pub struct Config {
 pub struct Handles {
     /// True while this replica holds the lease.
     pub leader: watch::Receiver<bool>,
+    /// The latest translation (`None` until every kind has listed).
+    pub translations: watch::Receiver<Option<Arc<Translation>>>,
 }
 
 /// Starts watches, the owner task (which applies snapshots through `publisher`), leader
@@ -54,14 +57,14 @@ pub fn start(client: Client, cfg: Config, publisher: Publisher) -> Handles {
     crate::kinds::spawn_watches(&client, &tx);
     drop(tx);
 
-    let (translations_tx, _) = watch::channel(None);
+    let (translations_tx, translations) = watch::channel(None);
     let (plans_tx, plans) = watch::channel(Arc::new(Plan::default()));
     let (leader_tx, leader) = watch::channel(false);
     tokio::spawn(lease::run(client.clone(), cfg.lease.clone(), leader_tx));
     let reporter = Reporter { controller: "wharf".into(), instance: Some(cfg.lease.identity.clone()) };
     tokio::spawn(status::write(client, reporter, plans, leader.clone()));
     tokio::spawn(own(rx, cfg, publisher, translations_tx, plans_tx));
-    Handles { leader }
+    Handles { leader, translations }
 }
 
 pub(crate) fn spawn_watch<K>(
@@ -229,7 +232,9 @@ fn rebuild(
         *p = Arc::new(plan);
         true
     });
-    if published != Published::Unchanged || translations.borrow().is_none() {
+    // The ACME demands can change with an unchanged snapshot (an issuer named).
+    let demands_changed = translations.borrow().as_ref().is_none_or(|p| p.acme != t.acme);
+    if published != Published::Unchanged || demands_changed {
         tracing::debug!(elapsed = ?started.elapsed(), ingresses = t.ingresses.len(), "translated");
         translations.send_replace(Some(Arc::new(t)));
     }

@@ -16,6 +16,10 @@ pub const WHARF_PREFIX: &str = "wharf.dev/";
 /// Prefix of ingress-nginx's annotations, accepted for the same names.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 
+/// The annotation names Wharf acts on only under its own prefix (ingress-nginx has no
+/// such annotation).
+pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
+
 /// The annotation names (after the prefix) Wharf acts on.
 pub const IMPLEMENTED: [&str; 72] = [
     "proxy-send-timeout",
@@ -333,6 +337,11 @@ pub struct Settings {
     pub custom_http_errors: Vec<u16>,
     /// `proxy-ssl-*`: the backend's certificate is checked.
     pub proxy_ssl: Option<ProxySslSetting>,
+    /// `wharf.dev/acme`: the TLS Secrets get certificates from ACME (`Some(false)`: never,
+    /// even when missing).
+    pub acme: Option<bool>,
+    /// `wharf.dev/acme-issuer`: the ACME issuer, by name.
+    pub acme_issuer: Option<String>,
 }
 
 impl Settings {
@@ -371,6 +380,8 @@ impl Default for Settings {
             default_backend: None,
             custom_http_errors: Vec::new(),
             proxy_ssl: None,
+            acme: None,
+            acme_issuer: None,
         }
     }
 }
@@ -435,8 +446,8 @@ pub fn inspect(
     for (key, value) in ann {
         let (slot, name) = match (key.strip_prefix(WHARF_PREFIX), key.strip_prefix(NGINX_PREFIX)) {
             (Some(name), _) => (0, name),
-            (None, Some(name)) => (1, name),
-            (None, None) => continue,
+            (None, Some(name)) if !WHARF_ONLY.contains(&name) => (1, name),
+            _ => continue,
         };
         by_name.entry(name).or_default()[slot] = Some((key.as_str(), value.as_str()));
     }
@@ -472,6 +483,12 @@ pub fn inspect(
         ),
         custom_http_errors: Vec::new(),
         proxy_ssl: None,
+        acme: r.bool("acme"),
+        acme_issuer: r.text(
+            "acme-issuer",
+            |v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "is not the name of an ACME issuer; the default issuer is used",
+        ),
     };
     s.custom_http_errors = r.error_codes(s.default_backend.is_some());
     match r.proxy_ssl(s.backend_protocol) {
@@ -560,7 +577,7 @@ impl<'a> Reader<'a> {
                      (docs/migrating-from-ingress-nginx.md lists every annotation and its status)"
                 );
                 self.findings.push((key.clone(), Finding::NotSupported(message)));
-            } else if !IMPLEMENTED.contains(&name) {
+            } else if !(IMPLEMENTED.contains(&name) || prefix == WHARF_PREFIX && WHARF_ONLY.contains(&name)) {
                 let message = if prefix == WHARF_PREFIX {
                     format!("annotation {key} is not one Wharf knows (a misspelling?); it is ignored")
                 } else {

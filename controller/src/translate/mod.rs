@@ -1,5 +1,6 @@
 //! networking.k8s.io/v1 Ingress semantics, as a pure function.
 
+pub mod acme;
 pub mod annotations;
 mod auth;
 mod backend;
@@ -60,6 +61,20 @@ pub struct Options {
     pub gateway: gateway::GatewayOptions,
     /// How Ingress annotations are read.
     pub annotations: annotations::AnnotationOptions,
+    /// ACME settings.
+    pub acme: AcmeOptions,
+}
+
+/// ACME settings of translation.
+#[derive(Debug, Clone, Default)]
+pub struct AcmeOptions {
+    /// The namespace whose Secrets labelled [`acme::CHALLENGE_LABEL`] hold the ACME
+    /// challenges every replica answers (the controller's own); `None`: none are read.
+    pub challenge_namespace: Option<String>,
+    /// The names of the ACME issuers; none: Wharf orders no certificate.
+    pub issuers: Vec<String>,
+    /// The issuer of Ingresses that name none (else the first).
+    pub default_issuer: Option<String>,
 }
 
 impl Default for Options {
@@ -75,6 +90,7 @@ impl Default for Options {
             now: 0,
             gateway: gateway::GatewayOptions::default(),
             annotations: annotations::AnnotationOptions::default(),
+            acme: AcmeOptions::default(),
         }
     }
 }
@@ -101,6 +117,8 @@ pub struct Translation {
     pub ingresses: Vec<ObjectRef>,
     /// The status Gateway API objects of our controller should show.
     pub gateway_status: gateway::Statuses,
+    /// The certificates to obtain from ACME.
+    pub acme: Vec<crate::acme::Demand>,
 }
 
 /// Builds a snapshot from the objects in `world`.
@@ -113,6 +131,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         diags: Vec::new(),
         snapshot: Snapshot::default(),
         backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain),
+        acme: acme::Demands::default(),
     };
     let classes = class::Classes::new(&world.ingress_classes, opts);
     let mut ours: Vec<&Ingress> = world.ingresses.iter().filter(|ing| classes.is_ours(ing)).collect();
@@ -125,6 +144,10 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         if let Some(id) = secrets.certificate(ns, name, &source, &mut t.diags, &mut t.snapshot) {
             t.snapshot.default_certificate = Some(id);
         }
+    }
+
+    if let Some(namespace) = &opts.acme.challenge_namespace {
+        t.snapshot.acme = acme::challenges(&world.secrets, namespace, &mut t.diags);
     }
 
     let mut routes = RouteTable::default();
@@ -204,6 +227,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
         diagnostics: t.diags,
         ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
         gateway_status,
+        acme: t.acme.into_vec(),
     }
 }
 
@@ -345,6 +369,7 @@ struct Translator<'a> {
     diags: Vec<Diagnostic>,
     snapshot: Snapshot,
     backends: Backends<'a>,
+    acme: acme::Demands,
 }
 
 impl<'a> Translator<'a> {
@@ -468,7 +493,10 @@ impl<'a> Translator<'a> {
                 // No hosts: the entry covers every host of the Ingress's rules.
                 _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
             };
-            tls_hosts.add(self, &src, secrets, entry.secret_name.as_deref(), &hosts);
+            let acme = (settings.acme, settings.acme_issuer.as_deref());
+            let secret_name = entry.secret_name.as_deref();
+            self.acme.add(&self.opts.acme, &src, acme, secrets, secret_name, &hosts, &mut self.diags);
+            tls_hosts.add(self, &src, secrets, secret_name, &hosts);
         }
 
         if let Some(backend) = &spec.default_backend {

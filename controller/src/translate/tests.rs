@@ -1302,3 +1302,92 @@ fn https_backends_are_checked_against_the_proxy_ssl_secret_and_a_bad_one_refuses
     );
     assert_eq!(reasons(&t), [("missing", "ProxySSLSecretInvalid")]);
 }
+
+#[test]
+fn ingresses_ask_acme_for_missing_managed_and_annotated_secrets_of_their_issuer() {
+    use crate::acme::plan::certificate_secret;
+    let tls = |secret: &str, hosts: &[&str]| json!([{"hosts": hosts, "secretName": secret}]);
+    let spec = |secret: &str, hosts: &[&str]| {
+        json!({"ingressClassName": "wharf", "tls": tls(secret, hosts),
+               "rules": [rule(Some(hosts[0]), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
+    };
+    let a = |v: &str| json!({"wharf.dev/acme": v});
+    let mut w = world(vec![
+        // Missing Secret: ordered from the default issuer.
+        ingress("missing", 1, json!({}), spec("missing-tls", &["a.example.com", "B.example.com"])),
+        // A second Ingress on the same Secret: one certificate for both.
+        ingress("sharing", 2, json!({}), spec("missing-tls", &["c.example.com", "a.example.com"])),
+        // Opted out.
+        ingress("no", 3, a("false"), spec("no-tls", &["no.example.com"])),
+        // Asked for, on a Secret Wharf does not manage: refused, with a diagnostic.
+        ingress("foreign", 4, a("true"), spec("foreign-tls", &["f.example.com"])),
+        // Not asked for, on a Secret of its own: left alone, silently.
+        ingress("own", 5, json!({}), spec("own-tls", &["own.example.com"])),
+        // Managed: kept renewed, with its current certificate.
+        ingress("managed", 6, json!({}), spec("managed-tls", &["m.example.com"])),
+        // Another issuer by name; an unknown one.
+        ingress("staging", 7, json!({"wharf.dev/acme-issuer": "staging"}), spec("staging-tls", &["s.example.com"])),
+        ingress("unknown", 8, json!({"wharf.dev/acme-issuer": "nope"}), spec("unknown-tls", &["u.example.com"])),
+        // A wildcard host is left out; nothing left, nothing ordered.
+        ingress("wild", 9, json!({}), spec("wild-tls", &["*.w.example.com"])),
+        // The shared Secret with another issuer: the older Ingress's issuer wins.
+        ingress("late", 10, json!({"wharf.dev/acme-issuer": "staging"}), spec("missing-tls", &["d.example.com"])),
+    ]);
+    w.secrets.push(tls_secret("foreign-tls", &["f.example.com"]));
+    w.secrets.push(tls_secret("own-tls", &["own.example.com"]));
+    let issued = tls_secret("x", &["m.example.com"]);
+    let data = issued.data.clone().unwrap_or_default();
+    let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+    w.secrets.push(certificate_secret("web", "managed-tls", "le", &text("tls.crt"), &text("tls.key")));
+    let mut o = opts();
+    o.acme.issuers = vec!["le".into(), "staging".into()];
+    let t = translate(&w, &o, None);
+    let got: Vec<(String, Vec<String>, String, Vec<String>)> = t
+        .acme
+        .iter()
+        .map(|d| (d.id(), d.names.clone(), d.issuer.clone(), d.sources.iter().map(|s| s.name.clone()).collect()))
+        .collect();
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got,
+        [
+            ("web/managed-tls".into(), strings(&["m.example.com"]), "le".into(), strings(&["managed"])),
+            (
+                "web/missing-tls".into(),
+                strings(&["a.example.com", "b.example.com", "c.example.com", "d.example.com"]),
+                "le".into(),
+                strings(&["missing", "sharing", "late"])
+            ),
+            ("web/staging-tls".into(), strings(&["s.example.com"]), "staging".into(), strings(&["staging"])),
+        ]
+    );
+    let current = t.acme[0].current.clone().unwrap();
+    assert_eq!((current.issuer.as_str(), current.dns_names.clone()), ("le", strings(&["m.example.com"])));
+    assert!(current.not_after > current.not_before);
+    assert!(t.acme[1].current.is_none());
+    let reasons: Vec<(&str, &str)> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason.starts_with("Acme"))
+        .map(|d| (d.object.name.as_str(), d.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("foreign", "AcmeSecretNotManaged"),
+            ("late", "AcmeIssuerConflict"),
+            ("unknown", "AcmeIssuerUnknown"),
+            ("wild", "AcmeWildcardNotSupported"),
+        ]
+    );
+
+    // The default issuer by name; without issuers nothing is ordered, and asking says so.
+    o.acme.default_issuer = Some("staging".into());
+    let t = translate(&w, &o, None);
+    assert_eq!(t.acme.iter().find(|d| d.secret.1 == "missing-tls").map(|d| d.issuer.as_str()), Some("staging"));
+    let t = translate(&w, &opts(), None);
+    assert!(t.acme.is_empty());
+    let asked: Vec<&str> =
+        t.diagnostics.iter().filter(|d| d.reason == "AcmeNotConfigured").map(|d| d.object.name.as_str()).collect();
+    assert_eq!(asked, ["foreign"]);
+}

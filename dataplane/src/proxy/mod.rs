@@ -192,6 +192,11 @@ pub async fn handle(
         false => conn,
     };
     let cfg = shared.config.load_full();
+    if listener == Scheme::Http {
+        if let Some(answer) = acme_http01(&shared, &cfg, &conn, &req) {
+            return Ok(answer);
+        }
+    }
     let checked = precheck(&shared, &mut req);
     let host_value = request_host(&req);
     let host = normalize_host(host_value.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""));
@@ -596,6 +601,25 @@ fn normalize_host(h: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(host)
     }
+}
+
+/// The answer to an ACME HTTP-01 validation request (RFC 8555 §8.3), ahead of routes and
+/// HTTPS redirects: the key authorization of a token being validated.
+fn acme_http01<B>(
+    shared: &Shared,
+    cfg: &crate::config::CompiledConfig,
+    conn: &ConnInfo,
+    req: &Request<B>,
+) -> Option<Response<Body>> {
+    if !matches!(*req.method(), http::Method::GET | http::Method::HEAD) {
+        return None;
+    }
+    let key_authorization = cfg.acme.http01(req.uri().path())?;
+    shared.metrics.acme_answered(crate::metrics::AcmeChallenge::Http01);
+    tracing::info!(client = %conn.client, path = req.uri().path(), "answered an ACME HTTP-01 validation");
+    let mut r = Response::new(Full::new(key_authorization.clone()).map_err(|never| match never {}).boxed_unsync());
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    Some(r)
 }
 
 fn local(status: StatusCode, msg: &str) -> Response<Body> {

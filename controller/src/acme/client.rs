@@ -1,0 +1,253 @@
+//! One order against an ACME directory (instant-acme): the account, the challenges
+//! published and withdrawn around their validation, the CSR, the chain.
+
+use std::future::Future;
+use std::time::Duration;
+
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey, Identifier, NewAccount,
+    NewOrder, OrderStatus, RetryPolicy,
+};
+
+use super::plan::{Answer, ChallengeKind, Issuer};
+
+/// Why an order failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OrderError {
+    /// The directory answered with a problem document (RFC 7807).
+    #[error("the ACME server refused: {detail}")]
+    Problem {
+        /// Its `type`, e.g. `urn:ietf:params:acme:error:rateLimited`.
+        kind: String,
+        /// Its `detail`, with those of its subproblems.
+        detail: String,
+    },
+    /// The directory could not be reached, or answered nonsense.
+    #[error("the ACME server cannot be reached: {0}")]
+    Unreachable(String),
+    /// An authorization or the order ended invalid (a challenge failed validation).
+    #[error("validation failed: {0}")]
+    Invalid(String),
+    /// The challenges could not be published to the replicas.
+    #[error("the challenges cannot be published: {0}")]
+    Publish(String),
+    /// Local settings are unusable (EAB key file, CA file).
+    #[error("{0}")]
+    Settings(String),
+}
+
+impl OrderError {
+    /// Short stable reason (metric label).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OrderError::Problem { kind, .. } if kind.ends_with(":rateLimited") => "rate_limited",
+            OrderError::Problem { .. } => "refused",
+            OrderError::Unreachable(_) => "unreachable",
+            OrderError::Invalid(_) => "invalid",
+            OrderError::Publish(_) => "publish",
+            OrderError::Settings(_) => "settings",
+        }
+    }
+}
+
+impl From<instant_acme::Error> for OrderError {
+    fn from(e: instant_acme::Error) -> Self {
+        match e {
+            instant_acme::Error::Api(p) => {
+                let mut detail = p.detail.clone().unwrap_or_else(|| p.to_string());
+                for s in &p.subproblems {
+                    if let Some(d) = &s.detail {
+                        detail.push_str("; ");
+                        detail.push_str(d);
+                    }
+                }
+                OrderError::Problem { kind: p.r#type.clone().unwrap_or_default(), detail }
+            }
+            other => OrderError::Unreachable(other.to_string()),
+        }
+    }
+}
+
+/// An account builder trusting the issuer's `ca-file` root, else the system's roots.
+fn builder(issuer: &Issuer) -> Result<instant_acme::AccountBuilder, OrderError> {
+    match &issuer.ca_file {
+        Some(path) => Account::builder_with_root(path)
+            .map_err(|e| OrderError::Settings(format!("ca-file {}: {e}", path.display()))),
+        None => Account::builder().map_err(|e| OrderError::Settings(e.to_string())),
+    }
+}
+
+/// The issuer's account: from `stored` credentials, else a new one (returned to be stored).
+pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, Option<String>), OrderError> {
+    let builder = builder(issuer)?;
+    if let Some(json) = stored {
+        match serde_json::from_str::<AccountCredentials>(json) {
+            Ok(creds) => return Ok((builder.from_credentials(creds).await?, None)),
+            Err(e) => {
+                tracing::warn!(issuer = %issuer.name, error = %e, "the stored ACME account is unreadable; creating a new one")
+            }
+        }
+    }
+    let eab = match &issuer.eab {
+        Some((kid, file)) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| OrderError::Settings(format!("eab-hmac-file {}: {e}", file.display())))?;
+            let raw = decode_base64url(text.trim())
+                .ok_or_else(|| OrderError::Settings(format!("eab-hmac-file {}: not base64url", file.display())))?;
+            Some(ExternalAccountKey::new(kid.clone(), &raw))
+        }
+        None => None,
+    };
+    let contact: Vec<&str> = issuer.contact.iter().map(String::as_str).collect();
+    let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
+    let (account, creds) = builder.create(&new, issuer.directory.clone(), eab.as_ref()).await?;
+    let json = serde_json::to_string(&creds).map_err(|e| OrderError::Settings(e.to_string()))?;
+    Ok((account, Some(json)))
+}
+
+/// What publishing challenges needs: put the answers where every replica serves them and
+/// return once they do; withdraw them after validation.
+pub trait Publish {
+    /// Publishes `answers` and resolves once every replica answers them.
+    fn publish(&self, answers: Vec<Answer>) -> impl Future<Output = Result<(), String>> + Send;
+    /// Withdraws what was published.
+    fn withdraw(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// An issued certificate.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// The chain, leaf first (PEM).
+    pub chain_pem: String,
+    /// Its private key (PKCS#8 PEM).
+    pub key_pem: String,
+}
+
+/// Orders a certificate for `names` with `issuer`'s challenge and profile, answering the
+/// challenges through `publish`.
+pub async fn order<P: Publish + Sync>(
+    account: &Account,
+    issuer: &Issuer,
+    names: &[String],
+    publish: &P,
+) -> Result<Issued, OrderError> {
+    let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
+    let mut new = NewOrder::new(&identifiers);
+    if let Some(p) = &issuer.profile {
+        new = new.profile(p);
+    }
+    let mut order = account.new_order(&new).await?;
+    let kind = match issuer.challenge {
+        ChallengeKind::Http01 => ChallengeType::Http01,
+        ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
+    };
+
+    // The answers of every pending authorization, published together.
+    let mut answers = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz?;
+        match authz.status {
+            AuthorizationStatus::Pending => {}
+            AuthorizationStatus::Valid => continue,
+            other => return Err(OrderError::Invalid(format!("authorization for {} is {other:?}", authz.identifier()))),
+        }
+        let name = authz.identifier().to_string();
+        let challenge = authz
+            .challenge(kind.clone())
+            .ok_or_else(|| OrderError::Invalid(format!("the server offers no {kind:?} challenge for {name}")))?;
+        let key_authorization = challenge.key_authorization();
+        answers.push(match issuer.challenge {
+            ChallengeKind::Http01 => Answer::Http01 {
+                token: challenge.token.clone(),
+                key_authorization: key_authorization.as_str().to_owned(),
+            },
+            ChallengeKind::TlsAlpn01 => {
+                let (certificate_pem, key_pem) = alpn_certificate(&name, key_authorization.digest().as_ref())?;
+                Answer::TlsAlpn01 { name, certificate_pem, key_pem }
+            }
+        });
+    }
+    let validated = async {
+        if !answers.is_empty() {
+            publish.publish(answers).await.map_err(OrderError::Publish)?;
+            let mut authorizations = order.authorizations();
+            while let Some(authz) = authorizations.next().await {
+                let mut authz = authz?;
+                if authz.status != AuthorizationStatus::Pending {
+                    continue;
+                }
+                if let Some(mut challenge) = authz.challenge(kind.clone()) {
+                    challenge.set_ready().await?;
+                }
+            }
+        }
+        let retries = RetryPolicy::new().timeout(VALIDATION_TIMEOUT);
+        let status = order.poll_ready(&retries).await?;
+        Ok::<_, OrderError>(status)
+    }
+    .await;
+    publish.withdraw().await;
+    match validated? {
+        OrderStatus::Ready => {}
+        other => return Err(OrderError::Invalid(invalid_detail(&mut order, other).await)),
+    }
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| OrderError::Settings(format!("key generation: {e}")))?;
+    let mut params = rcgen::CertificateParams::new(names.to_vec())
+        .map_err(|e| OrderError::Settings(format!("certificate request: {e}")))?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    let csr = params.serialize_request(&key).map_err(|e| OrderError::Settings(format!("certificate request: {e}")))?;
+    order.finalize_csr(csr.der()).await?;
+    let chain_pem = order.poll_certificate(&RetryPolicy::new().timeout(VALIDATION_TIMEOUT)).await?;
+    Ok(Issued { chain_pem, key_pem: key.serialize_pem() })
+}
+
+/// How long validation and issuance may take.
+const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What went wrong with an order that did not become ready: the problems of its
+/// authorizations' challenges.
+async fn invalid_detail(order: &mut instant_acme::Order, status: OrderStatus) -> String {
+    let mut problems = Vec::new();
+    let mut authorizations = order.authorizations();
+    while let Some(Ok(authz)) = authorizations.next().await {
+        for c in &authz.challenges {
+            if let Some(e) = &c.error {
+                problems.push(format!("{}: {}", authz.identifier(), e.detail.as_deref().unwrap_or("failed")));
+            }
+        }
+    }
+    match problems.is_empty() {
+        true => format!("the order is {status:?}"),
+        false => problems.join("; "),
+    }
+}
+
+/// The TLS-ALPN-01 challenge certificate of `name` (RFC 8737 §3) and its key.
+fn alpn_certificate(name: &str, digest: &[u8]) -> Result<(String, String), OrderError> {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| OrderError::Settings(format!("key generation: {e}")))?;
+    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()])
+        .map_err(|e| OrderError::Settings(format!("challenge certificate: {e}")))?;
+    params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
+    let cert = params.self_signed(&key).map_err(|e| OrderError::Settings(format!("challenge certificate: {e}")))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Base64url, with or without padding (how ACME servers hand out EAB keys).
+fn decode_base64url(s: &str) -> Option<Vec<u8>> {
+    let mut std: String = s
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while std.len() % 4 != 0 {
+        std.push('=');
+    }
+    wharf_model::decode_base64(&std)
+}

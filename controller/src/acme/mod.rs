@@ -1,0 +1,351 @@
+//! ACME: certificates ordered by the leader for the TLS Secrets Ingresses ask for, stored
+//! in those Secrets, renewed before they expire. The challenges are published through a
+//! [`Store`] so that every replica answers them (see [`crate::translate::acme`]).
+
+pub mod client;
+pub mod dir;
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use wharf_model::AcmeChallenges;
+
+pub use plan::{Answer, ChallengeKind, Current, Demand, Issuer};
+
+/// Where accounts, challenges and certificates are kept: Secrets, or a directory.
+pub trait Store: Send + Sync + 'static {
+    /// The stored account credentials of `issuer` (JSON).
+    fn account(&self, issuer: &str) -> impl Future<Output = Result<Option<String>, String>> + Send;
+    /// Stores the account credentials of `issuer`.
+    fn save_account(&self, issuer: &str, json: &str) -> impl Future<Output = Result<(), String>> + Send;
+    /// Publishes the answers of the order for `demand`.
+    fn publish(&self, demand: &Demand, answers: &[Answer]) -> impl Future<Output = Result<(), String>> + Send;
+    /// Withdraws them.
+    fn withdraw(&self, demand: &Demand) -> impl Future<Output = Result<(), String>> + Send;
+    /// Stores an issued chain and key in the demand's Secret; refuses a Secret Wharf does
+    /// not manage.
+    fn save_certificate(
+        &self,
+        demand: &Demand,
+        chain_pem: &str,
+        key_pem: &str,
+    ) -> impl Future<Output = Result<(), SaveError>> + Send;
+}
+
+/// Why a certificate was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    /// The Secret exists and is not Wharf's.
+    #[error("Secret {0} exists and is not managed by Wharf (no {label} label); it is left alone: delete it, or name another secretName", label = plan::MANAGED_LABEL)]
+    NotManaged(String),
+    /// The write failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What users are told about orders: Events on the Ingresses, log lines.
+pub trait Report: Send + Sync + 'static {
+    /// Tells the demand's Ingresses: `warning` or normal, a reason, a message.
+    fn report(&self, demand: &Demand, warning: bool, reason: &'static str, message: String);
+    /// Counts an order by result (`issued` or a failure reason).
+    fn order(&self, result: &str);
+    /// The expiry of each managed certificate (Unix seconds), by Secret id.
+    fn expiries(&self, expiries: &BTreeMap<String, i64>);
+}
+
+/// Where order results and certificate expiries are counted.
+pub trait AcmeMetrics: Send + Sync + 'static {
+    /// Counts an order by result (`issued` or a failure reason).
+    fn order(&self, result: &str);
+    /// Sets the expiry of each managed certificate (Unix seconds), by Secret id.
+    fn expiries(&self, expiries: &BTreeMap<String, i64>);
+}
+
+/// Log lines for what standalone mode has no Events for.
+#[derive(Debug)]
+pub struct LogReport<M>(pub M);
+
+impl<M: AcmeMetrics> Report for LogReport<M> {
+    fn report(&self, demand: &Demand, warning: bool, reason: &'static str, message: String) {
+        match warning {
+            true => tracing::warn!(secret = %demand.id(), reason, "{message}"),
+            false => tracing::info!(secret = %demand.id(), reason, "{message}"),
+        }
+    }
+
+    fn order(&self, result: &str) {
+        self.0.order(result);
+    }
+
+    fn expiries(&self, expiries: &BTreeMap<String, i64>) {
+        self.0.expiries(expiries);
+    }
+}
+
+/// The ACME settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The issuers by name.
+    pub issuers: Vec<Issuer>,
+    /// How long after the challenges are served here the validation is asked for, so that
+    /// the other replicas serve them too.
+    pub propagation: Duration,
+}
+
+/// The leader's ordering loop.
+pub struct Manager<S, R> {
+    settings: Settings,
+    store: Arc<S>,
+    report: Arc<R>,
+    accounts: HashMap<String, instant_acme::Account>,
+    /// Failed orders: (failures in a row, next attempt) by Secret id.
+    failing: HashMap<String, (u32, i64)>,
+    /// Certificates stored that translations may not show yet, by Secret id.
+    fresh: HashMap<String, Current>,
+    /// The challenges this replica serves.
+    served: watch::Receiver<Arc<AcmeChallenges>>,
+}
+
+impl<S, R> std::fmt::Debug for Manager<S, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").field("issuers", &self.settings.issuers.len()).finish_non_exhaustive()
+    }
+}
+
+impl<S: Store, R: Report> Manager<S, R> {
+    /// A manager ordering through `settings`' issuers.
+    pub fn new(settings: Settings, store: S, report: R, served: watch::Receiver<Arc<AcmeChallenges>>) -> Self {
+        Manager {
+            settings,
+            store: Arc::new(store),
+            report: Arc::new(report),
+            accounts: HashMap::new(),
+            failing: HashMap::new(),
+            fresh: HashMap::new(),
+            served,
+        }
+    }
+
+    /// Orders what the translations ask for while `leader` is true, one order at a time,
+    /// each when it is due.
+    pub async fn run(
+        mut self,
+        mut translations: watch::Receiver<Option<Arc<crate::Translation>>>,
+        mut leader: watch::Receiver<bool>,
+    ) {
+        loop {
+            if !*leader.borrow_and_update() {
+                if leader.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            let Some(translation) = translations.borrow_and_update().clone() else {
+                if translations.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            // What was stored and is not in a translation yet counts as there.
+            let current: Vec<Demand> = translation
+                .acme
+                .iter()
+                .map(|d| {
+                    let mut d = d.clone();
+                    let id = d.id();
+                    match (self.fresh.get(&id), &d.current) {
+                        (Some(f), Some(c)) if c.not_after >= f.not_after => {
+                            self.fresh.remove(&id);
+                        }
+                        (Some(f), _) => d.current = Some(f.clone()),
+                        (None, _) => {}
+                    }
+                    d
+                })
+                .collect();
+            self.report
+                .expiries(&current.iter().filter_map(|d| Some((d.id(), d.current.as_ref()?.not_after))).collect());
+            let now = crate::unix_now();
+            let next = current
+                .iter()
+                .filter_map(|d| {
+                    let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
+                    let due = match self.failing.get(&d.id()) {
+                        Some((_, at)) => *at,
+                        None => d.due(issuer),
+                    };
+                    Some((due, d, issuer))
+                })
+                .min_by_key(|(due, ..)| *due);
+            match next {
+                Some((due, demand, issuer)) if due <= now => {
+                    let (demand, issuer) = (demand.clone(), issuer.clone());
+                    // Losing the lease stops the order where it is.
+                    tokio::select! {
+                        _ = self.issue(&demand, &issuer) => {}
+                        _ = leader.wait_for(|l| !*l) => {
+                            tracing::info!(secret = %demand.id(), "no longer the leader; the new leader orders");
+                        }
+                    }
+                }
+                next => {
+                    let wait = next.map(|(due, ..)| Duration::from_secs((due - now).max(1) as u64));
+                    tokio::select! {
+                        r = translations.changed() => if r.is_err() { return },
+                        r = leader.changed() => if r.is_err() { return },
+                        _ = async { tokio::time::sleep(wait.unwrap_or(Duration::MAX)).await }, if wait.is_some() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn issue(&mut self, demand: &Demand, issuer: &Issuer) {
+        let id = demand.id();
+        let why = match &demand.current {
+            None => "the Secret does not exist".to_owned(),
+            Some(c) if c.dns_names != demand.names => "the hosts changed".to_owned(),
+            Some(c) if c.issuer != demand.issuer => format!("the issuer changed from {}", c.issuer),
+            Some(c) => format!("it expires at {}", c.not_after),
+        };
+        self.report.report(
+            demand,
+            false,
+            "Issuing",
+            format!(
+                "ordering a certificate for {} from ACME issuer {} into Secret {id}: {why}",
+                demand.names.join(", "),
+                issuer.name
+            ),
+        );
+        match self.order(demand, issuer).await {
+            Ok(()) => {
+                self.failing.remove(&id);
+                self.report.order("issued");
+                self.report.report(
+                    demand,
+                    false,
+                    "Issued",
+                    format!(
+                        "Secret {id} holds a certificate for {} from ACME issuer {}",
+                        demand.names.join(", "),
+                        issuer.name
+                    ),
+                );
+            }
+            Err(e) => {
+                let (failures, _) = self.failing.get(&id).copied().unwrap_or_default();
+                let delay = plan::retry_delay(failures + 1, None);
+                self.failing.insert(id.clone(), (failures + 1, crate::unix_now() + delay));
+                self.report.order(e.reason());
+                let serving = match &demand.current {
+                    Some(_) => "the current certificate keeps serving",
+                    None => "its hosts get the default certificate",
+                };
+                self.report.report(demand, true, "Failed", format!("ordering a certificate for Secret {id} from ACME issuer {} failed: {e}; {serving}; next attempt in {delay}s", issuer.name));
+            }
+        }
+    }
+
+    async fn order(&mut self, demand: &Demand, issuer: &Issuer) -> Result<(), Failure> {
+        let account = match self.accounts.get(&issuer.name) {
+            Some(a) => a.clone(),
+            None => {
+                let stored = self.store.account(&issuer.name).await.map_err(Failure::Store)?;
+                let (account, created) = client::account(issuer, stored.as_deref()).await?;
+                if let Some(json) = created {
+                    self.store.save_account(&issuer.name, &json).await.map_err(Failure::Store)?;
+                }
+                self.accounts.insert(issuer.name.clone(), account.clone());
+                account
+            }
+        };
+        let publisher = Publisher {
+            store: Arc::clone(&self.store),
+            demand: demand.clone(),
+            served: self.served.clone(),
+            propagation: self.settings.propagation,
+        };
+        let issued = client::order(&account, issuer, &demand.names, &publisher).await?;
+        self.store.save_certificate(demand, &issued.chain_pem, &issued.key_pem).await.map_err(Failure::Save)?;
+        if let Ok(info) = wharf_model::tls::inspect_pem(issued.chain_pem.as_bytes()) {
+            let mut dns_names = info.dns_names;
+            dns_names.sort();
+            dns_names.dedup();
+            let current = Current {
+                issuer: issuer.name.clone(),
+                dns_names,
+                not_before: info.not_before,
+                not_after: info.not_after,
+            };
+            self.fresh.insert(demand.id(), current);
+        }
+        Ok(())
+    }
+}
+
+/// Why an order did not end in a stored certificate.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Order(#[from] client::OrderError),
+    #[error("the ACME account cannot be stored: {0}")]
+    Store(String),
+    #[error(transparent)]
+    Save(SaveError),
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Failure::Order(e) => e.reason(),
+            Failure::Store(_) => "store",
+            Failure::Save(SaveError::NotManaged(_)) => "not_managed",
+            Failure::Save(SaveError::Failed(_)) => "store",
+        }
+    }
+}
+
+/// Publishes an order's answers through the store and waits until this replica serves
+/// them, then for the propagation delay.
+struct Publisher<S> {
+    store: Arc<S>,
+    demand: Demand,
+    served: watch::Receiver<Arc<AcmeChallenges>>,
+    propagation: Duration,
+}
+
+impl<S: Store> client::Publish for Publisher<S> {
+    async fn publish(&self, answers: Vec<Answer>) -> Result<(), String> {
+        self.store.publish(&self.demand, &answers).await?;
+        let mut served = self.served.clone();
+        let all_served = |c: &Arc<AcmeChallenges>| {
+            answers.iter().all(|a| match a {
+                Answer::Http01 { token, key_authorization } => c.http01.get(token) == Some(key_authorization),
+                Answer::TlsAlpn01 { name, certificate_pem, .. } => {
+                    c.tls_alpn01.get(name).is_some_and(|cert| cert.chain_pem.as_ref() == certificate_pem)
+                }
+            })
+        };
+        match tokio::time::timeout(SERVED_TIMEOUT, served.wait_for(all_served)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err("the data plane stopped".into()),
+            Err(_) => return Err(format!("not served within {SERVED_TIMEOUT:?} of publishing")),
+        }
+        tokio::time::sleep(self.propagation).await;
+        Ok(())
+    }
+
+    async fn withdraw(&self) {
+        if let Err(e) = self.store.withdraw(&self.demand).await {
+            tracing::warn!(secret = %self.demand.id(), error = %e, "the ACME challenges cannot be withdrawn");
+        }
+    }
+}
+
+/// How long published challenges may take to be served here.
+const SERVED_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,171 @@
+//! ACME against the API server: accounts and challenges in Secrets of the controller's
+//! namespace, certificates in the Ingresses' TLS Secrets, Events on the Ingresses.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Secret};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+
+use crate::acme::plan::{self, Answer, Demand};
+use crate::acme::{AcmeMetrics, Report, SaveError, Store};
+
+/// The field manager of Wharf's Secret writes.
+const MANAGER: &str = "wharf";
+
+/// The data key of an account Secret.
+const CREDENTIALS_KEY: &str = "credentials.json";
+
+/// Secrets in the API server.
+#[derive(Clone)]
+pub struct SecretStore {
+    client: Client,
+    /// The controller's namespace: accounts and challenges.
+    namespace: String,
+}
+
+impl std::fmt::Debug for SecretStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretStore").field("namespace", &self.namespace).finish_non_exhaustive()
+    }
+}
+
+impl SecretStore {
+    /// A store keeping accounts and challenges in `namespace`.
+    pub fn new(client: Client, namespace: String) -> Self {
+        SecretStore { client, namespace }
+    }
+
+    fn own(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+}
+
+/// The name of the account Secret of `issuer`.
+pub fn account_secret_name(issuer: &str) -> String {
+    format!("wharf-acme-account-{issuer}")
+}
+
+/// The name of the challenge Secret of the order for `demand`.
+pub fn challenge_secret_name(demand: &Demand) -> String {
+    format!("wharf-acme-challenge-{:016x}", plan::seed(&demand.secret.0, &demand.secret.1))
+}
+
+async fn apply(api: &Api<Secret>, secret: &Secret) -> Result<(), kube::Error> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(secret)).await.map(drop)
+}
+
+impl Store for SecretStore {
+    async fn account(&self, issuer: &str) -> Result<Option<String>, String> {
+        let secret = self.own().get_opt(&account_secret_name(issuer)).await.map_err(|e| e.to_string())?;
+        Ok(secret
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove(CREDENTIALS_KEY))
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned()))
+    }
+
+    async fn save_account(&self, issuer: &str, json: &str) -> Result<(), String> {
+        let mut s = Secret::default();
+        s.metadata.name = Some(account_secret_name(issuer));
+        s.metadata.namespace = Some(self.namespace.clone());
+        s.metadata.labels = Some([("app.kubernetes.io/managed-by".to_owned(), "wharf".to_owned())].into());
+        s.type_ = Some("Opaque".into());
+        s.string_data = Some([(CREDENTIALS_KEY.to_owned(), json.to_owned())].into());
+        apply(&self.own(), &s).await.map_err(|e| e.to_string())
+    }
+
+    async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), String> {
+        let s = plan::challenge_secret(&self.namespace, &challenge_secret_name(demand), answers);
+        apply(&self.own(), &s).await.map_err(|e| e.to_string())
+    }
+
+    async fn withdraw(&self, demand: &Demand) -> Result<(), String> {
+        match self.own().delete(&challenge_secret_name(demand), &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn save_certificate(&self, demand: &Demand, chain_pem: &str, key_pem: &str) -> Result<(), SaveError> {
+        let (namespace, name) = &demand.secret;
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let fail = |e: kube::Error| SaveError::Failed(format!("Secret {namespace}/{name}: {e}"));
+        if let Some(existing) = api.get_opt(name).await.map_err(fail)? {
+            if !plan::is_managed(&existing) {
+                return Err(SaveError::NotManaged(demand.id()));
+            }
+        }
+        let s = plan::certificate_secret(namespace, name, &demand.issuer, chain_pem, key_pem);
+        apply(&api, &s).await.map_err(fail)
+    }
+}
+
+/// Events on the Ingresses of a demand, and metrics through callbacks.
+pub struct EventReport<M> {
+    client: Client,
+    recorder: Recorder,
+    metrics: M,
+}
+
+impl<M> std::fmt::Debug for EventReport<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventReport").finish_non_exhaustive()
+    }
+}
+
+impl<M: AcmeMetrics> EventReport<M> {
+    /// Events as `reporter`.
+    pub fn new(client: Client, reporter: Reporter, metrics: M) -> Self {
+        EventReport { recorder: Recorder::new(client.clone(), reporter), client, metrics }
+    }
+}
+
+impl<M: AcmeMetrics> Report for EventReport<M> {
+    fn report(&self, demand: &Demand, warning: bool, reason: &'static str, message: String) {
+        match warning {
+            true => tracing::warn!(secret = %demand.id(), reason, "{message}"),
+            false => tracing::info!(secret = %demand.id(), reason, "{message}"),
+        }
+        let (client, recorder) = (self.client.clone(), self.recorder.clone());
+        let sources = demand.sources.clone();
+        tokio::spawn(async move {
+            for src in sources {
+                let api: Api<Ingress> = Api::namespaced(client.clone(), &src.namespace);
+                let uid = match api.get_opt(&src.name).await {
+                    Ok(Some(ing)) => ing.metadata.uid,
+                    _ => continue,
+                };
+                let reference = ObjectReference {
+                    api_version: Some("networking.k8s.io/v1".into()),
+                    kind: Some("Ingress".into()),
+                    namespace: Some(src.namespace.clone()),
+                    name: Some(src.name.clone()),
+                    uid,
+                    ..Default::default()
+                };
+                let event = Event {
+                    type_: if warning { EventType::Warning } else { EventType::Normal },
+                    reason: reason.into(),
+                    note: Some(message.chars().take(1000).collect()),
+                    action: "Certificate".into(),
+                    secondary: None,
+                };
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::warn!(ingress = %src, error = %e, "cannot publish Event");
+                }
+            }
+        });
+    }
+
+    fn order(&self, result: &str) {
+        self.metrics.order(result);
+    }
+
+    fn expiries(&self, expiries: &BTreeMap<String, i64>) {
+        self.metrics.expiries(expiries);
+    }
+}

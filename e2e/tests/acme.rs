@@ -1,0 +1,303 @@
+//! Certificates from ACME, proven against Pebble (Let's Encrypt's test server) with its
+//! defaults: 5 % of nonces refused, half of the authorizations reused. Pebble validates by
+//! connecting to the gateway's ports on the address its DNS server (pebble-challtestsrv)
+//! gives for every name: 127.0.0.1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wharf_e2e::*;
+
+/// The tools directory (`build-tools.sh`), where Pebble and its certificates are.
+fn tools() -> PathBuf {
+    let pebble = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .find(|d| d.join("pebble").is_file());
+    pebble.expect("pebble is on PATH: run the suite with e2e/run.sh")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
+}
+
+/// Pebble and its DNS server, validating on `http_port` and `tls_port` of 127.0.0.1.
+struct Pebble {
+    _dns: Proc,
+    server: Proc,
+    directory: String,
+    management: SocketAddr,
+    ca_file: PathBuf,
+}
+
+impl Pebble {
+    /// Its directory URL when it listens on `listen`, and the CA its TLS chains to.
+    fn address(listen: u16) -> (String, PathBuf) {
+        (format!("https://127.0.0.1:{listen}/dir"), tools().join("pebble-certs/pebble.minica.pem"))
+    }
+
+    async fn start(dir: &Path, listen: u16, http_port: u16, tls_port: u16) -> Pebble {
+        let tools = tools();
+        let certs = tools.join("pebble-certs");
+        let (management, dns, dns_management) = (free_port(), free_port(), free_port());
+        let mut dns_cmd = Command::new(tools.join("pebble-challtestsrv"));
+        dns_cmd.args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""]).args([
+            "-dnsserver",
+            &format!("127.0.0.1:{dns}"),
+            "-management",
+            &format!("127.0.0.1:{dns_management}"),
+            "-http01",
+            "",
+            "-https01",
+            "",
+            "-tlsalpn01",
+            "",
+            "-doh",
+            "",
+        ]);
+        let dns_proc = Proc::spawn_command(dns_cmd).unwrap();
+        let config = serde_json::json!({"pebble": {
+            "listenAddress": format!("127.0.0.1:{listen}"),
+            "managementListenAddress": format!("127.0.0.1:{management}"),
+            "certificate": certs.join("cert.pem"),
+            "privateKey": certs.join("key.pem"),
+            "httpPort": http_port,
+            "tlsPort": tls_port,
+            "ocspResponderURL": "",
+            "externalAccountBindingRequired": false,
+            "retryAfter": {"authz": 1, "order": 1},
+            "profiles": {"default": {"description": "90 days", "validityPeriod": 7_776_000}},
+        }});
+        let config_path = dir.join("pebble.json");
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let mut cmd = Command::new(tools.join("pebble"));
+        cmd.args(["-config", &config_path.to_string_lossy(), "-dnsserver", &format!("127.0.0.1:{dns}")])
+            .env("PEBBLE_VA_NOSLEEP", "1");
+        let server = Proc::spawn_command(cmd).unwrap();
+        let (directory, ca_file) = Pebble::address(listen);
+        let pebble = Pebble {
+            _dns: dns_proc,
+            server,
+            directory,
+            management: SocketAddr::from(([127, 0, 0, 1], management)),
+            ca_file,
+        };
+        let up = eventually(Duration::from_secs(20), || async { pebble.roots().is_some() }).await;
+        assert!(up, "Pebble did not start:\n{}", pebble.server.log());
+        pebble
+    }
+
+    /// The root Pebble signs with (a new one at every start), PEM.
+    fn roots(&self) -> Option<String> {
+        let out = Command::new("curl")
+            .args(["-sf", "--cacert", &self.ca_file.to_string_lossy()])
+            .arg(format!("https://{}/roots/0", self.management))
+            .output()
+            .ok()?;
+        let pem = String::from_utf8(out.stdout).ok()?;
+        pem.contains("BEGIN CERTIFICATE").then_some(pem)
+    }
+
+    /// A client trusting only Pebble's root.
+    fn client(&self) -> Arc<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        let pem = self.roots().expect("Pebble's root");
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Arc::new(cfg)
+    }
+}
+
+/// `wharf run` on the files of `dir`, keeping ACME state in `dir/acme`.
+fn wharf(env: &Env, dir: &Path, ports: (u16, u16, u16), issuers: &[String]) -> Proc {
+    let (http, https, admin) = ports;
+    let mut cmd = Command::new(&env.wharf_bin);
+    cmd.args(["run", "-f", &dir.join("site").to_string_lossy(), "--listen-address", "127.0.0.1"])
+        .args(["--http-port", &http.to_string(), "--https-port", &https.to_string()])
+        .args(["--admin-port", &admin.to_string(), "--passthrough-port", "0"])
+        .args(["--acme-dir", &dir.join("acme").to_string_lossy(), "--acme-propagation-delay", "0s"])
+        .env("RUST_LOG", "info,wharf::access=off");
+    for i in issuers {
+        cmd.args(["--acme-issuer", i]);
+    }
+    Proc::spawn_command(cmd).unwrap()
+}
+
+/// An Ingress for `host` whose TLS Secret `secret` does not exist, with `annotations`.
+fn ingress(name: &str, host: &str, secret: &str, annotations: serde_json::Value, backend: SocketAddr) -> String {
+    let objects = [
+        serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": "web", "annotations": annotations},
+            "spec": {"ingressClassName": "wharf", "tls": [{"hosts": [host], "secretName": secret}],
+                "rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": name, "port": {"number": 80}}}}]}}]}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "web"},
+            "spec": {"ports": [{"port": 80, "targetPort": backend.port()}]}}),
+        serde_json::json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": "web", "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4", "ports": [{"port": backend.port()}],
+            "endpoints": [{"addresses": [backend.ip().to_string()]}]}),
+    ];
+    objects.iter().map(|o| serde_yaml::to_string(o).unwrap()).collect::<Vec<_>>().join("---\n")
+}
+
+async fn served_by_pebble(https: u16, host: &str, client: &Arc<rustls::ClientConfig>) -> Option<Seen> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], https));
+    https_get(addr, Some(host), Arc::clone(client), host, "/").await.ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_gets_certificates_by_http01_and_tls_alpn01_and_keeps_them_across_restarts() {
+    let env = Env::from_env().unwrap();
+    let dir = TempDir::new("e2e-acme").unwrap();
+    let ports = (free_port(), free_port(), free_port());
+    let pebble = Pebble::start(&dir, free_port(), ports.0, ports.1).await;
+    let (_echo, backend) = wharf_echo(&env, &dir).await;
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    let class = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}});
+    std::fs::write(dir.join("site/class.yaml"), serde_yaml::to_string(&class).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("site/http01.yaml"),
+        ingress("shop", "shop.example.test", "shop-tls", serde_json::json!({}), backend),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("site/alpn.yaml"),
+        ingress("api", "api.example.test", "api-tls", serde_json::json!({"wharf.dev/acme-issuer": "alpn"}), backend),
+    )
+    .unwrap();
+    let ca = pebble.ca_file.to_string_lossy().into_owned();
+    let issuers = [
+        format!("name=pebble,directory={},ca-file={ca},email=ops@example.test", pebble.directory),
+        format!("name=alpn,directory={},ca-file={ca},challenge=tls-alpn-01", pebble.directory),
+    ];
+    let mut gateway = wharf(&env, &dir, ports, &issuers);
+    let client = pebble.client();
+
+    // Each host gets a certificate chained to Pebble's root, by SNI.
+    for host in ["shop.example.test", "api.example.test"] {
+        let issued =
+            eventually(Duration::from_secs(90), || async { served_by_pebble(ports.1, host, &client).await.is_some() })
+                .await;
+        assert!(issued, "no certificate for {host}:\n{}\n--- pebble:\n{}", gateway.log(), pebble.server.log());
+    }
+    let shop = served_by_pebble(ports.1, "shop.example.test", &client).await.unwrap();
+    assert_eq!(shop.echo_name(), "acme-backend");
+    let log = gateway.log();
+    assert!(log.contains("answered an ACME HTTP-01 validation"), "{log}");
+    assert!(log.contains("answered an ACME TLS-ALPN-01 validation"), "{log}");
+    let metrics = http_get(SocketAddr::from(([127, 0, 0, 1], ports.2)), "admin", "/metrics").await.unwrap().body;
+    assert!(metrics.contains("wharf_acme_orders_total{result=\"issued\"} 2"), "{metrics}");
+    assert!(metrics.contains("wharf_acme_certificate_expiry_seconds{secret=\"web/shop-tls\"}"), "{metrics}");
+    let secrets = std::fs::read_dir(dir.join("acme/secrets")).unwrap().count();
+    assert_eq!(secrets, 2, "the challenges are withdrawn, the certificates stay");
+
+    // A restart serves the same certificates without ordering again.
+    let before = shop.peer_cert.clone();
+    gateway.kill();
+    let mut gateway = wharf(&env, &dir, ports, &issuers);
+    let again = eventually(Duration::from_secs(20), || async {
+        served_by_pebble(ports.1, "shop.example.test", &client).await.map(|s| s.peer_cert) == Some(before.clone())
+    })
+    .await;
+    assert!(again, "{}", gateway.log());
+    let metrics = http_get(SocketAddr::from(([127, 0, 0, 1], ports.2)), "admin", "/metrics").await.unwrap().body;
+    assert!(!metrics.contains("wharf_acme_orders_total{"), "ordered again after a restart: {metrics}");
+    gateway.kill();
+}
+
+/// An echo backend answering as `acme-backend`.
+async fn wharf_echo(env: &Env, _dir: &Path) -> (Proc, SocketAddr) {
+    let port = free_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut cmd = Command::new(&env.wharf_bin);
+    cmd.args(["echo", "--listen", &addr.to_string(), "--name", "acme-backend"]);
+    let p = Proc::spawn_command(cmd).unwrap();
+    let up = eventually(Duration::from_secs(10), || async { http_get(addr, "x", "/").await.is_ok() }).await;
+    assert!(up, "{}", p.log());
+    (p, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_not_manage_alone() {
+    use k8s_openapi::api::core::v1::Secret;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("acme").await.unwrap();
+    let dir = TempDir::new("e2e-acme-controller").unwrap();
+    let (_backend, addr) = backend(&env, "acme-app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let listen = free_port();
+    let (directory, ca_file) = Pebble::address(listen);
+    let issuer = format!("name=pebble,directory={directory},ca-file={},email=ops@example.test", ca_file.display());
+    let c = Controller::start(&env, &s, "acme-1", &["--acme-issuer", &issuer, "--acme-propagation-delay", "0s"])
+        .await
+        .unwrap();
+    let pebble = Pebble::start(&dir, listen, c.http.port(), c.https.port()).await;
+    let client = pebble.client();
+
+    // A TLS Secret that does not exist: ordered, stored as an ordinary TLS Secret, served.
+    s.ingress("shop", "shop.acme.test", "app", Some("shop-tls")).await.unwrap();
+    let issued = eventually(Duration::from_secs(90), || async {
+        https_get(c.https, Some("shop.acme.test"), Arc::clone(&client), "shop.acme.test", "/").await.is_ok()
+    })
+    .await;
+    assert!(issued, "no certificate:\n{}\n--- pebble:\n{}", c.proc.log(), pebble.server.log());
+    let seen = https_get(c.https, Some("shop.acme.test"), Arc::clone(&client), "shop.acme.test", "/").await.unwrap();
+    assert_eq!(seen.echo_name(), "acme-app");
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), &s.ns);
+    let stored = secrets.get("shop-tls").await.unwrap();
+    assert_eq!(stored.type_.as_deref(), Some("kubernetes.io/tls"));
+    let labels = stored.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("wharf.dev/acme-issuer").map(String::as_str), Some("pebble"), "{labels:?}");
+    let described = eventually(Duration::from_secs(10), || async {
+        let text = s.kubectl(&["describe", "ingress", "shop"]).unwrap_or_default();
+        text.contains("Issuing") && text.contains("Issued")
+    })
+    .await;
+    assert!(described, "{}", s.kubectl(&["describe", "ingress", "shop"]).unwrap_or_default());
+    // The challenges were withdrawn.
+    let challenges: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), "wharf-system");
+    let left = challenges.list(&kube::api::ListParams::default().labels("wharf.dev/acme-challenge")).await.unwrap();
+    assert!(left.items.is_empty(), "{:?}", left.items.iter().map(|s| s.metadata.name.clone()).collect::<Vec<_>>());
+    assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
+
+    // A Secret Wharf does not manage is never overwritten, even when asked for ACME.
+    let ca = TestCa::default();
+    let own = ca.leaf(&["own.acme.test"]);
+    s.tls_secret("own-tls", &own.chain_pem, &own.key_pem).await.unwrap();
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "own", "namespace": s.ns, "annotations": {"wharf.dev/acme": "true"}},
+        "spec": {"ingressClassName": s.class, "tls": [{"hosts": ["own.acme.test"], "secretName": "own-tls"}],
+            "rules": [{"host": "own.acme.test", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
+    let told = eventually(Duration::from_secs(10), || async {
+        s.kubectl(&["describe", "ingress", "own"]).unwrap_or_default().contains("AcmeSecretNotManaged")
+    })
+    .await;
+    assert!(told, "{}", c.proc.log());
+    let kept = secrets.get("own-tls").await.unwrap();
+    let crt = kept.data.as_ref().and_then(|d| d.get("tls.crt")).map(|b| b.0.clone());
+    assert_eq!(crt, Some(own.chain_pem.as_bytes().to_vec()));
+    let verifying = ca.client_config(&[b"http/1.1"]);
+    let seen = https_get(c.https, Some("own.acme.test"), verifying, "own.acme.test", "/").await.unwrap();
+    assert_eq!(seen.echo_name(), "acme-app");
+    assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
+}
