@@ -132,6 +132,46 @@ mod tests {
         AcmeAnswers::new(&c, &TlsPolicy::default())
     }
 
+    /// Runs a handshake between `client` and `server` in memory.
+    fn handshake(client: &mut rustls::ClientConnection, server: &mut rustls::ServerConnection) {
+        for _ in 0..10 {
+            let mut to_server = Vec::new();
+            client.write_tls(&mut to_server).unwrap_or_else(|e| panic!("{e}"));
+            server.read_tls(&mut to_server.as_slice()).unwrap_or_else(|e| panic!("{e}"));
+            server.process_new_packets().unwrap_or_else(|e| panic!("{e}"));
+            let mut to_client = Vec::new();
+            server.write_tls(&mut to_client).unwrap_or_else(|e| panic!("{e}"));
+            client.read_tls(&mut to_client.as_slice()).unwrap_or_else(|e| panic!("{e}"));
+            client.process_new_packets().unwrap_or_else(|e| panic!("{e}"));
+            if !client.is_handshaking() && !server.is_handshaking() {
+                return;
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn a_challenge_config_serves_its_certificate_with_acme_tls_only() {
+        // Without the acmeIdentifier extension, which rustls's client refuses.
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
+        let params = rcgen::CertificateParams::new(vec!["a.example.com".to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        let c = Certificate {
+            chain_pem: cert.pem().into(),
+            key_pem: key.serialize_pem().into(),
+            dns_names: vec!["a.example.com".to_owned()],
+            not_after: 0,
+        };
+        let cfg = challenge_config(&c, &TlsPolicy::default()).unwrap_or_else(|e| panic!("{e}"));
+        let client_cfg = crate::testing::inspecting_client_config(&[b"h2", ACME_TLS_ALPN]);
+        let name = rustls::pki_types::ServerName::try_from("other.example.com").unwrap_or_else(|e| panic!("{e}"));
+        let mut client = rustls::ClientConnection::new(client_cfg, name).unwrap_or_else(|e| panic!("{e}"));
+        let mut server = rustls::ServerConnection::new(cfg).unwrap_or_else(|e| panic!("{e}"));
+        handshake(&mut client, &mut server);
+        assert_eq!(client.peer_certificates().and_then(|c| c.first()), Some(cert.der()));
+        assert_eq!(server.alpn_protocol(), Some(ACME_TLS_ALPN));
+    }
+
     #[test]
     fn http01_answers_only_its_tokens_under_the_challenge_path() {
         let a = answers();

@@ -22,8 +22,18 @@ fn tools() -> PathBuf {
     pebble.expect("pebble is on PATH: run the suite with e2e/run.sh")
 }
 
+/// A port nothing listens on, never handed out twice by this process (the tests run side
+/// by side, each with a Pebble of its own).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap();
+        let mut given = GIVEN.lock().unwrap();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Pebble and its DNS server, validating on `http_port` and `tls_port` of 127.0.0.1.
@@ -42,6 +52,11 @@ impl Pebble {
     }
 
     async fn start(dir: &Path, listen: u16, http_port: u16, tls_port: u16) -> Pebble {
+        Pebble::start_with(dir, listen, http_port, tls_port, 7_776_000).await
+    }
+
+    /// [`Pebble::start`] issuing certificates valid for `validity` seconds.
+    async fn start_with(dir: &Path, listen: u16, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
         let tools = tools();
         let certs = tools.join("pebble-certs");
         let (management, dns, dns_management) = (free_port(), free_port(), free_port());
@@ -71,7 +86,7 @@ impl Pebble {
             "ocspResponderURL": "",
             "externalAccountBindingRequired": false,
             "retryAfter": {"authz": 1, "order": 1},
-            "profiles": {"default": {"description": "90 days", "validityPeriod": 7_776_000}},
+            "profiles": {"default": {"description": "the test's", "validityPeriod": validity}},
         }});
         let config_path = dir.join("pebble.json");
         std::fs::write(&config_path, config.to_string()).unwrap();
@@ -103,7 +118,8 @@ impl Pebble {
         pem.contains("BEGIN CERTIFICATE").then_some(pem)
     }
 
-    /// A client trusting only Pebble's root.
+    /// A client trusting only Pebble's root, resuming no session (a resumed session shows
+    /// the certificate of the session it resumes).
     fn client(&self) -> Arc<rustls::ClientConfig> {
         use rustls::pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
@@ -112,11 +128,12 @@ impl Pebble {
             roots.add(cert.unwrap()).unwrap();
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
+        cfg.resumption = rustls::client::Resumption::disabled();
         Arc::new(cfg)
     }
 }
@@ -218,6 +235,29 @@ async fn standalone_gets_certificates_by_http01_and_tls_alpn01_and_keeps_them_ac
     let metrics = http_get(SocketAddr::from(([127, 0, 0, 1], ports.2)), "admin", "/metrics").await.unwrap().body;
     assert!(!metrics.contains("wharf_acme_orders_total{"), "ordered again after a restart: {metrics}");
     gateway.kill();
+
+    // The directory moves the certificate's renewal window into the past (ARI, through
+    // Pebble's management API): the next replica to ask renews it at once.
+    let stored = std::fs::read_to_string(dir.join("acme/secrets/certificate.web.shop-tls.yaml")).unwrap();
+    let stored: k8s_openapi::api::core::v1::Secret = serde_yaml::from_str(&stored).unwrap();
+    let pem = String::from_utf8(stored.data.unwrap()["tls.crt"].0.clone()).unwrap();
+    let window = r#"{"suggestedWindow": {"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}}"#;
+    let body = serde_json::json!({"Certificate": pem, "ARIResponse": window}).to_string();
+    let set = Command::new("curl")
+        .args(["-sf", "--cacert", &pebble.ca_file.to_string_lossy(), "-X", "POST", "--data-binary", &body])
+        .arg(format!("https://{}/set-renewal-info/", pebble.management))
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let gateway = wharf(&env, &dir, ports, &issuers);
+    let renewed = eventually(Duration::from_secs(60), || async {
+        served_by_pebble(ports.1, "shop.example.test", &client).await.is_some_and(|s| s.peer_cert != before)
+    })
+    .await;
+    assert!(renewed, "{}", gateway.log());
+    assert!(gateway.log().contains("the ACME directory suggests a renewal window"), "{}", gateway.log());
+    let metrics = http_get(SocketAddr::from(([127, 0, 0, 1], ports.2)), "admin", "/metrics").await.unwrap().body;
+    assert!(metrics.contains("wharf_acme_orders_total{result=\"issued\"} 1"), "{metrics}");
 }
 
 /// An echo backend answering as `acme-backend`.
@@ -300,4 +340,140 @@ async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_n
     let seen = https_get(c.https, Some("own.acme.test"), verifying, "own.acme.test", "/").await.unwrap();
     assert_eq!(seen.echo_name(), "acme-app");
     assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
+}
+
+/// The leaf certificate a new connection to `host` gets, verified against Pebble's root.
+async fn leaf(https: u16, host: &str, client: &Arc<rustls::ClientConfig>) -> Option<Vec<u8>> {
+    served_by_pebble(https, host, client).await.and_then(|s| s.peer_cert).map(|c| c.as_ref().to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_swaps_the_certificate_under_open_connections_and_a_failed_one_keeps_the_old() {
+    let env = Env::from_env().unwrap();
+    let dir = TempDir::new("e2e-acme-renewal").unwrap();
+    let ports = (free_port(), free_port(), free_port());
+    // Certificates of 30 s: renewed at two thirds, 20 s after issuance.
+    let mut pebble = Pebble::start_with(&dir, free_port(), ports.0, ports.1, 30).await;
+    let (_echo, backend) = wharf_echo(&env, &dir).await;
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    let class = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}});
+    std::fs::write(dir.join("site/class.yaml"), serde_yaml::to_string(&class).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("site/shop.yaml"),
+        ingress("shop", "renew.example.test", "renew-tls", serde_json::json!({}), backend),
+    )
+    .unwrap();
+    let issuer = format!("name=pebble,directory={},ca-file={}", pebble.directory, pebble.ca_file.display());
+    let gateway = wharf(&env, &dir, ports, &[issuer]);
+    let client = pebble.client();
+    let host = "renew.example.test";
+    let first = eventually(Duration::from_secs(60), || async { leaf(ports.1, host, &client).await.is_some() }).await;
+    assert!(first, "no certificate:\n{}", gateway.log());
+    let first = leaf(ports.1, host, &client).await.unwrap();
+
+    // A keep-alive client sends requests on one connection through the renewal.
+    let addr = SocketAddr::from(([127, 0, 0, 1], ports.1));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::clone(&client)).connect(name, tcp).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let requests = tokio::spawn(async move {
+        let (mut ok, mut failed) = (0u32, Vec::new());
+        while !*stopped.borrow_and_update() {
+            let req = http::Request::get("/").header("host", host).body(http_body_util::Empty::<bytes::Bytes>::new());
+            match sender.send_request(req.unwrap()).await {
+                Ok(r) if r.status() == 200 => ok += 1,
+                Ok(r) => failed.push(r.status().to_string()),
+                Err(e) => failed.push(e.to_string()),
+            }
+            tokio::select! {
+                _ = stopped.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        (ok, failed)
+    });
+    let renewed = eventually(Duration::from_secs(45), || async {
+        leaf(ports.1, host, &client).await.is_some_and(|l| l != first)
+    })
+    .await;
+    stop.send_replace(true);
+    let (ok, failed) = requests.await.unwrap();
+    assert!(renewed, "not renewed:\n{}\n--- pebble:\n{}", gateway.log(), pebble.server.log());
+    assert!(failed.is_empty() && ok > 20, "{ok} answered, failed: {failed:?}");
+    let second = leaf(ports.1, host, &client).await.unwrap();
+    let admin = SocketAddr::from(([127, 0, 0, 1], ports.2));
+    let metric = |body: String, series: &str| {
+        body.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    let body = http_get(admin, "admin", "/metrics").await.unwrap().body;
+    assert_eq!(metric(body, "wharf_acme_orders_total{result=\"issued\"}"), 2.0);
+
+    // The ACME server goes away: the renewal fails, says so, and the certificate it has
+    // keeps serving.
+    pebble.server.kill();
+    let failed = eventually(Duration::from_secs(45), || async {
+        let body = http_get(admin, "admin", "/metrics").await.map(|s| s.body).unwrap_or_default();
+        metric(body, "wharf_acme_orders_total{result=\"unreachable\"}") >= 1.0
+    })
+    .await;
+    assert!(failed, "{}", gateway.log());
+    let log = gateway.log();
+    assert!(log.contains("the current certificate keeps serving; next attempt in 60s"), "{log}");
+    let insecure = inspecting_client_config(&[b"http/1.1"]);
+    let seen = https_get(addr, Some(host), insecure, host, "/").await.unwrap();
+    assert_eq!(seen.peer_cert.map(|c| c.as_ref().to_vec()), Some(second));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_replicas_the_one_that_is_not_the_leader_answers_the_validation() {
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("acme-ha").await.unwrap();
+    let dir = TempDir::new("e2e-acme-ha").unwrap();
+    let (_backend, addr) = backend(&env, "acme-ha-app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let listen = free_port();
+    let (directory, ca_file) = Pebble::address(listen);
+    let ca = ca_file.display();
+    let http01 = format!("name=pebble,directory={directory},ca-file={ca}");
+    let alpn = format!("name=alpn,directory={directory},ca-file={ca},challenge=tls-alpn-01");
+    let flags = ["--acme-issuer", &http01, "--acme-issuer", &alpn];
+    let leader = Controller::start(&env, &s, "acme-a", &flags).await.unwrap();
+    let led = eventually(Duration::from_secs(20), || async { leader.proc.log().contains("became the leader") }).await;
+    assert!(led, "{}", leader.proc.log());
+    let follower = Controller::start(&env, &s, "acme-b", &flags).await.unwrap();
+    // Pebble validates on the follower's ports only.
+    let pebble = Pebble::start(&dir, listen, follower.http.port(), follower.https.port()).await;
+    let client = pebble.client();
+
+    s.ingress("shop", "shop.ha.test", "app", Some("shop-tls")).await.unwrap();
+    s.apply::<k8s_openapi::api::networking::v1::Ingress>(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "api", "namespace": s.ns, "annotations": {"wharf.dev/acme-issuer": "alpn"}},
+        "spec": {"ingressClassName": s.class, "tls": [{"hosts": ["api.ha.test"], "secretName": "api-tls"}],
+            "rules": [{"host": "api.ha.test", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }))
+    .await
+    .unwrap();
+    for host in ["shop.ha.test", "api.ha.test"] {
+        let issued = eventually(Duration::from_secs(90), || async {
+            https_get(follower.https, Some(host), Arc::clone(&client), host, "/").await.is_ok()
+                && https_get(leader.https, Some(host), Arc::clone(&client), host, "/").await.is_ok()
+        })
+        .await;
+        let (l, f, p) = (leader.proc.log(), follower.proc.log(), pebble.server.log());
+        assert!(issued, "{host}:\n{l}\n--- follower:\n{f}\n--- pebble:\n{p}");
+    }
+    let (l, f) = (leader.proc.log(), follower.proc.log());
+    assert!(
+        f.contains("answered an ACME HTTP-01 validation") && f.contains("answered an ACME TLS-ALPN-01 validation"),
+        "{f}"
+    );
+    assert!(!l.contains("answered an ACME"), "{l}");
+    assert_eq!(leader.metric("wharf_acme_orders_total{result=\"issued\"}").await, 2.0);
+    assert_eq!(follower.metric("wharf_acme_orders_total{result=\"issued\"}").await, 0.0);
 }

@@ -368,7 +368,19 @@ pub fn parse_size(s: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod size_tests {
-    use super::{parse_size, ObjectRef};
+    use super::{parse_size, AcmeChallenges, Certificate, ObjectRef};
+
+    #[test]
+    fn acme_challenges_are_empty_only_without_any() {
+        let mut c = AcmeChallenges::default();
+        assert!(c.is_empty());
+        c.http01.insert("t".into(), "t.k".into());
+        assert!(!c.is_empty());
+        let mut c = AcmeChallenges::default();
+        let cert = Certificate { chain_pem: "".into(), key_pem: "".into(), dns_names: vec![], not_after: 0 };
+        c.tls_alpn01.insert("a.example".into(), cert);
+        assert!(!c.is_empty());
+    }
 
     #[test]
     fn object_refs_print_kind_namespace_and_name() {

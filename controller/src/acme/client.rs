@@ -5,8 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use instant_acme::{
-    Account, AccountCredentials, AuthorizationStatus, ChallengeType, ExternalAccountKey, Identifier, NewAccount,
-    NewOrder, OrderStatus, RetryPolicy,
+    Account, AccountCredentials, AuthorizationStatus, CertificateIdentifier, ChallengeType, ExternalAccountKey,
+    Identifier, NewAccount, NewOrder, OrderStatus, RetryPolicy,
 };
 
 use super::plan::{Answer, ChallengeKind, Issuer};
@@ -80,13 +80,15 @@ fn builder(issuer: &Issuer) -> Result<instant_acme::AccountBuilder, OrderError> 
 /// The issuer's account: from `stored` credentials, else a new one (returned to be stored).
 pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, Option<String>), OrderError> {
     let builder = builder(issuer)?;
-    if let Some(json) = stored {
-        match serde_json::from_str::<AccountCredentials>(json) {
+    match stored.map(|s| super::plan::stored_credentials(s, &issuer.directory)) {
+        Some(Ok(json)) => match serde_json::from_str::<AccountCredentials>(&json) {
             Ok(creds) => return Ok((builder.from_credentials(creds).await?, None)),
             Err(e) => {
                 tracing::warn!(issuer = %issuer.name, error = %e, "the stored ACME account is unreadable; creating a new one")
             }
-        }
+        },
+        Some(Err(why)) => tracing::info!(issuer = %issuer.name, "{why}; creating a new ACME account"),
+        None => {}
     }
     let eab = match &issuer.eab {
         Some((kid, file)) => {
@@ -101,8 +103,8 @@ pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, 
     let contact: Vec<&str> = issuer.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
     let (account, creds) = builder.create(&new, issuer.directory.clone(), eab.as_ref()).await?;
-    let json = serde_json::to_string(&creds).map_err(|e| OrderError::Settings(e.to_string()))?;
-    Ok((account, Some(json)))
+    let json = serde_json::to_value(&creds).map_err(|e| OrderError::Settings(e.to_string()))?;
+    Ok((account, Some(super::plan::stored_account(&issuer.directory, json))))
 }
 
 /// What publishing challenges needs: put the answers where every replica serves them and
@@ -129,6 +131,7 @@ pub async fn order<P: Publish + Sync>(
     account: &Account,
     issuer: &Issuer,
     names: &[String],
+    replaces: Option<&str>,
     publish: &P,
 ) -> Result<Issued, OrderError> {
     let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
@@ -136,7 +139,24 @@ pub async fn order<P: Publish + Sync>(
     if let Some(p) = &issuer.profile {
         new = new.profile(p);
     }
-    let mut order = account.new_order(&new).await?;
+    let quoted = replaces.map(|r| format!("\"{r}\""));
+    let replaced = quoted.as_deref().and_then(|q| serde_json::from_str::<CertificateIdentifier<'_>>(q).ok());
+    let mut order = match replaced {
+        Some(id) => match account.new_order(&new.replaces(id)).await {
+            // Replaced already (by an order a former leader made): a plain order.
+            Err(instant_acme::Error::Api(p))
+                if p.r#type.as_deref().is_some_and(|t| t.ends_with(":alreadyReplaced")) =>
+            {
+                let mut plain = NewOrder::new(&identifiers);
+                if let Some(p) = &issuer.profile {
+                    plain = plain.profile(p);
+                }
+                account.new_order(&plain).await?
+            }
+            other => other?,
+        },
+        None => account.new_order(&new).await?,
+    };
     let kind = match issuer.challenge {
         ChallengeKind::Http01 => ChallengeType::Http01,
         ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
@@ -250,4 +270,25 @@ fn decode_base64url(s: &str) -> Option<Vec<u8>> {
         std.push('=');
     }
     wharf_model::decode_base64(&std)
+}
+
+/// The renewal window the directory suggests for the certificate `ari_id` (RFC 9773):
+/// start, end (Unix seconds) and how many seconds until asking again; `None` when the
+/// directory has no ARI.
+pub async fn renewal_window(account: &Account, ari_id: &str) -> Result<Option<(i64, i64, i64)>, OrderError> {
+    let quoted = format!("\"{ari_id}\"");
+    let id: CertificateIdentifier<'_> =
+        serde_json::from_str(&quoted).map_err(|e| OrderError::Settings(format!("ARI identifier {ari_id}: {e}")))?;
+    let asked = tokio::time::timeout(Duration::from_secs(30), account.renewal_info(&id))
+        .await
+        .map_err(|_| OrderError::Unreachable("no answer in 30 s".into()))?;
+    match asked {
+        Ok((info, retry)) => {
+            let w = info.suggested_window;
+            let retry = i64::try_from(retry.as_secs()).unwrap_or(i64::MAX);
+            Ok(Some((w.start.unix_timestamp(), w.end.unix_timestamp(), retry)))
+        }
+        Err(instant_acme::Error::Unsupported(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -106,6 +106,8 @@ pub struct Manager<S, R> {
     failing: HashMap<String, (u32, i64)>,
     /// Certificates stored that translations may not show yet, by Secret id.
     fresh: HashMap<String, Current>,
+    /// Renewal windows the directories suggested (ARI), by Secret id.
+    windows: HashMap<String, Window>,
     /// The challenges this replica serves.
     served: watch::Receiver<Arc<AcmeChallenges>>,
 }
@@ -126,6 +128,7 @@ impl<S: Store, R: Report> Manager<S, R> {
             accounts: HashMap::new(),
             failing: HashMap::new(),
             fresh: HashMap::new(),
+            windows: HashMap::new(),
             served,
         }
     }
@@ -170,13 +173,29 @@ impl<S: Store, R: Report> Manager<S, R> {
             self.report
                 .expiries(&current.iter().filter_map(|d| Some((d.id(), d.current.as_ref()?.not_after))).collect());
             let now = crate::unix_now();
+            // The renewal window of each certificate, asked for once and again when the
+            // directory says (ARI).
+            let unknown = current.iter().find_map(|d| {
+                let ari_id = d.current.as_ref()?.ari_id.clone()?;
+                let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
+                let known = self.windows.get(&d.id()).is_some_and(|w| w.ari_id == ari_id && w.refetch > now);
+                (!known).then(|| (d.clone(), issuer.clone(), ari_id))
+            });
+            if let Some((demand, issuer, ari_id)) = unknown {
+                tokio::select! {
+                    w = self.window(&demand, &issuer, ari_id) => { self.windows.insert(demand.id(), w); }
+                    _ = leader.wait_for(|l| !*l) => {}
+                }
+                continue;
+            }
             let next = current
                 .iter()
                 .filter_map(|d| {
                     let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
+                    let window = self.window_of(d);
                     let due = match self.failing.get(&d.id()) {
                         Some((_, at)) => *at,
-                        None => d.due(issuer),
+                        None => d.due(issuer, window),
                     };
                     Some((due, d, issuer))
                 })
@@ -239,7 +258,10 @@ impl<S: Store, R: Report> Manager<S, R> {
             }
             Err(e) => {
                 let (failures, _) = self.failing.get(&id).copied().unwrap_or_default();
-                let delay = plan::retry_delay(failures + 1, None);
+                // A rate limit lasts: not before an hour (instant-acme keeps the directory's
+                // Retry-After to itself).
+                let at_least = (e.reason() == "rate_limited").then_some(RATE_LIMITED_WAIT);
+                let delay = plan::retry_delay(failures + 1, at_least);
                 self.failing.insert(id.clone(), (failures + 1, crate::unix_now() + delay));
                 self.report.order(e.reason());
                 let serving = match &demand.current {
@@ -251,41 +273,81 @@ impl<S: Store, R: Report> Manager<S, R> {
         }
     }
 
-    async fn order(&mut self, demand: &Demand, issuer: &Issuer) -> Result<(), Failure> {
-        let account = match self.accounts.get(&issuer.name) {
-            Some(a) => a.clone(),
-            None => {
-                let stored = self.store.account(&issuer.name).await.map_err(Failure::Store)?;
-                let (account, created) = client::account(issuer, stored.as_deref()).await?;
-                if let Some(json) = created {
-                    self.store.save_account(&issuer.name, &json).await.map_err(Failure::Store)?;
-                }
-                self.accounts.insert(issuer.name.clone(), account.clone());
-                account
+    /// The time chosen in the current certificate's renewal window, when the directory
+    /// suggested one.
+    fn window_of(&self, d: &Demand) -> Option<i64> {
+        let ari_id = d.current.as_ref()?.ari_id.as_ref()?;
+        self.windows.get(&d.id()).filter(|w| &w.ari_id == ari_id).and_then(|w| w.at)
+    }
+
+    /// Asks the directory for the renewal window of `demand`'s certificate.
+    async fn window(&mut self, demand: &Demand, issuer: &Issuer, ari_id: String) -> Window {
+        let now = crate::unix_now();
+        let account = match self.account(issuer).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(issuer = %issuer.name, error = %e, "no renewal window: the ACME account is not usable");
+                return Window { ari_id, at: None, refetch: now + 3600 };
             }
         };
+        let seed = plan::seed(&demand.secret.0, &demand.secret.1);
+        match client::renewal_window(&account, &ari_id).await {
+            Ok(Some((start, end, retry))) => {
+                let at = plan::window_time(start, end, seed);
+                tracing::info!(secret = %demand.id(), start, end, at, "the ACME directory suggests a renewal window");
+                Window { ari_id, at: Some(at), refetch: now + retry.clamp(60, 86_400) }
+            }
+            // The directory has no ARI: renewals go by the lifetime.
+            Ok(None) => Window { ari_id, at: None, refetch: i64::MAX },
+            Err(e) => {
+                tracing::warn!(secret = %demand.id(), error = %e, "cannot read the renewal window; renewing by the lifetime");
+                Window { ari_id, at: None, refetch: now + 3600 }
+            }
+        }
+    }
+
+    /// The issuer's account: cached, stored, or created (and stored).
+    async fn account(&mut self, issuer: &Issuer) -> Result<instant_acme::Account, Failure> {
+        if let Some(a) = self.accounts.get(&issuer.name) {
+            return Ok(a.clone());
+        }
+        let stored = self.store.account(&issuer.name).await.map_err(Failure::Store)?;
+        let (account, created) = client::account(issuer, stored.as_deref()).await?;
+        if let Some(json) = created {
+            self.store.save_account(&issuer.name, &json).await.map_err(Failure::Store)?;
+        }
+        self.accounts.insert(issuer.name.clone(), account.clone());
+        Ok(account)
+    }
+
+    async fn order(&mut self, demand: &Demand, issuer: &Issuer) -> Result<(), Failure> {
+        let account = self.account(issuer).await?;
+        // A renewal names the certificate it replaces, where the directory has ARI.
+        let replaces = demand.replaces().filter(|_| self.window_of(demand).is_some());
         let publisher = Publisher {
             store: Arc::clone(&self.store),
             demand: demand.clone(),
             served: self.served.clone(),
             propagation: self.settings.propagation,
         };
-        let issued = client::order(&account, issuer, &demand.names, &publisher).await?;
+        let issued = client::order(&account, issuer, &demand.names, replaces, &publisher).await?;
         self.store.save_certificate(demand, &issued.chain_pem, &issued.key_pem).await.map_err(Failure::Save)?;
-        if let Ok(info) = wharf_model::tls::inspect_pem(issued.chain_pem.as_bytes()) {
-            let mut dns_names = info.dns_names;
-            dns_names.sort();
-            dns_names.dedup();
-            let current = Current {
-                issuer: issuer.name.clone(),
-                dns_names,
-                not_before: info.not_before,
-                not_after: info.not_after,
-            };
+        if let Some(current) = Current::of(&issuer.name, issued.chain_pem.as_bytes()) {
             self.fresh.insert(demand.id(), current);
         }
         Ok(())
     }
+}
+
+/// A renewal window the directory suggested.
+#[derive(Debug, Clone)]
+struct Window {
+    /// The certificate it is for.
+    ari_id: String,
+    /// The time chosen in it (Unix seconds); `None`: renew by the lifetime.
+    at: Option<i64>,
+    /// When to ask again.
+    refetch: i64,
 }
 
 /// Why an order did not end in a stored certificate.
@@ -346,6 +408,9 @@ impl<S: Store> client::Publish for Publisher<S> {
         }
     }
 }
+
+/// How long an order refused for a rate limit waits at least, in seconds.
+const RATE_LIMITED_WAIT: i64 = 3600;
 
 /// How long published challenges may take to be served here.
 const SERVED_TIMEOUT: Duration = Duration::from_secs(60);

@@ -38,6 +38,34 @@ pub struct Current {
     pub not_before: i64,
     /// Expiry, Unix seconds.
     pub not_after: i64,
+    /// Its ACME Renewal Information identifier (RFC 9773), when it has an Authority Key
+    /// Identifier.
+    pub ari_id: Option<String>,
+}
+
+impl Current {
+    /// The certificate of a PEM chain stored for `issuer`, when it parses.
+    pub fn of(issuer: &str, chain_pem: &[u8]) -> Option<Current> {
+        let info = wharf_model::tls::inspect_pem(chain_pem).ok()?;
+        let mut dns_names = info.dns_names;
+        dns_names.sort();
+        dns_names.dedup();
+        Some(Current {
+            issuer: issuer.to_owned(),
+            dns_names,
+            not_before: info.not_before,
+            not_after: info.not_after,
+            ari_id: ari_id(chain_pem),
+        })
+    }
+}
+
+/// The ARI identifier of the first certificate of a PEM chain: its Authority Key
+/// Identifier and serial number, base64url, joined by a dot.
+pub fn ari_id(chain_pem: &[u8]) -> Option<String> {
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::pem_slice_iter(chain_pem).next()?.ok()?;
+    instant_acme::CertificateIdentifier::try_from(&der).ok().map(|id| id.to_string())
 }
 
 impl Demand {
@@ -47,15 +75,25 @@ impl Demand {
     }
 
     /// When to order (Unix seconds): at once when the Secret holds no certificate of
-    /// Wharf's, or one for other names or from another issuer; else at its renewal time.
-    pub fn due(&self, issuer: &Issuer) -> i64 {
+    /// Wharf's, or one for other names or from another issuer; else at the time chosen in
+    /// the renewal window the directory suggested (`window`), or at its renewal time.
+    pub fn due(&self, issuer: &Issuer, window: Option<i64>) -> i64 {
         match &self.current {
-            Some(c) if c.dns_names == self.names && c.issuer == self.issuer => {
+            Some(c) if c.dns_names == self.names && c.issuer == self.issuer => window.unwrap_or_else(|| {
                 let before = issuer.renew_before.map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
                 renewal_time(c.not_before, c.not_after, before, seed(&self.secret.0, &self.secret.1))
-            }
+            }),
             _ => i64::MIN,
         }
+    }
+
+    /// The certificate a renewal replaces (ARI `replaces`): the current one, when the order
+    /// is a renewal (same names, same issuer).
+    pub fn replaces(&self) -> Option<&str> {
+        self.current
+            .as_ref()
+            .filter(|c| c.dns_names == self.names && c.issuer == self.issuer)
+            .and_then(|c| c.ari_id.as_deref())
     }
 }
 
@@ -200,6 +238,23 @@ pub fn retry_delay(failures: u32, retry_after: Option<i64>) -> i64 {
     retry_after.map_or(backoff, |r| r.max(backoff))
 }
 
+/// What is stored of an account: its credentials and the directory they belong to.
+pub fn stored_account(directory: &str, credentials: serde_json::Value) -> String {
+    serde_json::json!({"directory": directory, "credentials": credentials}).to_string()
+}
+
+/// The credentials (JSON) in what [`stored_account`] stored, when they belong to
+/// `directory`; else why not (an issuer whose directory changed gets a new account).
+pub fn stored_credentials(stored: &str, directory: &str) -> Result<String, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(stored).map_err(|e| format!("the stored account is unreadable: {e}"))?;
+    match (v.get("directory").and_then(|d| d.as_str()), v.get("credentials")) {
+        (Some(d), Some(c)) if d == directory => Ok(c.to_string()),
+        (Some(d), Some(_)) => Err(format!("the stored account belongs to directory {d}")),
+        _ => Err("the stored account is unreadable".into()),
+    }
+}
+
 /// A stable seed from a Secret's namespace and name (FNV-1a).
 pub fn seed(namespace: &str, name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -302,6 +357,12 @@ mod tests {
                 renew_before: Some(std::time::Duration::from_secs(30 * 86_400)),
             }
         );
+        for name in ["le-2", &"a".repeat(63)] {
+            let i: Result<Issuer, _> = format!("name={name},directory=https://a/d").parse();
+            assert_eq!(i.map(|i| i.name), Ok(name.to_owned()));
+        }
+        let long = format!("name={},directory=https://a/d", "a".repeat(64));
+        assert!(long.parse::<Issuer>().is_err_and(|e| e.contains("at most 63")));
         let plain: Issuer = "name=staging,directory=https://a/d".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             (plain.challenge, plain.contact.len(), plain.eab, plain.renew_before),
@@ -385,6 +446,7 @@ mod tests {
             dns_names: vec!["a.example.com".into(), "b.example.com".into()],
             not_before: 0,
             not_after: 90 * 86_400,
+            ari_id: Some("aki.serial".into()),
         };
         let mut d = Demand {
             secret: ("web".into(), "shop-tls".into()),
@@ -395,18 +457,69 @@ mod tests {
         };
         assert_eq!(d.id(), "web/shop-tls");
         let renewal = renewal_time(0, 90 * 86_400, None, seed("web", "shop-tls"));
-        assert_eq!(d.due(&issuer), renewal);
+        assert_eq!(d.due(&issuer, None), renewal);
         assert!(renewal > 55 * 86_400 && renewal <= 60 * 86_400, "{renewal}");
+        assert_eq!(d.due(&issuer, Some(1234)), 1234);
+        assert_eq!(d.replaces(), Some("aki.serial"));
         let soon = Issuer { renew_before: Some(std::time::Duration::from_secs(86_400)), ..issuer.clone() };
-        assert_eq!(d.due(&soon), renewal_time(0, 90 * 86_400, Some(86_400), seed("web", "shop-tls")));
+        assert_eq!(d.due(&soon, None), renewal_time(0, 90 * 86_400, Some(86_400), seed("web", "shop-tls")));
         d.names.push("c.example.com".into());
-        assert_eq!(d.due(&issuer), i64::MIN);
+        assert_eq!((d.due(&issuer, Some(1234)), d.replaces()), (i64::MIN, None));
         d.names = current.dns_names.clone();
         d.issuer = "staging".into();
-        assert_eq!(d.due(&issuer), i64::MIN);
+        assert_eq!((d.due(&issuer, Some(1234)), d.replaces()), (i64::MIN, None));
         d.issuer = "le".into();
         d.current = None;
-        assert_eq!(d.due(&issuer), i64::MIN);
+        assert_eq!((d.due(&issuer, Some(1234)), d.replaces()), (i64::MIN, None));
+    }
+
+    #[test]
+    fn a_stored_chain_gives_its_names_validity_and_renewal_identifier() {
+        let ca_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| panic!("{e}"));
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap_or_else(|e| panic!("{e}"));
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
+        let names = vec!["b.example.com".to_owned(), "a.example.com".to_owned(), "b.example.com".to_owned()];
+        let mut params = rcgen::CertificateParams::new(names).unwrap_or_else(|e| panic!("{e}"));
+        params.serial_number = Some(rcgen::SerialNumber::from(vec![1, 2, 3]));
+        params.use_authority_key_identifier_extension = true;
+        let leaf = params.signed_by(&key, &issuer).unwrap_or_else(|e| panic!("{e}"));
+        let chain = format!("{}{}", leaf.pem(), ca.pem());
+
+        let c = Current::of("le", chain.as_bytes()).unwrap_or_else(|| panic!("parses"));
+        assert_eq!(
+            (c.issuer.as_str(), c.dns_names.clone()),
+            ("le", vec!["a.example.com".to_owned(), "b.example.com".to_owned()])
+        );
+        assert!(c.not_after > c.not_before && c.not_before > 0, "{c:?}");
+        let id = c.ari_id.clone().unwrap_or_default();
+        let (aki, serial) = id.split_once('.').unwrap_or_default();
+        assert_eq!(serial, "AQID", "{id}");
+        assert!(aki.len() > 20 && !aki.contains(['=', '+', '/']), "{id}");
+        assert_eq!(ari_id(chain.as_bytes()), c.ari_id);
+
+        // A self-signed certificate has no Authority Key Identifier: no renewal identifier.
+        assert_eq!(ari_id(ca.pem().as_bytes()), None);
+        assert_eq!(Current::of("le", ca.pem().as_bytes()).map(|c| c.ari_id), Some(None));
+        assert_eq!(Current::of("le", b"not PEM"), None);
+    }
+
+    #[test]
+    fn a_stored_account_is_used_only_with_its_directory() {
+        let creds = serde_json::json!({"id": "https://a/acct/1", "key_pkcs8": "x"});
+        let stored = stored_account("https://a/dir", creds.clone());
+        assert_eq!(
+            stored_credentials(&stored, "https://a/dir").map(|c| serde_json::from_str::<serde_json::Value>(&c).ok()),
+            Ok(Some(creds))
+        );
+        let moved = stored_credentials(&stored, "https://b/dir").err().unwrap_or_default();
+        assert!(moved.contains("belongs to directory https://a/dir"), "{moved}");
+        for bad in ["", "{}", r#"{"directory": "https://a/dir"}"#, r#"{"credentials": {}}"#] {
+            let why = stored_credentials(bad, "https://a/dir").err().unwrap_or_default();
+            assert!(why.contains("unreadable"), "{bad}: {why}");
+        }
     }
 
     #[test]

@@ -162,12 +162,8 @@ impl Demands {
 
 /// The certificate a managed Secret holds, when it parses.
 fn current(secret: &Secret) -> Option<Current> {
-    let issuer = secret.metadata.labels.as_ref()?.get(MANAGED_LABEL)?.clone();
-    let info = wharf_model::tls::inspect_pem(&secret.data.as_ref()?.get("tls.crt")?.0).ok()?;
-    let mut dns_names = info.dns_names;
-    dns_names.sort();
-    dns_names.dedup();
-    Some(Current { issuer, dns_names, not_before: info.not_before, not_after: info.not_after })
+    let issuer = secret.metadata.labels.as_ref()?.get(MANAGED_LABEL)?;
+    Current::of(issuer, &secret.data.as_ref()?.get("tls.crt")?.0)
 }
 
 fn bad(source: &ObjectRef, key: &str, why: &str) -> Diagnostic {

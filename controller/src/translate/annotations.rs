@@ -1340,6 +1340,27 @@ mod tests {
         parse_with(pairs, &AnnotationOptions::default())
     }
 
+    #[test]
+    fn acme_annotations_are_read_only_under_wharfs_prefix() {
+        let (s, d) = parsed(&[("wharf.dev/acme", "true"), ("wharf.dev/acme-issuer", "le-2")]);
+        assert_eq!((s.acme, s.acme_issuer.as_deref(), d.len()), (Some(true), Some("le-2"), 0), "{d:?}");
+        let (s, d) =
+            parsed(&[("nginx.ingress.kubernetes.io/acme", "true"), ("nginx.ingress.kubernetes.io/acme-issuer", "le")]);
+        assert_eq!((s.acme, s.acme_issuer), (None, None));
+        assert_eq!(
+            d.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+            ["UnsupportedAnnotation", "UnsupportedAnnotation"],
+            "{d:?}"
+        );
+        for bad in ["", "LE", "le_2", "le.prod"] {
+            let (s, d) = parsed(&[("wharf.dev/acme-issuer", bad)]);
+            assert_eq!((s.acme_issuer, d.len()), (None, 1), "{bad:?}: {d:?}");
+        }
+        for good in ["le", "2", "-"] {
+            assert_eq!(parsed(&[("wharf.dev/acme-issuer", good)]).0.acme_issuer.as_deref(), Some(good));
+        }
+    }
+
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().filter_map(|n| IpNet::parse(n).ok()).collect()
     }

@@ -1330,6 +1330,9 @@ fn ingresses_ask_acme_for_missing_managed_and_annotated_secrets_of_their_issuer(
         ingress("unknown", 8, json!({"wharf.dev/acme-issuer": "nope"}), spec("unknown-tls", &["u.example.com"])),
         // A wildcard host is left out; nothing left, nothing ordered.
         ingress("wild", 9, json!({}), spec("wild-tls", &["*.w.example.com"])),
+        // A Secret in another namespace, or none: nothing (the TLS diagnostics say why).
+        ingress("slash", 11, a("true"), spec("other/x-tls", &["x.example.com"])),
+        ingress("empty", 12, a("true"), spec("", &["e.example.com"])),
         // The shared Secret with another issuer: the older Ingress's issuer wins.
         ingress("late", 10, json!({"wharf.dev/acme-issuer": "staging"}), spec("missing-tls", &["d.example.com"])),
     ]);
@@ -1389,5 +1392,5 @@ fn ingresses_ask_acme_for_missing_managed_and_annotated_secrets_of_their_issuer(
     assert!(t.acme.is_empty());
     let asked: Vec<&str> =
         t.diagnostics.iter().filter(|d| d.reason == "AcmeNotConfigured").map(|d| d.object.name.as_str()).collect();
-    assert_eq!(asked, ["foreign"]);
+    assert_eq!(asked, ["empty", "foreign", "slash"]);
 }
