@@ -446,11 +446,14 @@ where
 }
 
 async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, drain: Watch) {
-    let Some(tables) = shared.config.load().tables(info.gateway_port).map(|t| TlsChoice {
-        tls: Arc::clone(&t.tls),
-        by_hello: (!t.client_auth.is_empty() || shared.config.load().acme.has_tls_alpn01())
-            .then(|| shared.config.load_full()),
-    }) else {
+    let choice = {
+        let cfg = shared.config.load();
+        cfg.tables(info.gateway_port).map(|t| TlsChoice {
+            tls: Arc::clone(&t.tls),
+            by_hello: (!t.client_auth.is_empty() || cfg.acme.has_tls_alpn01()).then(|| shared.config.load_full()),
+        })
+    };
+    let Some(tables) = choice else {
         return;
     };
     let handshake = async {

@@ -153,6 +153,17 @@ fn wharf(env: &Env, dir: &Path, ports: (u16, u16, u16), issuers: &[String]) -> P
     Proc::spawn_command(cmd).unwrap()
 }
 
+/// Writes our IngressClass and `files` (name, content) into `dir/site`.
+fn site(dir: &Path, files: &[(&str, String)]) {
+    std::fs::create_dir_all(dir.join("site")).unwrap();
+    let class = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}});
+    std::fs::write(dir.join("site/class.yaml"), serde_yaml::to_string(&class).unwrap()).unwrap();
+    for (name, content) in files {
+        std::fs::write(dir.join("site").join(name), content).unwrap();
+    }
+}
+
 /// An Ingress for `host` whose TLS Secret `secret` does not exist, with `annotations`.
 fn ingress(name: &str, host: &str, secret: &str, annotations: serde_json::Value, backend: SocketAddr) -> String {
     let objects = [
@@ -183,20 +194,14 @@ async fn standalone_gets_certificates_by_http01_and_tls_alpn01_and_keeps_them_ac
     let ports = (free_port(), free_port(), free_port());
     let pebble = Pebble::start(&dir, free_port(), ports.0, ports.1).await;
     let (_echo, backend) = wharf_echo(&env, &dir).await;
-    std::fs::create_dir_all(dir.join("site")).unwrap();
-    let class = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
-        "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}});
-    std::fs::write(dir.join("site/class.yaml"), serde_yaml::to_string(&class).unwrap()).unwrap();
-    std::fs::write(
-        dir.join("site/http01.yaml"),
-        ingress("shop", "shop.example.test", "shop-tls", serde_json::json!({}), backend),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("site/alpn.yaml"),
-        ingress("api", "api.example.test", "api-tls", serde_json::json!({"wharf.dev/acme-issuer": "alpn"}), backend),
-    )
-    .unwrap();
+    let alpn = serde_json::json!({"wharf.dev/acme-issuer": "alpn"});
+    site(
+        &dir,
+        &[
+            ("http01.yaml", ingress("shop", "shop.example.test", "shop-tls", serde_json::json!({}), backend)),
+            ("alpn.yaml", ingress("api", "api.example.test", "api-tls", alpn, backend)),
+        ],
+    );
     let ca = pebble.ca_file.to_string_lossy().into_owned();
     let issuers = [
         format!("name=pebble,directory={},ca-file={ca},email=ops@example.test", pebble.directory),
@@ -313,7 +318,7 @@ async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_n
     // the same namespace meanwhile).
     let challenges: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), "wharf-system");
     assert!(c.proc.log().contains("answered an ACME HTTP-01 validation"), "{}", c.proc.log());
-    let name = challenge_secret_name(&s.ns, "shop-tls");
+    let name = wharf_controller::k8s::acme::challenge_secret_name(&s.ns, "shop-tls");
     assert!(challenges.get_opt(&name).await.unwrap().is_none(), "{name} is still there");
     assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
 
@@ -344,17 +349,6 @@ async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_n
     assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
 }
 
-/// The name of the challenge Secret of the order for Secret `namespace/name`, as the
-/// controller names it: FNV-1a of `namespace/name`.
-fn challenge_secret_name(namespace: &str, name: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in namespace.bytes().chain([b'/']).chain(name.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("wharf-acme-challenge-{h:016x}")
-}
-
 /// The leaf certificate a new connection to `host` gets, verified against Pebble's root.
 async fn leaf(https: u16, host: &str, client: &Arc<rustls::ClientConfig>) -> Option<Vec<u8>> {
     served_by_pebble(https, host, client).await.and_then(|s| s.peer_cert).map(|c| c.as_ref().to_vec())
@@ -368,15 +362,7 @@ async fn renewal_swaps_the_certificate_under_open_connections_and_a_failed_one_k
     // Certificates of 30 s: renewed at two thirds, 20 s after issuance.
     let mut pebble = Pebble::start_with(&dir, free_port(), ports.0, ports.1, 30).await;
     let (_echo, backend) = wharf_echo(&env, &dir).await;
-    std::fs::create_dir_all(dir.join("site")).unwrap();
-    let class = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
-        "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}});
-    std::fs::write(dir.join("site/class.yaml"), serde_yaml::to_string(&class).unwrap()).unwrap();
-    std::fs::write(
-        dir.join("site/shop.yaml"),
-        ingress("shop", "renew.example.test", "renew-tls", serde_json::json!({}), backend),
-    )
-    .unwrap();
+    site(&dir, &[("shop.yaml", ingress("shop", "renew.example.test", "renew-tls", serde_json::json!({}), backend))]);
     let issuer = format!("name=pebble,directory={},ca-file={}", pebble.directory, pebble.ca_file.display());
     let gateway = wharf(&env, &dir, ports, &[issuer]);
     let client = pebble.client();

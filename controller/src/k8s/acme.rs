@@ -48,9 +48,9 @@ pub fn account_secret_name(issuer: &str) -> String {
     format!("wharf-acme-account-{issuer}")
 }
 
-/// The name of the challenge Secret of the order for `demand`.
-pub fn challenge_secret_name(demand: &Demand) -> String {
-    format!("wharf-acme-challenge-{:016x}", plan::seed(&demand.secret.0, &demand.secret.1))
+/// The name of the challenge Secret of the order for Secret `namespace/name`.
+pub fn challenge_secret_name(namespace: &str, name: &str) -> String {
+    format!("wharf-acme-challenge-{:016x}", plan::seed(namespace, name))
 }
 
 async fn apply(api: &Api<Secret>, secret: &Secret) -> Result<(), kube::Error> {
@@ -78,12 +78,20 @@ impl Store for SecretStore {
     }
 
     async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), String> {
-        let s = plan::challenge_secret(&self.namespace, &challenge_secret_name(demand), answers);
+        let s = plan::challenge_secret(
+            &self.namespace,
+            &challenge_secret_name(&demand.secret.0, &demand.secret.1),
+            answers,
+        );
         apply(&self.own(), &s).await.map_err(|e| e.to_string())
     }
 
     async fn withdraw(&self, demand: &Demand) -> Result<(), String> {
-        match self.own().delete(&challenge_secret_name(demand), &DeleteParams::default()).await {
+        match self
+            .own()
+            .delete(&challenge_secret_name(&demand.secret.0, &demand.secret.1), &DeleteParams::default())
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.to_string()),
