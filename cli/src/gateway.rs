@@ -205,6 +205,9 @@ pub fn acme_settings(args: &GatewayArgs) -> anyhow::Result<Option<wharf_controll
             i.name
         );
     }
+    for i in &a.issuers {
+        wharf_controller::acme::client::check_files(i).map_err(|e| anyhow::anyhow!("--acme-issuer {}: {e}", i.name))?;
+    }
     if let Some(d) = &a.default_issuer {
         anyhow::ensure!(
             a.issuers.iter().any(|i| &i.name == d),

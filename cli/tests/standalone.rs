@@ -755,3 +755,32 @@ async fn tls_versions_and_ciphers_are_the_ones_the_flags_allow() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("\"ECDHE-RSA-AES128-SHA\" is not a cipher suite"), "{err}");
 }
+
+#[test]
+fn an_acme_issuer_whose_files_cannot_be_used_stops_the_start_with_its_name() {
+    let dir = temp_dir("acme-files");
+    let hmac = dir.join("hmac");
+    std::fs::write(&hmac, "not base64url!").unwrap();
+    let not_pem = dir.join("root.pem");
+    std::fs::write(&not_pem, "no certificate here").unwrap();
+    let missing = dir.join("missing.pem");
+    let acme_dir = dir.join("acme");
+    let directory = "directory=https://127.0.0.1:1/dir";
+    for (issuer, want) in [
+        (format!("name=private,{directory},ca-file={}", missing.display()), "--acme-issuer private: ca-file"),
+        (format!("name=private,{directory},ca-file={}", not_pem.display()), "--acme-issuer private: ca-file"),
+        (format!("name=zerossl,{directory},eab-kid=kid,eab-hmac-file={}", hmac.display()), "not base64url"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wharf"))
+            .args(["run", "-f"])
+            .arg(&*dir)
+            .arg("--acme-dir")
+            .arg(&acme_dir)
+            .args(["--acme-issuer", &issuer, "--admin-port", "0", "--http-port", "0", "--https-port", "0"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{issuer}: started");
+        assert!(stderr.contains(want), "{issuer}: {stderr}");
+    }
+}

@@ -26,6 +26,15 @@ fn preamble(proxy_protocol: bool, port: u16) -> Vec<u8> {
     }
 }
 
+/// The files under `dir` that `args` name (as `FLAG=PATH` or a `KEY=PATH` item of one).
+fn files_named_in(args: &[String], dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let dir = dir.to_string_lossy().into_owned();
+    let named = args.iter().flat_map(|a| a.split(',')).filter_map(|item| item.split_once('=').map(|(_, v)| v));
+    let files: Vec<_> = named.filter(|v| v.starts_with(&dir)).map(std::path::PathBuf::from).collect();
+    assert!(!files.is_empty(), "no arg names a file in {dir}: {args:?}");
+    files
+}
+
 /// GET `/` of `host` on the HTTP port (after the balancer's header, if any).
 async fn get(proxy_protocol: bool, addr: SocketAddr, host: &str) -> Result<Seen, String> {
     http_get_after([127, 0, 0, 1].into(), &preamble(proxy_protocol, addr.port()), addr, host, "/", &[]).await
@@ -116,10 +125,11 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
     // The ACME example's directories are Let's Encrypt's; here they point at a closed local
     // port, so that nothing the suite does reaches the outside.
     let local_acme = |i: usize| format!("controller.acme.issuers[{i}].directory=https://127.0.0.1:1/directory");
-    let cases: [(&str, Vec<String>); 10] = [
+    let cases: [(&str, Vec<String>); 11] = [
         ("", vec![]),
         (migrated_values, vec![]),
         ("examples/acme.yaml", vec![local_acme(0), local_acme(1)]),
+        ("examples/acme-private.yaml", vec![local_acme(0), local_acme(1)]),
         ("examples/ambient.yaml", vec![format!("mesh.istio.caAddress={istiod}")]),
         ("examples/annotations.yaml", vec![]),
         ("examples/autoscaling.yaml", vec![]),
@@ -144,6 +154,7 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
             .flat_map(|g| g["spec"]["listeners"].as_array().cloned().unwrap_or_default())
             .any(|l| l["name"] == "tcp");
         let at = dir.join(name.replace('/', "-"));
+        let args = pod.args_at(&at);
         for (volume, _) in &pod.mounts {
             let d = pod.volume(&at, volume).unwrap();
             match volume.as_str() {
@@ -154,10 +165,21 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
                     std::fs::write(d.join("tls.key"), &mesh.key_pem).unwrap();
                     std::fs::write(d.join("ca.crt"), &ca.root_pem).unwrap();
                 }
+                // The files of an ACME issuer: the private directory's root, the EAB key;
+                // the binary reads both at start.
+                v if v.starts_with("acme-ca-") => {
+                    for file in files_named_in(&args, &d) {
+                        std::fs::write(file, &ca.root_pem).unwrap();
+                    }
+                }
+                v if v.starts_with("acme-eab-") => {
+                    for file in files_named_in(&args, &d) {
+                        std::fs::write(file, "c2VjcmV0LWhtYWMta2V5LWZvci10ZXN0cw").unwrap();
+                    }
+                }
                 other => panic!("{name}: the chart mounts {other}, which this test does not know"),
             }
         }
-        let args = pod.args_at(&at);
         let http = port_of(&args, "--http-port");
         let mut cmd = Command::new(&env.wharf_bin);
         cmd.args(&args)

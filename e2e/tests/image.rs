@@ -195,9 +195,24 @@ async fn the_chart_pod_runs_from_the_image_for_each_configuration() {
         .await
         .unwrap();
 
+    // The private ACME directory's root and the EAB key the acme-private example mounts.
+    let files = [
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "internal-ca-root", "namespace": "wharf-system"},
+               "data": {"root_ca.crt": mesh_ca.root_pem}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "zerossl-eab", "namespace": "wharf-system"},
+               "stringData": {"hmac": "c2VjcmV0LWhtYWMta2V5LWZvci10ZXN0cw"}}),
+    ];
+    for f in &files {
+        apply(f).unwrap();
+    }
     let ca_address = format!("mesh.istio.caAddress=https://istiod.istio-system.svc:{istiod_port}");
+    // Its directories point at a closed local port: nothing the suite does reaches out.
+    let acme_local =
+        ["0", "1"].map(|i| format!("controller.acme.issuers[{i}].directory=https://127.0.0.1:1/directory"));
     // With the request-body limit each sets (0: unlimited).
-    let cases: [(&str, Vec<&str>, u64); 5] = [
+    let cases: [(&str, Vec<&str>, u64); 6] = [
+        ("examples/acme-private.yaml", acme_local.iter().map(String::as_str).collect(), 0),
         ("examples/ambient.yaml", vec![&ca_address], 0),
         ("examples/autoscaling.yaml", vec![], 0),
         ("examples/kind.yaml", vec![], 0),

@@ -30,3 +30,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "wharf.gatewayName" -}}
 {{- default (include "wharf.fullname" .) .Values.gateway.name -}}
 {{- end }}
+
+{{/* Non-empty when an ACME issuer needs files mounted (a CA root, an EAB key). */}}
+{{- define "wharf.acmeFiles" -}}
+{{- range .Values.controller.acme.issuers }}{{ if or .caConfigMap .eab }}true{{ end }}{{ end -}}
+{{- end }}

@@ -77,6 +77,23 @@ fn builder(issuer: &Issuer) -> Result<instant_acme::AccountBuilder, OrderError> 
     }
 }
 
+/// The External Account Binding key of the issuer, read from its `eab-hmac-file`.
+fn eab_key(issuer: &Issuer) -> Result<Option<ExternalAccountKey>, OrderError> {
+    let Some((kid, file)) = &issuer.eab else { return Ok(None) };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| OrderError::Settings(format!("eab-hmac-file {}: {e}", file.display())))?;
+    let raw = decode_base64url(text.trim())
+        .ok_or_else(|| OrderError::Settings(format!("eab-hmac-file {}: not base64url", file.display())))?;
+    Ok(Some(ExternalAccountKey::new(kid.clone(), &raw)))
+}
+
+/// Checks that the files the issuer names (`ca-file`, `eab-hmac-file`) can be used, so
+/// that a wrong path or content stops the start instead of the first order.
+pub fn check_files(issuer: &Issuer) -> Result<(), String> {
+    builder(issuer).map_err(|e| e.to_string())?;
+    eab_key(issuer).map(drop).map_err(|e| e.to_string())
+}
+
 /// The issuer's account: from `stored` credentials, else a new one (returned to be stored).
 pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, Option<String>), OrderError> {
     let builder = builder(issuer)?;
@@ -90,16 +107,7 @@ pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, 
         Some(Err(why)) => tracing::info!(issuer = %issuer.name, "{why}; creating a new ACME account"),
         None => {}
     }
-    let eab = match &issuer.eab {
-        Some((kid, file)) => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| OrderError::Settings(format!("eab-hmac-file {}: {e}", file.display())))?;
-            let raw = decode_base64url(text.trim())
-                .ok_or_else(|| OrderError::Settings(format!("eab-hmac-file {}: not base64url", file.display())))?;
-            Some(ExternalAccountKey::new(kid.clone(), &raw))
-        }
-        None => None,
-    };
+    let eab = eab_key(issuer)?;
     let contact: Vec<&str> = issuer.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
     let (account, creds) = builder.create(&new, issuer.directory.clone(), eab.as_ref()).await?;
