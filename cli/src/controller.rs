@@ -47,7 +47,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let publisher = gateway::publisher(&serving, served_tx);
     let handles = k8s::start(client.clone(), cfg, publisher);
     if let Some(settings) = acme {
-        let store = SecretStore::new(client.clone(), args.election_namespace.clone());
+        let store = SecretStore::new(client.clone(), args.election_namespace.clone(), lease.name.clone());
         let reporter = Reporter { controller: "wharf".into(), instance: Some(identity.clone()) };
         let report =
             EventReport::new(client.clone(), reporter, gateway::AcmeMetrics(serving.gateway.metrics().clone()));

@@ -1,7 +1,7 @@
 //! Certificates from ACME, proven against Pebble (Let's Encrypt's test server) with its
 //! defaults: 5 % of nonces refused, half of the authorizations reused. Pebble validates by
 //! connecting to the gateway's ports on the address its DNS server (pebble-challtestsrv)
-//! gives for every name: 127.0.0.1.
+//! gives for every name: 127.0.0.1, or a Gateway's own address.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -36,7 +36,8 @@ fn free_port() -> u16 {
     }
 }
 
-/// Pebble and its DNS server, validating on `http_port` and `tls_port` of 127.0.0.1.
+/// Pebble and its DNS server, validating on `http_port` and `tls_port` of 127.0.0.1 (or
+/// of the address given to [`Pebble::start_at`]).
 struct Pebble {
     _dns: Proc,
     server: Proc,
@@ -52,16 +53,23 @@ impl Pebble {
     }
 
     async fn start(dir: &Path, listen: u16, http_port: u16, tls_port: u16) -> Pebble {
-        Pebble::start_with(dir, listen, http_port, tls_port, 7_776_000).await
+        Pebble::start_at(dir, listen, ("127.0.0.1", http_port, tls_port), 7_776_000).await
     }
 
     /// [`Pebble::start`] issuing certificates valid for `validity` seconds.
     async fn start_with(dir: &Path, listen: u16, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
+        Pebble::start_at(dir, listen, ("127.0.0.1", http_port, tls_port), validity).await
+    }
+
+    /// Pebble validating on the ports of `at` (address, HTTP port, TLS port), issuing
+    /// certificates valid for `validity` seconds.
+    async fn start_at(dir: &Path, listen: u16, at: (&str, u16, u16), validity: u64) -> Pebble {
+        let (address, http_port, tls_port) = at;
         let tools = tools();
         let certs = tools.join("pebble-certs");
         let (management, dns, dns_management) = (free_port(), free_port(), free_port());
         let mut dns_cmd = Command::new(tools.join("pebble-challtestsrv"));
-        dns_cmd.args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""]).args([
+        dns_cmd.args(["-defaultIPv4", address, "-defaultIPv6", ""]).args([
             "-dnsserver",
             &format!("127.0.0.1:{dns}"),
             "-management",
@@ -475,4 +483,139 @@ async fn with_two_replicas_the_one_that_is_not_the_leader_answers_the_validation
     assert!(!l.contains("answered an ACME"), "{l}");
     assert_eq!(leader.metric("wharf_acme_orders_total{result=\"issued\"}").await, 2.0);
     assert_eq!(follower.metric("wharf_acme_orders_total{result=\"issued\"}").await, 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_listener_gets_its_certificate_on_the_gateways_own_address() {
+    use serde_json::json;
+    use wharf_gateway_api::gateways::Gateway;
+    use wharf_gateway_api::httproutes::HttpRoute;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("acme-gw").await.unwrap();
+    let dir = TempDir::new("e2e-acme-gateway").unwrap();
+    let (_backend, addr) = backend(&env, "acme-gw-app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let listen = free_port();
+    let (directory, ca_file) = Pebble::address(listen);
+    let issuer = format!("name=pebble,directory={directory},ca-file={}", ca_file.display());
+    let gateway_controller = format!("{}-gateway", s.controller_name);
+    let flags = [
+        "--gateway-controller-name",
+        &gateway_controller,
+        "--gateway-addresses",
+        "127.104.0.0/16",
+        "--acme-issuer",
+        &issuer,
+        "--acme-propagation-delay",
+        "0s",
+    ];
+    let c = Controller::start(&env, &s, "acme-gw-0", &flags).await.unwrap();
+    s.gateway_class(&gateway_controller).await.unwrap();
+    // The Gateway asks for its address, so that Pebble's DNS server gives it for every name.
+    let ip = "127.104.0.7";
+    let pebble = Pebble::start_at(&dir, listen, (ip, 18080, 18443), 7_776_000).await;
+    let host = "shop.gw-acme.test";
+    s.apply::<Gateway>(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": s.ns},
+        "spec": {"gatewayClassName": s.class, "addresses": [{"type": "IPAddress", "value": ip}], "listeners": [
+            {"name": "http", "port": 18080, "protocol": "HTTP"},
+            {"name": "https", "port": 18443, "protocol": "HTTPS", "hostname": host,
+             "tls": {"certificateRefs": [{"name": "shop-tls"}]}},
+            {"name": "nameless", "port": 18444, "protocol": "HTTPS",
+             "tls": {"certificateRefs": [{"name": "nameless-tls"}], "options": {"wharf.dev/acme": "true"}}},
+        ]},
+    }))
+    .await
+    .unwrap();
+    s.apply::<HttpRoute>(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "shop", "namespace": s.ns},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host],
+                 "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
+    }))
+    .await
+    .unwrap();
+
+    // Pebble validates HTTP-01 on the Gateway's HTTP listener; the HTTPS listener then
+    // serves the certificate, chained to Pebble's root, and routes to the backend.
+    let client = pebble.client();
+    let https: SocketAddr = format!("{ip}:18443").parse().unwrap();
+    let issued = eventually(Duration::from_secs(90), || async {
+        https_get(https, Some(host), Arc::clone(&client), host, "/").await.is_ok()
+    })
+    .await;
+    assert!(issued, "no certificate:\n{}\n--- pebble:\n{}", c.proc.log(), pebble.server.log());
+    let seen = https_get(https, Some(host), Arc::clone(&client), host, "/").await.unwrap();
+    assert_eq!(seen.echo_name(), "acme-gw-app");
+    assert!(c.proc.log().contains("answered an ACME HTTP-01 validation"), "{}", c.proc.log());
+    assert_eq!(c.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
+
+    // kubectl shows the listener resolved, and the order and what cannot be ordered as
+    // Events on the Gateway.
+    let resolved = eventually(Duration::from_secs(10), || async {
+        let gw = s.get_json("gateway", "gw").unwrap_or_default();
+        gw["status"]["listeners"].as_array().into_iter().flatten().any(|l| {
+            l["name"] == "https" && has_condition(&conditions(&l["conditions"]), "ResolvedRefs", "True", "ResolvedRefs")
+        })
+    })
+    .await;
+    assert!(resolved, "{:#}", s.get_json("gateway", "gw").unwrap_or_default());
+    let described = eventually(Duration::from_secs(10), || async {
+        let text = s.kubectl(&["describe", "gateway", "gw"]).unwrap_or_default();
+        text.contains("Issuing") && text.contains("Issued") && text.contains("AcmeNoHost")
+    })
+    .await;
+    assert!(described, "{}", s.kubectl(&["describe", "gateway", "gw"]).unwrap_or_default());
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(s.client.clone(), &s.ns);
+    let stored = secrets.get("shop-tls").await.unwrap();
+    let labels = stored.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("wharf.dev/acme-issuer").map(String::as_str), Some("pebble"), "{labels:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_withdraws_what_the_old_one_left_mid_order_and_orders_again() {
+    use k8s_openapi::api::core::v1::Secret;
+    let env = Env::from_env().unwrap();
+    let s = Scope::new("acme-takeover").await.unwrap();
+    let dir = TempDir::new("e2e-acme-takeover").unwrap();
+    let (_backend, addr) = backend(&env, "acme-takeover-app").await.unwrap();
+    s.service("app", addr).await.unwrap();
+    let listen = free_port();
+    let (directory, ca_file) = Pebble::address(listen);
+    let issuer = format!("name=pebble,directory={directory},ca-file={}", ca_file.display());
+    // The first leader waits long between publishing its answers and asking for
+    // validation; it dies there.
+    let slow = ["--acme-issuer", &issuer, "--acme-propagation-delay", "300s"];
+    let mut first = Controller::start(&env, &s, "acme-first", &slow).await.unwrap();
+    let led = eventually(Duration::from_secs(20), || async { first.proc.log().contains("became the leader") }).await;
+    assert!(led, "{}", first.proc.log());
+    let second =
+        Controller::start(&env, &s, "acme-second", &["--acme-issuer", &issuer, "--acme-propagation-delay", "0s"])
+            .await
+            .unwrap();
+    let pebble = Pebble::start(&dir, listen, second.http.port(), second.https.port()).await;
+    let client = pebble.client();
+
+    let host = "shop.takeover.test";
+    s.ingress("shop", host, "app", Some("shop-tls")).await.unwrap();
+    let challenges: kube::Api<Secret> = kube::Api::namespaced(s.client.clone(), "wharf-system");
+    let name = wharf_controller::k8s::acme::challenge_secret_name(&s.ns, "shop-tls");
+    let published =
+        eventually(Duration::from_secs(60), || async { challenges.get_opt(&name).await.ok().flatten().is_some() })
+            .await;
+    assert!(published, "{}", first.proc.log());
+    first.proc.kill();
+
+    // The second replica takes the Lease, withdraws the answers the first left, orders
+    // again, and serves what it got.
+    let issued = eventually(Duration::from_secs(90), || async {
+        https_get(second.https, Some(host), Arc::clone(&client), host, "/").await.is_ok()
+    })
+    .await;
+    assert!(issued, "{}\n--- pebble:\n{}", second.proc.log(), pebble.server.log());
+    let log = second.proc.log();
+    assert!(log.contains("withdrew the ACME challenges of orders an earlier leader left unfinished"), "{log}");
+    assert_eq!(second.metric("wharf_acme_orders_total{result=\"issued\"}").await, 1.0);
+    assert!(challenges.get_opt(&name).await.unwrap().is_none(), "{name} is still there");
 }

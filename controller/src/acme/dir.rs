@@ -74,7 +74,7 @@ impl Store for DirStore {
 
     async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), String> {
         let name = format!("challenge-{:016x}", plan::seed(&demand.secret.0, &demand.secret.1));
-        let secret = plan::challenge_secret(CHALLENGE_NAMESPACE, &name, answers);
+        let secret = plan::challenge_secret(CHALLENGE_NAMESPACE, &name, "standalone", answers);
         let path = self.challenge_path(demand);
         write_atomically(&path, manifest(&secret)?.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -86,6 +86,21 @@ impl Store for DirStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
+    }
+
+    async fn withdraw_all(&self) -> Result<usize, String> {
+        let dir = self.secrets_dir();
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut n = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("challenge.") && name.ends_with(".yaml") {
+                std::fs::remove_file(entry.path()).map_err(|e| format!("{}: {e}", entry.path().display()))?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     async fn save_certificate(&self, demand: &Demand, chain_pem: &str, key_pem: &str) -> Result<(), SaveError> {

@@ -1,6 +1,7 @@
-//! ACME: certificates ordered by the leader for the TLS Secrets Ingresses ask for, stored
-//! in those Secrets, renewed before they expire. The challenges are published through a
-//! [`Store`] so that every replica answers them (see [`crate::translate::acme`]).
+//! ACME: certificates ordered by the leader for the TLS Secrets Ingresses and Gateway
+//! listeners ask for, stored in those Secrets, renewed before they expire. The challenges
+//! are published through a [`Store`] so that every replica answers them (see
+//! [`crate::translate::acme`]).
 
 pub mod client;
 pub mod dir;
@@ -26,6 +27,9 @@ pub trait Store: Send + Sync + 'static {
     fn publish(&self, demand: &Demand, answers: &[Answer]) -> impl Future<Output = Result<(), String>> + Send;
     /// Withdraws them.
     fn withdraw(&self, demand: &Demand) -> impl Future<Output = Result<(), String>> + Send;
+    /// Withdraws every published answer (of orders an earlier leader left unfinished);
+    /// returns how many sets it withdrew.
+    fn withdraw_all(&self) -> impl Future<Output = Result<usize, String>> + Send;
     /// Stores an issued chain and key in the demand's Secret; refuses a Secret Wharf does
     /// not manage.
     fn save_certificate(
@@ -47,9 +51,9 @@ pub enum SaveError {
     Failed(String),
 }
 
-/// What users are told about orders: Events on the Ingresses, log lines.
+/// What users are told about orders: Events on the Ingresses and Gateways, log lines.
 pub trait Report: Send + Sync + 'static {
-    /// Tells the demand's Ingresses: `warning` or normal, a reason, a message.
+    /// Tells the demand's Ingresses and Gateways: `warning` or normal, a reason, a message.
     fn report(&self, demand: &Demand, warning: bool, reason: &'static str, message: String);
     /// Counts an order by result (`issued` or a failure reason).
     fn order(&self, result: &str);
@@ -140,12 +144,29 @@ impl<S: Store, R: Report> Manager<S, R> {
         mut translations: watch::Receiver<Option<Arc<crate::Translation>>>,
         mut leader: watch::Receiver<bool>,
     ) {
+        let mut leading = false;
         loop {
             if !*leader.borrow_and_update() {
+                leading = false;
                 if leader.changed().await.is_err() {
                     return;
                 }
                 continue;
+            }
+            if !leading {
+                leading = true;
+                // An earlier leader that stopped mid-order left its answers published; the
+                // orders that are still wanted are made again from the start.
+                match self.store.withdraw_all().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(
+                        count = n,
+                        "withdrew the ACME challenges of orders an earlier leader left unfinished"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot withdraw the ACME challenges an earlier leader left; they stay answered until a new order for the same Secret replaces them")
+                    }
+                }
             }
             let Some(translation) = translations.borrow_and_update().clone() else {
                 if translations.changed().await.is_err() {

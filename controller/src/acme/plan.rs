@@ -11,8 +11,8 @@ use k8s_openapi::ByteString;
 /// Secret without it is never overwritten.
 pub const MANAGED_LABEL: &str = "wharf.dev/acme-issuer";
 
-/// A certificate Ingresses ask for: their TLS Secret, to hold a certificate for their
-/// hosts from their issuer. Translation finds them.
+/// A certificate Ingresses and Gateway listeners ask for: their TLS Secret, to hold a
+/// certificate for their hosts from their issuer. Translation finds them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Demand {
     /// The Secret's namespace and name.
@@ -21,7 +21,7 @@ pub struct Demand {
     pub names: Vec<String>,
     /// The issuer's name.
     pub issuer: String,
-    /// The Ingresses asking, oldest first.
+    /// The Ingresses and Gateways asking, Ingresses first, each oldest first.
     pub sources: Vec<wharf_model::ObjectRef>,
     /// The certificate the Secret holds now, when Wharf manages it.
     pub current: Option<Current>,
@@ -109,7 +109,7 @@ pub enum ChallengeKind {
 /// An ACME issuer (`--acme-issuer`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Issuer {
-    /// How Ingresses name it (`wharf.dev/acme-issuer`).
+    /// How Ingresses and listeners name it (`wharf.dev/acme-issuer`).
     pub name: String,
     /// The directory URL.
     pub directory: String,
@@ -304,8 +304,10 @@ pub enum Answer {
 }
 
 /// The Secret `namespace/name` publishing `answers` to every replica (see
-/// [`crate::translate::acme`]).
-pub fn challenge_secret(namespace: &str, name: &str, answers: &[Answer]) -> Secret {
+/// [`crate::translate::acme`]), labelled with `owner`: the leader-election Lease whose
+/// leaders order (replicas answer every challenge Secret of the namespace, but a new leader
+/// withdraws only those of its own Lease).
+pub fn challenge_secret(namespace: &str, name: &str, owner: &str, answers: &[Answer]) -> Secret {
     use crate::translate::acme::{CHALLENGE_LABEL, HTTP01_KEY, TLS_ALPN01_KEY};
     let mut data = BTreeMap::new();
     for a in answers {
@@ -324,7 +326,7 @@ pub fn challenge_secret(namespace: &str, name: &str, answers: &[Answer]) -> Secr
     s.metadata.name = Some(name.to_owned());
     s.metadata.labels = Some(
         [
-            (CHALLENGE_LABEL.to_owned(), "true".to_owned()),
+            (CHALLENGE_LABEL.to_owned(), owner.to_owned()),
             ("app.kubernetes.io/managed-by".to_owned(), "wharf".to_owned()),
         ]
         .into(),
@@ -557,7 +559,9 @@ mod tests {
                 key_pem: key.serialize_pem(),
             },
         ];
-        let s = challenge_secret("wharf", "wharf-acme-1", &answers);
+        let s = challenge_secret("wharf", "wharf-acme-1", "wharf-leader", &answers);
+        let labels = s.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get(crate::translate::acme::CHALLENGE_LABEL).map(String::as_str), Some("wharf-leader"));
         let mut diags = Vec::new();
         let got = crate::translate::acme::challenges(&[s], "wharf", &mut diags);
         assert!(diags.is_empty(), "{diags:?}");

@@ -1,13 +1,15 @@
 //! ACME against the API server: accounts and challenges in Secrets of the controller's
-//! namespace, certificates in the Ingresses' TLS Secrets, Events on the Ingresses.
+//! namespace, certificates in the TLS Secrets of the Ingresses and Gateway listeners, Events
+//! on those Ingresses and Gateways.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
+use wharf_gateway_api::gateways::Gateway;
 
 use crate::acme::plan::{self, Answer, Demand};
 use crate::acme::{AcmeMetrics, Report, SaveError, Store};
@@ -24,6 +26,8 @@ pub struct SecretStore {
     client: Client,
     /// The controller's namespace: accounts and challenges.
     namespace: String,
+    /// The leader-election Lease: the value of the challenge Secrets' label.
+    lease: String,
 }
 
 impl std::fmt::Debug for SecretStore {
@@ -33,9 +37,10 @@ impl std::fmt::Debug for SecretStore {
 }
 
 impl SecretStore {
-    /// A store keeping accounts and challenges in `namespace`.
-    pub fn new(client: Client, namespace: String) -> Self {
-        SecretStore { client, namespace }
+    /// A store keeping accounts and challenges in `namespace`, for the leaders of Lease
+    /// `lease`.
+    pub fn new(client: Client, namespace: String, lease: String) -> Self {
+        SecretStore { client, namespace, lease }
     }
 
     fn own(&self) -> Api<Secret> {
@@ -81,6 +86,7 @@ impl Store for SecretStore {
         let s = plan::challenge_secret(
             &self.namespace,
             &challenge_secret_name(&demand.secret.0, &demand.secret.1),
+            &self.lease,
             answers,
         );
         apply(&self.own(), &s).await.map_err(|e| e.to_string())
@@ -98,6 +104,21 @@ impl Store for SecretStore {
         }
     }
 
+    async fn withdraw_all(&self) -> Result<usize, String> {
+        let selector = format!("{}={}", crate::translate::acme::CHALLENGE_LABEL, self.lease);
+        let list = self.own().list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
+        let mut n = 0;
+        for s in list.items {
+            let name = s.metadata.name.unwrap_or_default();
+            match self.own().delete(&name, &DeleteParams::default()).await {
+                Ok(_) => n += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(format!("Secret {}/{name}: {e}", self.namespace)),
+            }
+        }
+        Ok(n)
+    }
+
     async fn save_certificate(&self, demand: &Demand, chain_pem: &str, key_pem: &str) -> Result<(), SaveError> {
         let (namespace, name) = &demand.secret;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
@@ -112,7 +133,17 @@ impl Store for SecretStore {
     }
 }
 
-/// Events on the Ingresses of a demand, and metrics through callbacks.
+/// The uid of object `name` of `api`, found by a list (the controller may list and watch
+/// Gateways, not get them).
+async fn uid_of<K>(api: Api<K>, name: &str) -> Option<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let found = api.list(&ListParams::default().fields(&format!("metadata.name={name}"))).await.ok()?;
+    found.items.into_iter().next()?.meta().uid.clone()
+}
+
+/// Events on the Ingresses and Gateways of a demand, and metrics through callbacks.
 pub struct EventReport<M> {
     client: Client,
     recorder: Recorder,
@@ -142,17 +173,23 @@ impl<M: AcmeMetrics> Report for EventReport<M> {
         let sources = demand.sources.clone();
         tokio::spawn(async move {
             for src in sources {
-                let api: Api<Ingress> = Api::namespaced(client.clone(), &src.namespace);
-                let uid = match api.get_opt(&src.name).await {
-                    Ok(Some(ing)) => ing.metadata.uid,
-                    _ => continue,
+                let (uid, api_version) = match src.kind.as_str() {
+                    "Gateway" => {
+                        let api: Api<Gateway> = Api::namespaced(client.clone(), &src.namespace);
+                        (uid_of(api, &src.name).await, "gateway.networking.k8s.io/v1")
+                    }
+                    _ => {
+                        let api: Api<Ingress> = Api::namespaced(client.clone(), &src.namespace);
+                        (uid_of(api, &src.name).await, "networking.k8s.io/v1")
+                    }
                 };
+                let Some(uid) = uid else { continue };
                 let reference = ObjectReference {
-                    api_version: Some("networking.k8s.io/v1".into()),
-                    kind: Some("Ingress".into()),
+                    api_version: Some(api_version.into()),
+                    kind: Some(src.kind.clone()),
                     namespace: Some(src.namespace.clone()),
                     name: Some(src.name.clone()),
-                    uid,
+                    uid: Some(uid),
                     ..Default::default()
                 };
                 let event = Event {
@@ -163,7 +200,7 @@ impl<M: AcmeMetrics> Report for EventReport<M> {
                     secondary: None,
                 };
                 if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::warn!(ingress = %src, error = %e, "cannot publish Event");
+                    tracing::warn!(object = %src, error = %e, "cannot publish Event");
                 }
             }
         });

@@ -31,7 +31,9 @@ pub enum Publish {
 /// One Event to publish.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct EventSpec {
-    /// `namespace/name` of the Ingress.
+    /// The kind of the object: `Ingress` or `Gateway`.
+    pub kind: &'static str,
+    /// `namespace/name` of the object.
     pub key: Key,
     /// Event reason.
     pub reason: String,
@@ -44,10 +46,10 @@ pub struct EventSpec {
 pub struct Plan {
     /// Ingresses whose status differs from what it should be, and what it should be.
     pub status: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
-    /// Events for the current diagnostics on Ingresses.
+    /// Events for the current diagnostics on Ingresses and Gateways.
     pub events: BTreeSet<EventSpec>,
-    /// Object references (with uid) of the Ingresses named in `events`.
-    pub refs: BTreeMap<Key, ObjectReference>,
+    /// Object references (with uid) of the objects named in `events`, by kind and key.
+    pub refs: BTreeMap<(&'static str, Key), ObjectReference>,
     /// Gateway API status writes.
     pub gateway: super::gateway_status::StatusWrites,
 }
@@ -128,7 +130,7 @@ fn claimed_elsewhere(index: &Index, controller: &str, ing: &Ingress) -> bool {
 }
 
 /// Computes the plan: `ours` get `addrs`; Ingresses in `left` (ours before, not now) are
-/// cleared; diagnostics on Ingresses become Events.
+/// cleared; diagnostics on Ingresses and Gateways become Events.
 pub fn plan(
     index: &Index,
     ours: &BTreeSet<Key>,
@@ -151,21 +153,29 @@ pub fn plan(
             }
         }
     }
-    for d in diagnostics.iter().filter(|d| d.object.kind == "Ingress") {
+    for d in diagnostics {
         let key = (d.object.namespace.clone(), d.object.name.clone());
-        let Some(ing) = index.ingress(&key) else {
-            continue;
+        let (kind, api_version, uid) = match d.object.kind.as_str() {
+            "Ingress" => match index.ingress(&key) {
+                Some(ing) => ("Ingress", "networking.k8s.io/v1", ing.uid()),
+                None => continue,
+            },
+            "Gateway" => match index.gateway(&key) {
+                Some(gw) => ("Gateway", "gateway.networking.k8s.io/v1", gw.uid()),
+                None => continue,
+            },
+            _ => continue,
         };
-        p.refs.entry(key.clone()).or_insert_with(|| ObjectReference {
-            api_version: Some("networking.k8s.io/v1".into()),
-            kind: Some("Ingress".into()),
+        p.refs.entry((kind, key.clone())).or_insert_with(|| ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
             namespace: Some(key.0.clone()),
             name: Some(key.1.clone()),
-            uid: ing.uid(),
+            uid,
             resource_version: None,
             field_path: None,
         });
-        p.events.insert(EventSpec { key, reason: d.reason.to_owned(), message: d.message.clone() });
+        p.events.insert(EventSpec { kind, key, reason: d.reason.to_owned(), message: d.message.clone() });
     }
     p
 }
@@ -200,7 +210,7 @@ impl Published {
         plan.events
             .iter()
             .filter(|e| !self.emitted.contains(*e))
-            .filter_map(|e| plan.refs.get(&e.key).map(|r| (e, r)))
+            .filter_map(|e| plan.refs.get(&(e.kind, e.key.clone())).map(|r| (e, r)))
             .collect()
     }
 }
@@ -294,7 +304,7 @@ pub async fn write(
                     published.emitted.insert(ev.clone());
                 }
                 Err(e) => {
-                    tracing::warn!(ingress = %format!("{}/{}", ev.key.0, ev.key.1), error = %e, "cannot publish Event; will retry");
+                    tracing::warn!(kind = ev.kind, name = %format!("{}/{}", ev.key.0, ev.key.1), error = %e, "cannot publish Event; will retry");
                     retry = true;
                 }
             }
@@ -419,20 +429,41 @@ mod tests {
     }
 
     #[test]
-    fn diagnostics_on_known_ingresses_become_events_with_their_uid() {
-        let index = index(vec![ing("bad", None)]);
+    fn diagnostics_on_known_ingresses_and_gateways_become_events_with_their_uid() {
+        let mut index = index(vec![ing("bad", None)]);
+        let gw: wharf_gateway_api::gateways::Gateway = serde_json::from_value(json!({
+            "metadata": {"name": "gw", "namespace": "ns", "uid": "uid-gw"},
+            "spec": {"gatewayClassName": "wharf", "listeners": []},
+        }))
+        .unwrap();
+        index.apply(Change::Gateway(Event::Apply(gw)));
         let d = |kind: &str, name: &str, reason: &'static str| Diagnostic {
             object: ObjectRef::new(kind, "ns", name),
             reason,
             message: format!("{reason} on {name}"),
         };
-        let diags =
-            [d("Ingress", "bad", "KeyMismatch"), d("Ingress", "unknown", "SecretNotFound"), d("Secret", "bad", "X")];
+        let diags = [
+            d("Ingress", "bad", "KeyMismatch"),
+            d("Ingress", "unknown", "SecretNotFound"),
+            d("Secret", "bad", "X"),
+            d("Gateway", "gw", "AcmeNoHost"),
+            d("Gateway", "bad", "AcmeNoHost"),
+            d("HTTPRoute", "gw", "Y"),
+        ];
         let p = plan(&index, &BTreeSet::new(), &BTreeSet::new(), &[], &diags);
-        let events: Vec<(String, String)> = p.events.iter().map(|e| (e.key.1.clone(), e.reason.clone())).collect();
-        assert_eq!(events, [("bad".to_owned(), "KeyMismatch".to_owned())]);
-        assert_eq!(p.refs[&key("bad")].uid.as_deref(), Some("uid-bad"));
-        assert_eq!(p.refs[&key("bad")].kind.as_deref(), Some("Ingress"));
+        let events: Vec<(&str, String, String)> =
+            p.events.iter().map(|e| (e.kind, e.key.1.clone(), e.reason.clone())).collect();
+        assert_eq!(
+            events,
+            [("Gateway", "gw".to_owned(), "AcmeNoHost".to_owned()), ("Ingress", "bad".into(), "KeyMismatch".into())]
+        );
+        let bad = &p.refs[&("Ingress", key("bad"))];
+        assert_eq!((bad.uid.as_deref(), bad.kind.as_deref()), (Some("uid-bad"), Some("Ingress")));
+        assert_eq!(bad.api_version.as_deref(), Some("networking.k8s.io/v1"));
+        let gw = &p.refs[&("Gateway", key("gw"))];
+        assert_eq!((gw.uid.as_deref(), gw.kind.as_deref()), (Some("uid-gw"), Some("Gateway")));
+        assert_eq!(gw.api_version.as_deref(), Some("gateway.networking.k8s.io/v1"));
+        assert_eq!((gw.namespace.as_deref(), gw.name.as_deref()), (Some("ns"), Some("gw")));
     }
 
     #[test]
@@ -461,8 +492,9 @@ mod tests {
             p.status.insert(key(name), if ip.is_empty() { vec![] } else { vec![lb(ip)] });
         }
         for (name, reason) in events {
-            p.events.insert(EventSpec { key: key(name), reason: (*reason).into(), message: format!("{reason}!") });
-            p.refs.insert(key(name), ObjectReference { name: Some((*name).into()), ..Default::default() });
+            let (kind, message) = ("Ingress", format!("{reason}!"));
+            p.events.insert(EventSpec { kind, key: key(name), reason: (*reason).into(), message });
+            p.refs.insert((kind, key(name)), ObjectReference { name: Some((*name).into()), ..Default::default() });
         }
         p
     }

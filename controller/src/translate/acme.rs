@@ -79,10 +79,11 @@ pub(super) struct Demands {
 }
 
 impl Demands {
-    /// Adds what the TLS entry of `src` for `hosts` into Secret `secret_name` asks for:
-    /// a certificate from ACME when the Ingress says `wharf.dev/acme: "true"`, when the
-    /// Secret does not exist, and when Wharf manages it (to renew it); never when the
-    /// Ingress says `"false"`, or for a Secret Wharf does not manage.
+    /// Adds what the TLS entry of `src` (an Ingress TLS entry or a Gateway listener) for
+    /// `hosts` into Secret `secret` (namespace, name) asks for: a certificate from ACME
+    /// when `src` says `wharf.dev/acme: "true"`, when the Secret does not exist, and when
+    /// Wharf manages it (to renew it); never when `src` says `"false"`, or for a Secret
+    /// Wharf does not manage.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn add(
         &mut self,
@@ -90,10 +91,11 @@ impl Demands {
         src: &ObjectRef,
         settings: (Option<bool>, Option<&str>),
         secrets: &Secrets<'_>,
-        secret_name: Option<&str>,
+        secret: (&str, Option<&str>),
         hosts: &[&str],
         diags: &mut Vec<Diagnostic>,
     ) {
+        let (namespace, secret_name) = secret;
         let (asked, issuer) = settings;
         let diag = |diags: &mut Vec<Diagnostic>, reason, message| {
             diags.push(Diagnostic { object: src.clone(), reason, message });
@@ -108,11 +110,11 @@ impl Demands {
         if asked == Some(false) {
             return;
         }
-        let existing = secrets.get(&src.namespace, name);
+        let existing = secrets.get(namespace, name);
         let managed = existing.is_some_and(is_managed);
         if existing.is_some() && !managed {
             if asked == Some(true) {
-                diag(diags, "AcmeSecretNotManaged", format!("Secret {}/{name} exists and is not managed by Wharf (no {MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme", src.namespace));
+                diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
             }
             return;
         }
@@ -120,7 +122,7 @@ impl Demands {
             Some(i) if opts.issuers.iter().any(|n| n == i) => i.to_owned(),
             other => {
                 let known = opts.issuers.join(", ");
-                diag(diags, "AcmeIssuerUnknown", format!("ACME issuer {:?} is not configured (configured: {known}); no certificate is ordered for Secret {}/{name}", other.unwrap_or(""), src.namespace));
+                diag(diags, "AcmeIssuerUnknown", format!("ACME issuer {:?} is not configured (configured: {known}); no certificate is ordered for Secret {namespace}/{name}", other.unwrap_or("")));
                 return;
             }
         };
@@ -128,7 +130,7 @@ impl Demands {
         for h in hosts {
             match wharf_model::Host::parse(h) {
                 Ok(wharf_model::Host::Exact(n)) => names.push(n),
-                Ok(_) => diag(diags, "AcmeWildcardNotSupported", format!("host {h} is a wildcard, which ACME validates only by DNS-01, not supported yet; Secret {}/{name} is ordered without it", src.namespace)),
+                Ok(_) => diag(diags, "AcmeWildcardNotSupported", format!("host {h} is a wildcard, which ACME validates only by DNS-01, not supported yet; Secret {namespace}/{name} is ordered without it")),
                 Err(_) => {}
             }
         }
@@ -136,7 +138,7 @@ impl Demands {
             return;
         }
         let current = existing.filter(|_| managed).and_then(current);
-        let key = (src.namespace.clone(), name.to_owned());
+        let key = (namespace.to_owned(), name.to_owned());
         let d = self.by_secret.entry(key.clone()).or_insert_with(|| Demand {
             secret: key,
             names: Vec::new(),
@@ -145,7 +147,7 @@ impl Demands {
             current,
         });
         if d.issuer != issuer {
-            diag(diags, "AcmeIssuerConflict", format!("Secret {} is ordered from ACME issuer {} for {}, which is older; this Ingress's issuer {issuer} is not used for it", d.id(), d.issuer, d.sources.first().map(|s| s.to_string()).unwrap_or_default()));
+            diag(diags, "AcmeIssuerConflict", format!("Secret {} is ordered from ACME issuer {} for {}, which is older; the issuer {issuer} of {src} is not used for it", d.id(), d.issuer, d.sources.first().map(|s| s.to_string()).unwrap_or_default()));
         }
         d.names.extend(names);
         d.names.sort();

@@ -34,7 +34,22 @@ use super::backend::{Backends, ServicePortRef};
 use super::grants::{permitted, RefFrom, RefTo, GATEWAY_GROUP};
 use super::http_route::{self, Refused};
 use super::tls::Secrets;
+use super::{acme::Demands, AcmeOptions, Diagnostic};
 use crate::World;
+
+/// The listener option (`tls.options`) that asks for a certificate from ACME (`"true"`) or
+/// opts out (`"false"`), like the Ingress annotation of the same name.
+pub const ACME_OPTION: &str = "wharf.dev/acme";
+
+/// The listener option that names the ACME issuer.
+pub const ACME_ISSUER_OPTION: &str = "wharf.dev/acme-issuer";
+
+/// Where listeners' requests for ACME certificates go.
+pub(super) struct AcmeAsks<'a> {
+    pub opts: &'a AcmeOptions,
+    pub demands: &'a mut Demands,
+    pub diags: &'a mut Vec<Diagnostic>,
+}
 
 /// The addresses Gateways are bound to: an IPv4 range the process may bind any address
 /// of (a routed range on the node, or loopback). Each Gateway keeps the address it was
@@ -319,6 +334,7 @@ pub(super) fn translate(
     secrets: &Secrets<'_>,
     snapshot: &mut Snapshot,
     now: &Time,
+    acme: &mut AcmeAsks<'_>,
 ) -> Statuses {
     let mut out = Statuses::default();
     let classes: HashSet<&str> = world
@@ -365,7 +381,12 @@ pub(super) fn translate(
                     .unwrap_or_else(|| Err(("AddressNotAssigned", "no address".into())))
                     .map(Place::Address),
             };
-            Gw { obj: g, oref: object_ref(*g), address, listeners: listeners(g, world, secrets, snapshot, edge(g)) }
+            Gw {
+                obj: g,
+                oref: object_ref(*g),
+                address,
+                listeners: listeners(g, world, secrets, snapshot, edge(g), acme),
+            }
         })
         .collect();
     out.edge_gateway = gws.iter().find(|g| g.address == Ok(Place::Edge)).map(|g| g.oref.clone());
@@ -573,6 +594,7 @@ fn listeners<'a>(
     secrets: &Secrets<'_>,
     snapshot: &mut Snapshot,
     edge: Option<&EdgeGateway>,
+    acme: &mut AcmeAsks<'_>,
 ) -> Vec<Listener<'a>> {
     let ns = g.metadata.namespace.as_deref().unwrap_or("default");
     let gref = object_ref(g);
@@ -661,7 +683,7 @@ fn listeners<'a>(
                 attached: 0,
             };
             if terminates {
-                certificates(&mut listener, ns, &gref, world, secrets, snapshot);
+                certificates(&mut listener, ns, &gref, world, secrets, snapshot, acme);
             }
             listener
         })
@@ -696,7 +718,7 @@ fn kind(k: &str) -> GatewayStatusListenersSupportedKinds {
 }
 
 /// Resolves the certificateRefs of a listener that terminates TLS into snapshot
-/// certificates.
+/// certificates, and adds what it asks of ACME.
 fn certificates(
     l: &mut Listener<'_>,
     ns: &str,
@@ -704,6 +726,7 @@ fn certificates(
     world: &World,
     secrets: &Secrets<'_>,
     snapshot: &mut Snapshot,
+    acme: &mut AcmeAsks<'_>,
 ) {
     let tls = l.spec.tls.as_ref();
     if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
@@ -748,6 +771,7 @@ fn certificates(
             });
             continue;
         }
+        ask_acme(l, gref, (rns, &r.name), secrets, acme);
         let mut diags = Vec::new();
         // A Secret gone bad keeps serving its last good certificate, if there is one; the
         // listener reports the problem either way.
@@ -759,6 +783,57 @@ fn certificates(
             l.bad_ref = l.bad_ref.take().or_else(|| fail("InvalidCertificateRef", message));
         }
     }
+}
+
+/// Adds what listener `l` of Gateway `gref` asks of ACME for its certificateRef `secret`:
+/// as for an Ingress TLS entry, with the listener's `tls.options` in place of the
+/// annotations and its hostname as the one name.
+fn ask_acme(l: &Listener<'_>, gref: &ObjectRef, secret: (&str, &str), secrets: &Secrets<'_>, acme: &mut AcmeAsks<'_>) {
+    let options = l.spec.tls.as_ref().and_then(|t| t.options.as_ref());
+    let option = |key: &str| options.and_then(|o| o.get(key)).map(|v| v.trim());
+    let listener = &l.spec.name;
+    let mut diag = |reason, message: String| {
+        acme.diags.push(Diagnostic { object: gref.clone(), reason, message });
+    };
+    let asked = match option(ACME_OPTION) {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            let why = format!(
+                "listener {listener}: tls option {ACME_OPTION} {other:?} is not \"true\" or \"false\"; it is ignored"
+            );
+            diag("InvalidListenerOption", why);
+            None
+        }
+    };
+    let issuer = match option(ACME_ISSUER_OPTION) {
+        Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') => {
+            Some(v)
+        }
+        Some(other) => {
+            let why = format!("listener {listener}: tls option {ACME_ISSUER_OPTION} {other:?} is not the name of an ACME issuer; the default issuer is used");
+            diag("InvalidListenerOption", why);
+            None
+        }
+        None => None,
+    };
+    let wildcard;
+    let hosts: Vec<&str> = match &l.host {
+        Host::Exact(h) => vec![h],
+        Host::Wildcard(s) | Host::Suffix(s) => {
+            wildcard = format!("*{s}");
+            vec![&wildcard]
+        }
+        Host::Any => {
+            if asked == Some(true) && !acme.opts.issuers.is_empty() {
+                let why = format!("listener {listener} asks for a certificate from ACME but has no hostname, so there is no name to order: set its hostname");
+                diag("AcmeNoHost", why);
+            }
+            Vec::new()
+        }
+    };
+    acme.demands.add(acme.opts, gref, (asked, issuer), secrets, (secret.0, Some(secret.1)), &hosts, acme.diags);
 }
 
 fn namespace_allowed(l: &GatewayListeners, gateway_ns: &str, route_ns: &str, world: &World) -> bool {

@@ -1229,3 +1229,128 @@ fn request_mirror_filters_copy_requests_to_their_resolved_backends() {
     assert_eq!(f.backends[0].cluster, "web/app:80");
     assert_eq!(f.mirrors, [wharf_model::Mirror { cluster: "web/app:80".into(), per_million: 300_000 }]);
 }
+
+#[test]
+fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
+    let listener = |name: &str, port: u16, host: Option<&str>, refs: Value, options: Value| {
+        let mut l = json!({"name": name, "port": port, "protocol": "HTTPS",
+                           "tls": {"certificateRefs": refs, "options": options}});
+        if let Some(h) = host {
+            l["hostname"] = json!(h);
+        }
+        l
+    };
+    let one = |name: &str| json!([{"name": name}]);
+    let none = json!({});
+    let gw = gateway(
+        "web",
+        "gw",
+        0,
+        json!([
+            // A missing Secret: ordered for the listener's hostname, from the default issuer.
+            listener("missing", 443, Some("M.example.com"), one("m-tls"), none.clone()),
+            // Two listeners on one Secret: one certificate for both names.
+            listener("a", 443, Some("a.example.com"), one("shared-tls"), none.clone()),
+            listener("b", 443, Some("b.example.com"), one("shared-tls"), none.clone()),
+            // Opted out; asked for on a Secret Wharf does not manage; not asked for on one.
+            listener("no", 443, Some("no.example.com"), one("no-tls"), json!({"wharf.dev/acme": "false"})),
+            listener("foreign", 443, Some("f.example.com"), one("foreign-tls"), json!({"wharf.dev/acme": "true"})),
+            listener("own", 443, Some("own.example.com"), one("own-tls"), none.clone()),
+            // Another issuer by name.
+            listener("staging", 443, Some("s.example.com"), one("s-tls"), json!({"wharf.dev/acme-issuer": "staging"})),
+            // No hostname, a wildcard: nothing to order, and asking says why.
+            listener("any", 8443, None, one("any-tls"), json!({"wharf.dev/acme": "true"})),
+            listener("wild", 443, Some("*.w.example.com"), one("w-tls"), none.clone()),
+            // Options that are not valid are reported and ignored.
+            listener("bad", 443, Some("bad.example.com"), one("bad-tls"),
+                     json!({"wharf.dev/acme": "yes", "wharf.dev/acme-issuer": "Not_A_Name"})),
+            // A Secret of another namespace: only with a ReferenceGrant, into that namespace.
+            listener("granted", 443, Some("g.example.com"), json!([{"name": "g-tls", "namespace": "shop"}]), none.clone()),
+            listener("ungranted", 443, Some("u.example.com"), json!([{"name": "u-tls", "namespace": "other"}]), none.clone()),
+            // Not a Secret: nothing.
+            listener("kind", 443, Some("k.example.com"), json!([{"name": "k", "kind": "ConfigMap"}]), none.clone()),
+            // A TLS listener that terminates asks too; one that passes through does not.
+            {"name": "term", "port": 9443, "protocol": "TLS", "hostname": "t.example.com",
+             "tls": {"mode": "Terminate", "certificateRefs": [{"name": "t-tls"}]}},
+            {"name": "pass", "port": 9443, "protocol": "TLS", "hostname": "p.example.com",
+             "tls": {"mode": "Passthrough", "certificateRefs": [{"name": "p-tls"}]}},
+        ]),
+    );
+    let mut w = world(vec![gw], vec![]);
+    w.secrets = vec![tls_secret("foreign-tls", &["f.example.com"]), tls_secret("own-tls", &["own.example.com"])];
+    w.reference_grants = vec![obj::<ReferenceGrant>(json!({
+        "metadata": {"name": "g", "namespace": "shop"},
+        "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "web"}],
+                 "to": [{"group": "", "kind": "Secret"}]},
+    }))];
+    // An Ingress on a Secret a listener uses: one certificate for both, the Ingress first.
+    let rules = json!([super::tests::rule(
+        Some("i.example.com"),
+        json!([super::tests::path("/", "Prefix", "app", json!({"number": 80}))])
+    )]);
+    w.ingresses = vec![super::tests::ingress(
+        "ing",
+        30,
+        json!({}),
+        json!({"ingressClassName": "wharf", "tls": [{"hosts": ["i.example.com"], "secretName": "shared-tls"}],
+               "rules": rules}),
+    )];
+    w.ingress_classes = vec![super::tests::class("wharf", "wharf.dev/ingress-controller", false)];
+    let mut o = opts();
+    o.acme.issuers = vec!["le".into(), "staging".into()];
+    let t = translate(&w, &o, None);
+    let got: Vec<(String, Vec<&str>, &str, Vec<String>)> = t
+        .acme
+        .iter()
+        .map(|d| {
+            let names = d.names.iter().map(String::as_str).collect();
+            (d.id(), names, d.issuer.as_str(), d.sources.iter().map(|s| format!("{} {}", s.kind, s.name)).collect())
+        })
+        .collect();
+    let gw = || vec!["Gateway gw".to_owned()];
+    assert_eq!(
+        got,
+        [
+            ("shop/g-tls".to_owned(), vec!["g.example.com"], "le", gw()),
+            ("web/bad-tls".into(), vec!["bad.example.com"], "le", gw()),
+            ("web/m-tls".into(), vec!["m.example.com"], "le", gw()),
+            ("web/s-tls".into(), vec!["s.example.com"], "staging", gw()),
+            (
+                "web/shared-tls".into(),
+                vec!["a.example.com", "b.example.com", "i.example.com"],
+                "le",
+                vec!["Ingress ing".to_owned(), "Gateway gw".to_owned()]
+            ),
+            ("web/t-tls".into(), vec!["t.example.com"], "le", gw()),
+        ]
+    );
+    let mut acme: Vec<(&str, &str, &str)> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason.starts_with("Acme") || d.reason == "InvalidListenerOption")
+        .map(|d| (d.object.kind.as_str(), d.object.name.as_str(), d.reason))
+        .collect();
+    acme.sort();
+    assert_eq!(
+        acme,
+        [
+            ("Gateway", "gw", "AcmeNoHost"),
+            ("Gateway", "gw", "AcmeSecretNotManaged"),
+            ("Gateway", "gw", "AcmeWildcardNotSupported"),
+            ("Gateway", "gw", "InvalidListenerOption"),
+            ("Gateway", "gw", "InvalidListenerOption"),
+        ]
+    );
+    let message = |reason: &str| t.diagnostics.iter().find(|d| d.reason == reason).map(|d| d.message.clone());
+    assert!(message("AcmeNoHost").is_some_and(|m| m.contains("listener any")), "{:?}", message("AcmeNoHost"));
+    assert!(message("AcmeSecretNotManaged").is_some_and(|m| m.contains("Secret web/foreign-tls")));
+    // The listener waiting for its certificate says so until it is there.
+    assert!(has(&listener_conds(&t, "gw", "missing").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
+
+    // Without issuers nothing is ordered, and a listener asking says so.
+    let t = translate(&w, &opts(), None);
+    assert!(t.acme.is_empty());
+    let asked: Vec<&str> =
+        t.diagnostics.iter().filter(|d| d.reason == "AcmeNotConfigured").map(|d| d.object.name.as_str()).collect();
+    assert_eq!(asked, ["gw"], "the listeners foreign and any, in one diagnostic");
+}

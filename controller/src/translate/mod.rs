@@ -217,7 +217,9 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(opts.now).unwrap_or_default(),
     );
-    let gateway_status = gateway::translate(world, &opts.gateway, &t.backends, &secrets, &mut t.snapshot, &now);
+    let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
+    let gateway_status =
+        gateway::translate(world, &opts.gateway, &t.backends, &secrets, &mut t.snapshot, &now, &mut acme);
     t.diags.extend(edge::overridden(&t.snapshot));
 
     t.diags.sort();
@@ -495,7 +497,7 @@ impl<'a> Translator<'a> {
             };
             let acme = (settings.acme, settings.acme_issuer.as_deref());
             let secret_name = entry.secret_name.as_deref();
-            self.acme.add(&self.opts.acme, &src, acme, secrets, secret_name, &hosts, &mut self.diags);
+            self.acme.add(&self.opts.acme, &src, acme, secrets, (&src.namespace, secret_name), &hosts, &mut self.diags);
             tls_hosts.add(self, &src, secrets, secret_name, &hosts);
         }
 

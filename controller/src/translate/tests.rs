@@ -10,13 +10,13 @@ pub(super) fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
-fn class(name: &str, controller: &str, default: bool) -> IngressClass {
+pub(super) fn class(name: &str, controller: &str, default: bool) -> IngressClass {
     let ann = if default { json!({"ingressclass.kubernetes.io/is-default-class": "true"}) } else { json!({}) };
     obj(json!({"metadata": {"name": name, "annotations": ann}, "spec": {"controller": controller}}))
 }
 
 /// An Ingress created at minute `age` with the given spec and annotations.
-fn ingress(name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
+pub(super) fn ingress(name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
     obj(json!({
         "metadata": {"name": name, "namespace": "web", "annotations": annotations,
                       "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
@@ -24,14 +24,14 @@ fn ingress(name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
     }))
 }
 
-fn rule(host: Option<&str>, paths: Value) -> Value {
+pub(super) fn rule(host: Option<&str>, paths: Value) -> Value {
     match host {
         Some(h) => json!({"host": h, "http": {"paths": paths}}),
         None => json!({"http": {"paths": paths}}),
     }
 }
 
-fn path(p: &str, ty: &str, svc: &str, port: Value) -> Value {
+pub(super) fn path(p: &str, ty: &str, svc: &str, port: Value) -> Value {
     json!({"path": p, "pathType": ty, "backend": {"service": {"name": svc, "port": port}}})
 }
 
