@@ -1257,7 +1257,7 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
             listener("foreign", 443, Some("f.example.com"), one("foreign-tls"), json!({"wharf.dev/acme": "true"})),
             listener("own", 443, Some("own.example.com"), one("own-tls"), none.clone()),
             // Another issuer by name.
-            listener("staging", 443, Some("s.example.com"), one("s-tls"), json!({"wharf.dev/acme-issuer": "staging"})),
+            listener("staging", 443, Some("s.example.com"), one("s-tls"), json!({"wharf.dev/acme-issuer": "staging-2"})),
             // No hostname, a wildcard: nothing to order, and asking says why.
             listener("any", 8443, None, one("any-tls"), json!({"wharf.dev/acme": "true"})),
             listener("wild", 443, Some("*.w.example.com"), one("w-tls"), none.clone()),
@@ -1297,7 +1297,7 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
     )];
     w.ingress_classes = vec![super::tests::class("wharf", "wharf.dev/ingress-controller", false)];
     let mut o = opts();
-    o.acme.issuers = vec!["le".into(), "staging".into()];
+    o.acme.issuers = vec!["le".into(), "staging-2".into()];
     let t = translate(&w, &o, None);
     let got: Vec<(String, Vec<&str>, &str, Vec<String>)> = t
         .acme
@@ -1314,7 +1314,7 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
             ("shop/g-tls".to_owned(), vec!["g.example.com"], "le", gw()),
             ("web/bad-tls".into(), vec!["bad.example.com"], "le", gw()),
             ("web/m-tls".into(), vec!["m.example.com"], "le", gw()),
-            ("web/s-tls".into(), vec!["s.example.com"], "staging", gw()),
+            ("web/s-tls".into(), vec!["s.example.com"], "staging-2", gw()),
             (
                 "web/shared-tls".into(),
                 vec!["a.example.com", "b.example.com", "i.example.com"],
@@ -1353,4 +1353,5 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
     let asked: Vec<&str> =
         t.diagnostics.iter().filter(|d| d.reason == "AcmeNotConfigured").map(|d| d.object.name.as_str()).collect();
     assert_eq!(asked, ["gw"], "the listeners foreign and any, in one diagnostic");
+    assert!(!t.diagnostics.iter().any(|d| d.reason == "AcmeNoHost"), "without issuers, only AcmeNotConfigured");
 }
