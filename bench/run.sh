@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks Wharf side by side with nginx and HAProxy on this machine and writes
-# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S]
+# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S] [--only M8|M9]
 # --smoke runs one short round with the debug build the tests use: it checks that the
-# script works end to end (CI runs it); its numbers mean nothing.
+# script works end to end (CI runs it); its numbers mean nothing. --only runs only that
+# measurement and prints its report without touching bench/RESULTS.md.
 #
 # Every proxy gets the same ECDSA P-256 certificate, TLS 1.3 only, one worker pinned to
 # PROXY_CPU (1), access logs off, and the same backend (an nginx serving a 1 KiB body on
@@ -22,16 +23,20 @@
 #       for HTTPRoutes on the chart's edge Gateway
 #   M6  TCP proxy and TLS passthrough throughput (iperf3, 4 streams)
 #   M7  TCP through an HBONE tunnel versus plain TCP (Wharf)
+#   M8  memory per idle TLS client connection (10,000 connections, one request each),
+#       HTTP/1.1 and HTTP/2, each proxy started afresh
+#   M9  latency of a steady request stream while 10,000-Ingress configs are rebuilt (Wharf)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-rounds=5 seconds=10 smoke=0 report_only=0 profile=release
+rounds=5 seconds=10 smoke=0 report_only=0 profile=release only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --smoke) smoke=1 rounds=1 seconds=2 profile=dev ;;
     --report-only) report_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --seconds) seconds="$2"; shift ;;
+    --only) only="$2"; shift; case "$only" in M8|M9) ;; *) echo "--only takes M8 or M9" >&2; exit 2 ;; esac ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -66,6 +71,8 @@ WHARF_BENCH_BIN="$root/target/$([ "$profile" = dev ] && echo debug || echo "$pro
 export WHARF_BENCH_BIN
 wharf="$WHARF_BENCH_BIN/wharf"
 loadgen="$WHARF_BENCH_BIN/wharf-loadgen"
+# M8 holds 10,000 client connections in the load generator and as many in the proxy.
+ulimit -n "$(ulimit -Hn)"
 # taskset CPU lists, overridable. With more than two CPUs, give the load generators and
 # the backend more than one (CLIENT_CPU=0,2,3) so that the proxy saturates first.
 PROXY_CPU=${PROXY_CPU:-1} CLIENT_CPU=${CLIENT_CPU:-0}
@@ -94,6 +101,7 @@ CONF
 cat > nginx-proxy/nginx.conf <<CONF
 load_module /usr/lib/nginx/modules/ngx_stream_module.so;
 worker_processes 1;
+worker_rlimit_nofile 20000;
 pid $work/nginx-proxy/pid;
 error_log /dev/null;
 events { worker_connections 16384; }
@@ -128,7 +136,9 @@ CONF
 cat > haproxy/haproxy.cfg <<CONF
 global
   nbthread 1
-  maxconn 8000
+  maxconn 10100
+  # It asks for two descriptors per connection; M8's idle clients need one each.
+  no strict-limits
   tune.ssl.default-dh-param 2048
 defaults
   mode http
@@ -266,7 +276,9 @@ stat() { awk -F'\t' -v m="$1" -v p="$2" '$1==m && $2==p && $4!="" {print $4}' "$
 # With --report-only, the rounds are those raw.tsv holds.
 report_rounds=$rounds
 [ "$report_only" = 1 ] && report_rounds=$(awk -F'\t' '$2!="wharf-only" && $3>m {m=$3} END {print m+0}' "$results") && rounds=0
-for round in $(seq 1 "$rounds"); do
+main_rounds=$rounds
+[ -n "$only" ] && main_rounds=0
+for round in $(seq 1 "$main_rounds"); do
   for proxy in wharf nginx haproxy; do
     log "round $round: $proxy"
     start_proxy "$proxy"
@@ -307,7 +319,7 @@ done
 # M2 latency at 50% of nginx's max, open loop, all proxies.
 nginx_max=$(stat M2 nginx | median)
 target=$(awk -v m="$nginx_max" 'BEGIN{printf "%.0f", m/2}')
-for round in $(seq 1 "$rounds"); do
+for round in $(seq 1 "$main_rounds"); do
   for proxy in wharf nginx haproxy; do
     start_proxy "$proxy"
     out=$(client "$loadgen" rate --addr 127.0.0.1:8443 --sni bench.local --rate "$target" --connections 50 --seconds "$seconds")
@@ -318,9 +330,36 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
+# M8: memory per idle connection. Each proxy starts afresh for each protocol, so that memory
+# an earlier measurement left behind in its heap does not hide what the connections take.
+idle_conns=10000
+[ "$smoke" = 1 ] && idle_conns=500
+idle_rounds=$rounds
+[ -n "$only" ] && [ "$only" != M8 ] && idle_rounds=0
+for round in $(seq 1 "$idle_rounds"); do
+  for proxy in wharf nginx haproxy; do
+    for proto in h1 h2; do
+      log "round $round: $proxy M8 $proto"
+      start_proxy "$proxy"
+      flags=(--connections "$idle_conns" --pid "$(proxy_worker "$PROXY_PID")")
+      [ "$proto" = h2 ] && flags+=(--h2)
+      out=$(client "$loadgen" idle --addr 127.0.0.1:8443 --sni bench.local "${flags[@]}")
+      check_loadgen "M8$proto" "$proxy" "$round" "$out"
+      record "M8$proto" "$proxy" "$round" "$(echo "$out" | sed -n 's/.*per_conn_kib=\([0-9.]*\).*/\1/p')"
+      stop_proxy
+    done
+  done
+done
+
 # Wharf-only measurements.
-[ "$report_only" = 1 ] || "$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
-[ "$report_only" = 1 ] || "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
+if [ "$report_only" != 1 ]; then
+  if [ -z "$only" ]; then
+    "$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
+    "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
+  elif [ "$only" = M9 ]; then
+    "$here/wharf-only.sh" "$work" "$smoke" "$seconds" M9 >> "$results"
+  fi
+fi
 
 # --- report --------------------------------------------------------------------------
 {
@@ -341,14 +380,16 @@ done
   echo "|---|---|---|---|---|---|"
   for m in "M1:M1 TLS 1.3 full handshakes/s (+1 request)" "M1cpu:M1 handshakes per proxy CPU-second" "M2:M2 HTTPS/1.1 keep-alive req/s, 50 conns" "M2cpu:M2 requests per proxy CPU-second" \
            "M2p50:M2 p50 latency ms at 50% of nginx max" "M2p99:M2 p99 latency ms at 50% of nginx max" "M3:M3 HTTP/2 req/s, 10 clients x 10 streams" "M3cpu:M3 requests per proxy CPU-second" \
-           "M6tcp:M6 TCP proxy throughput Mbit/s (iperf3, 4 streams)"; do
+           "M6tcp:M6 TCP proxy throughput Mbit/s (iperf3, 4 streams)" \
+           "M8h1:M8 RSS KiB per idle TLS connection, HTTP/1.1 ($idle_conns)" "M8h2:M8 RSS KiB per idle TLS connection, HTTP/2 ($idle_conns)"; do
     key=${m%%:*} name=${m#*:}
+    [ -n "$(stat "$key" wharf)" ] || continue
     w=$(stat "$key" wharf | median); n=$(stat "$key" nginx | median); h=$(stat "$key" haproxy | median)
     wr=$(stat "$key" wharf | range); nr=$(stat "$key" nginx | range); hr=$(stat "$key" haproxy | range)
     echo "| $name | $w [$wr] | $n [$nr] | $h [$hr] | $(awk -v a="$w" -v b="$n" 'BEGIN{if (b>0) printf "%.2f", a/b; else print "-"}') | $(awk -v a="$w" -v b="$h" 'BEGIN{if (b>0) printf "%.2f", a/b; else print "-"}') |"
   done
   echo
-  echo "For latency, lower is better (a ratio below 1 favours Wharf); for everything else higher is better."
+  echo "For latency and memory, lower is better (a ratio below 1 favours Wharf); for everything else higher is better."
   echo
   echo "## Wharf only"
   echo
@@ -363,14 +404,16 @@ done
   echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/\` (SNI and \`:authority\` both bench.local)."
   echo "- Every proxy sends the backend the request headers ingress-nginx sends (Host, X-Request-ID, X-Real-IP, X-Forwarded-For/-Host/-Port/-Proto). A run stops if any request fails or gets a non-2xx answer."
   echo "- M5 (API server): etcd + kube-apiserver from the e2e harness, \`wharf controller\` with the chart's ServiceAccount, backend in the harness's network namespace; the clock starts when curl sends the Ingress (or the HTTPRoute, attached to the chart's edge Gateway and served on the same HTTP listener) to the API server and stops at the first 200 for its host. Standalone: from renaming the changed file into the watched directory (100 ms watch interval)."
+  echo "- M8: \`wharf-loadgen idle --connections $idle_conns [--h2]\`: each connection makes a full TLS 1.3 handshake (ALPN http/1.1 or h2), sends one GET and reads the response, then stays open and idle; the figure is the growth of the proxy worker's VmRSS from before the first connection to 1 s after the last response, divided by the connection count. Each proxy is started afresh for each protocol."
+  echo "- M9 (\`TOKIO_WORKER_THREADS=1\`, pinned to one CPU): \`wharf-loadgen rate --rate 500 --connections 10\` (HTTPS/1.1 keep-alive, open loop) to one of the 10,000 hosts of M4 served standalone, once with no changes and once while a file is rewritten every second, each rewrite rebuilding the whole config (10,000 Ingresses and certificates)."
   echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."
   echo "- Configs: \`target/bench/{nginx-proxy/nginx.conf,haproxy/haproxy.cfg,wharf/bench.yaml}\` as written by bench/run.sh."
   echo
   echo "Raw numbers: one line per measurement in \`target/bench/raw.tsv\`."
   if [ -f "$here/steps.md" ]; then echo; cat "$here/steps.md"; fi
 } > "$work/RESULTS.md"
-if [ "$smoke" = 1 ]; then
-  log "smoke run done: $work/RESULTS.md"
+if [ "$smoke" = 1 ] || [ -n "$only" ]; then
+  log "report: $work/RESULTS.md"
 else
   cp "$work/RESULTS.md" "$here/RESULTS.md"
   log "wrote bench/RESULTS.md"

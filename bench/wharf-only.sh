@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Wharf-only measurements for bench/run.sh (M4, M5, M7). Prints TSV lines
-# "<measure>\twharf-only\t1\t<value>". Usage: wharf-only.sh WORKDIR SMOKE SECONDS
+# Wharf-only measurements for bench/run.sh (M4, M5, M7, M9). Prints TSV lines
+# "<measure>\twharf-only\t1\t<value>". Usage: wharf-only.sh WORKDIR SMOKE SECONDS [ONLY]
+# ONLY (M9) runs that measurement alone.
 set -euo pipefail
-work="$1" smoke="$2" seconds="$3"
+work="$1" smoke="$2" seconds="$3" only="${4:-}"
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${WHARF_BENCH_BIN:-$root/target/release}"
 wharf="$bin/wharf" loadgen="$bin/wharf-loadgen"
@@ -23,6 +25,7 @@ start() { # admin port, args...
 # M4: 10,000 certificates.
 n=10000; [ "$smoke" = 1 ] && n=1000
 "$loadgen" ingresses --count "$n" --certs --out certs.yaml --names certs.names
+if want M4; then
 t0=$(now); start 15031 -f certs.yaml --https-port 18443 --http-port 0; ready 15031; t1=$(now)
 out "M4 time to serving $n certificates (s)" "$(echo "$t1 - $t0" | bc -l | xargs printf '%.2f')"
 out "M4 RSS with $n certificates (MiB)" "$(awk '/VmRSS/ {printf "%.0f", $2/1024}' /proc/$WPID/status)"
@@ -36,6 +39,41 @@ rnd=$(handshakes --sni-file certs.names)
 out "M4 handshakes/s, one SNI, $n certificates loaded" "$one"
 out "M4 handshakes/s, random SNI of $n" "$rnd"
 kill "$WPID"; wait "$WPID" 2>/dev/null || true
+fi
+
+# M9: latency of a steady HTTPS request stream while the config of the 10,000 Ingresses
+# and certificates of M4 is rebuilt about once a second (a changed file each time), beside
+# the same stream with no changes.
+if want M9; then
+  rm -rf rebuild && mkdir rebuild && cp certs.yaml rebuild/base.yaml
+  start 15034 -f rebuild --https-port 18443 --http-port 0 --watch-interval 100ms; ready 15034
+  stream() { # -> loadgen output; stops when any request failed
+    local o; o=$(taskset -c 0 "$loadgen" rate --addr 127.0.0.1:18443 --sni host-0.bench.local --rate 500 --connections 10 --seconds "$seconds")
+    echo "$o" | grep -q ' errors=0$' || { log "M9 requests failed: $o"; exit 1; }
+    echo "$o"
+  }
+  applies() { curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}'; }
+  quiet=$(stream)
+  a0=$(applies)
+  (
+    i=0
+    while :; do
+      i=$((i + 1))
+      printf 'apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: fresh, namespace: bench}\nspec:\n  ingressClassName: wharf\n  rules: [{host: rebuild-%s.bench.local, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {number: 80}}}}]}}]\n' "$i" > rebuild/extra.yaml.tmp
+      mv rebuild/extra.yaml.tmp rebuild/extra.yaml
+      sleep 1
+    done
+  ) &
+  changer=$!
+  busy=$(stream)
+  kill "$changer"; wait "$changer" 2>/dev/null || true
+  rebuilds=$(( $(applies) - a0 ))
+  p() { echo "$2" | sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+  out "M9 p50 / p99 ms, 500 req/s HTTPS, no config changes" "$(p p50_ms "$quiet") / $(p p99_ms "$quiet")"
+  out "M9 p50 / p99 ms, 500 req/s HTTPS, while $n-Ingress configs are rebuilt ($rebuilds rebuilds)" "$(p p50_ms "$busy") / $(p p99_ms "$busy")"
+  kill "$WPID"; wait "$WPID" 2>/dev/null || true
+fi
+want M5 || exit 0
 
 # M5: propagation with 10, 1,000, 10,000 Ingresses (file watch interval 100 ms).
 sizes="10 1000 10000"; [ "$smoke" = 1 ] && sizes="10 1000"

@@ -5,10 +5,13 @@
 //! - `rate`: HTTPS keep-alive requests at a fixed rate (open loop); latency is measured
 //!   from when each request was due, not when it was sent, so a stalled server is not
 //!   hidden (coordinated omission).
+//! - `idle`: memory per idle client connection: many TLS connections, one request each,
+//!   then held open while the proxy's RSS is read.
 
 // A command-line tool whose output is its result.
 #![allow(clippy::print_stdout)]
 
+mod idle;
 mod reliability;
 
 use std::net::SocketAddr;
@@ -88,6 +91,33 @@ enum Cmd {
         #[arg(long, global = true, default_value_t = 20.0)]
         fresh: f64,
     },
+    /// Opens many TLS connections, sends one request on each (HTTP/1.1 keep-alive, or
+    /// HTTP/2 with --h2), holds them open and idle, and prints how much the proxy's RSS grew
+    /// per connection.
+    Idle {
+        #[arg(long)]
+        addr: SocketAddr,
+        /// SNI and Host.
+        #[arg(long, default_value = "bench.local")]
+        sni: String,
+        #[arg(long, default_value = "/")]
+        path: String,
+        #[arg(long, default_value_t = 10_000)]
+        connections: usize,
+        /// Negotiate HTTP/2 (ALPN h2) instead of HTTP/1.1.
+        #[arg(long)]
+        h2: bool,
+        /// The process holding the connections (nginx: its worker); its VmRSS is read
+        /// before the first connection and after the last one is idle.
+        #[arg(long)]
+        pid: u32,
+        /// Connections being opened at a time.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Seconds between the last response and the second reading.
+        #[arg(long, default_value_t = 1.0)]
+        settle: f64,
+    },
     /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
     Rate {
         #[arg(long)]
@@ -142,10 +172,10 @@ enum Scenario {
     },
 }
 
-fn client_config() -> Arc<rustls::ClientConfig> {
+fn client_config(alpn: &[u8]) -> Arc<rustls::ClientConfig> {
     // The benchmark measures the proxy, so the client skips chain checks (it still verifies
     // the handshake signature) and never resumes: every handshake is a full one.
-    let mut cfg = (*wharf_dataplane::testing::inspecting_client_config(&[b"http/1.1"])).clone();
+    let mut cfg = (*wharf_dataplane::testing::inspecting_client_config(&[alpn])).clone();
     cfg.resumption = rustls::client::Resumption::disabled();
     Arc::new(cfg)
 }
@@ -199,7 +229,7 @@ async fn main() -> Result<()> {
                     .collect(),
                 None => vec![sni],
             });
-            let cfg = client_config();
+            let cfg = client_config(b"http/1.1");
             let deadline = Instant::now() + Duration::from_secs_f64(seconds);
             let mut tasks = Vec::new();
             for _ in 0..concurrency {
@@ -257,8 +287,13 @@ async fn main() -> Result<()> {
         Cmd::Reliability { scenario, wharf, work, keepalive, rate, fresh } => {
             reliability::run(scenario_of(scenario), &wharf, &work, keepalive, rate, fresh).await?;
         }
+        Cmd::Idle { addr, sni, path, connections, h2, pid, concurrency, settle } => {
+            let cfg = client_config(if h2 { b"h2" } else { b"http/1.1" });
+            let target = idle::Target { addr, sni, path, h2, cfg };
+            idle::run(target, connections, concurrency, pid, Duration::from_secs_f64(settle)).await?;
+        }
         Cmd::Rate { addr, sni, path, rate, connections, seconds } => {
-            let cfg = client_config();
+            let cfg = client_config(b"http/1.1");
             let start = Instant::now() + Duration::from_millis(200);
             let per_conn = Duration::from_secs_f64(connections as f64 / rate);
             let total = (rate * seconds) as usize / connections;
