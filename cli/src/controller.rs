@@ -9,15 +9,16 @@ use wharf_controller::k8s::acme::{EventReport, SecretStore};
 use wharf_controller::k8s::{self, lease::LeaseConfig, status::Publish};
 
 use crate::args::ControllerArgs;
+use crate::control::{Control, Stop};
 use crate::gateway::{self, shutdown_signal};
 
-/// Runs controller and data plane until SIGTERM/SIGINT.
+/// Runs controller and data plane until SIGTERM/SIGINT: the data plane on this runtime, the
+/// controller on the control thread.
 pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let mut translate = gateway::translate_options(&args.gateway)?;
     let acme = gateway::acme_settings(&args.gateway)?;
     // The replicas answer the ACME challenges the leader publishes in their namespace.
     translate.acme.challenge_namespace = Some(args.election_namespace.clone());
-    let client = client_from(args.kubeconfig.as_deref()).await?;
     let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);
     let publish = if !args.publish_addresses.is_empty() {
@@ -35,39 +36,62 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         renew_deadline: args.lease_renew_deadline,
         retry: args.lease_retry,
     };
-    let cfg = k8s::Config {
-        translate,
-        publish,
-        lease: lease.clone(),
-        debounce: Duration::from_millis(50),
-        resync: args.resync_interval,
-    };
-    tracing::info!(identity = %identity, "starting controller");
+    let cfg =
+        k8s::Config { translate, publish, lease, debounce: Duration::from_millis(50), resync: args.resync_interval };
     let (served_tx, served) = tokio::sync::watch::channel(Default::default());
-    let publisher = gateway::publisher(&serving, served_tx);
-    let handles = k8s::start(client.clone(), cfg, publisher);
-    if let Some(settings) = acme {
-        let store = SecretStore::new(client.clone(), args.election_namespace.clone(), lease.name.clone());
-        let reporter = Reporter { controller: "wharf".into(), instance: Some(identity.clone()) };
-        let report =
-            EventReport::new(client.clone(), reporter, gateway::AcmeMetrics(serving.gateway.metrics().clone()));
-        tracing::info!(issuers = settings.issuers.len(), "ordering certificates from ACME while leader");
-        let manager = Manager::new(settings, store, report, served);
-        tokio::spawn(manager.run(handles.translations.clone(), handles.leader.clone()));
-    }
-    let sig = shutdown_signal().await;
+    let plane = ControlPlane {
+        kubeconfig: args.kubeconfig.clone(),
+        cfg,
+        publisher: gateway::publisher(&serving, served_tx),
+        acme: acme.map(|settings| (settings, served, gateway::AcmeMetrics(serving.gateway.metrics().clone()))),
+    };
+    let mut control = Control::spawn(move |stop| plane.run(stop))?;
+    let sig = tokio::select! {
+        sig = shutdown_signal() => sig,
+        e = control.failed() => return Err(e),
+    };
     tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
-    let leader = *handles.leader.borrow();
-    let release = async {
+    let delay = args.gateway.proxy.shutdown_delay.unwrap_or(CONTROLLER_SHUTDOWN_DELAY);
+    let (stopped, ()) = tokio::join!(control.stop(), serving.shutdown(delay, args.gateway.proxy.drain_timeout));
+    stopped
+}
+
+/// What runs on the control thread: the API client, its watches, translation and
+/// publishing, leader election, status, ACME.
+struct ControlPlane {
+    kubeconfig: Option<std::path::PathBuf>,
+    cfg: k8s::Config,
+    publisher: wharf_controller::publish::Publisher,
+    acme: Option<(
+        wharf_controller::acme::Settings,
+        tokio::sync::watch::Receiver<std::sync::Arc<wharf_model::AcmeChallenges>>,
+        gateway::AcmeMetrics,
+    )>,
+}
+
+impl ControlPlane {
+    async fn run(self, stop: Stop) -> anyhow::Result<()> {
+        let client = client_from(self.kubeconfig.as_deref()).await?;
+        let lease = self.cfg.lease.clone();
+        tracing::info!(identity = %lease.identity, "starting controller");
+        let handles = k8s::start(client.clone(), self.cfg, self.publisher);
+        if let Some((settings, served, metrics)) = self.acme {
+            let store = SecretStore::new(client.clone(), lease.namespace.clone(), lease.name.clone());
+            let reporter = Reporter { controller: "wharf".into(), instance: Some(lease.identity.clone()) };
+            let report = EventReport::new(client.clone(), reporter, metrics);
+            tracing::info!(issuers = settings.issuers.len(), "ordering certificates from ACME while leader");
+            let manager = Manager::new(settings, store, report, served);
+            tokio::spawn(manager.run(handles.translations.clone(), handles.leader.clone()));
+        }
+        let _ = stop.await;
         // Handing the Lease over early only speeds up the next leader; with the API server
         // slow or unreachable it must not hold up the drain (the Lease then expires).
+        let leader = *handles.leader.borrow();
         if leader && tokio::time::timeout(RELEASE_TIMEOUT, k8s::lease::release(client, &lease)).await.is_err() {
             tracing::warn!(lease = %lease.name, "the API server did not answer; the lease expires by itself");
         }
-    };
-    let delay = args.gateway.proxy.shutdown_delay.unwrap_or(CONTROLLER_SHUTDOWN_DELAY);
-    tokio::join!(release, serving.shutdown(delay, args.gateway.proxy.drain_timeout));
-    Ok(())
+        Ok(())
+    }
 }
 
 /// In Kubernetes a terminating pod leaves its Service's endpoints only after the

@@ -1,6 +1,7 @@
 //! `wharf`: a Kubernetes edge gateway.
 
 mod args;
+mod control;
 mod controller;
 mod gateway;
 mod logging;

@@ -9,6 +9,7 @@ use wharf_controller::publish::{Published, Publisher};
 use wharf_controller::{files, translate, Options as TranslateOptions};
 
 use crate::args::{EchoArgs, RunArgs};
+use crate::control::{Control, Stop};
 use crate::gateway::{self, shutdown_signal};
 
 /// Serves the objects in `args.files` until SIGTERM/SIGINT, reloading on change.
@@ -30,42 +31,37 @@ pub async fn standalone(args: RunArgs) -> anyhow::Result<()> {
     let serving = gateway::start(&args.gateway, args.gateway.listen.https_port).await?;
     let (served_tx, served) = tokio::sync::watch::channel(Default::default());
     let (translations_tx, translations) = tokio::sync::watch::channel(None);
-    let mut reloader = Reloader {
+    let reloader = Reloader {
         files: files.clone(),
         opts,
         publisher: gateway::publisher(&serving, served_tx),
         translations: translations_tx,
     };
-    // Standalone, this process is the only one: always the leader.
-    let (_leader, always) = tokio::sync::watch::channel(true);
-    if let (Some(settings), Some(store)) = (acme, store) {
-        let report = LogReport(gateway::AcmeMetrics(serving.gateway.metrics().clone()));
-        tokio::spawn(Manager::new(settings, store, report, served).run(translations, always));
-    }
-    let mut fingerprint = files::fingerprint(&files);
-    reloader.reload();
-
-    let mut tick = tokio::time::interval(args.watch_interval);
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let now = files::fingerprint(&files);
-                if now != fingerprint {
-                    fingerprint = now;
-                    reloader.reload();
-                }
-            }
-            sig = &mut shutdown => {
-                tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
-                break;
-            }
+    let acme = match (acme, store) {
+        (Some(settings), Some(store)) => {
+            let report = LogReport(gateway::AcmeMetrics(serving.gateway.metrics().clone()));
+            Some(Manager::new(settings, store, report, served))
         }
-    }
+        _ => None,
+    };
+    let interval = args.watch_interval;
+    let mut control = Control::spawn(move |stop| async move {
+        // Standalone, this process is the only one: always the leader.
+        let (_leader, always) = tokio::sync::watch::channel(true);
+        if let Some(manager) = acme {
+            tokio::spawn(manager.run(translations, always));
+        }
+        reloader.watch(interval, stop).await;
+        Ok(())
+    })?;
+    let sig = tokio::select! {
+        sig = shutdown_signal() => sig,
+        e = control.failed() => return Err(e),
+    };
+    tracing::info!(signal = sig, deadline = ?args.gateway.proxy.drain_timeout, "draining");
     let delay = args.gateway.proxy.shutdown_delay.unwrap_or_default();
-    serving.shutdown(delay, args.gateway.proxy.drain_timeout).await;
-    Ok(())
+    let (stopped, ()) = tokio::join!(control.stop(), serving.shutdown(delay, args.gateway.proxy.drain_timeout));
+    stopped
 }
 
 struct Reloader {
@@ -76,6 +72,26 @@ struct Reloader {
 }
 
 impl Reloader {
+    /// Applies the files, then again whenever they change, until `stop`.
+    async fn watch(mut self, interval: std::time::Duration, stop: Stop) {
+        let mut fingerprint = files::fingerprint(&self.files);
+        self.reload();
+        let mut tick = tokio::time::interval(interval);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let now = files::fingerprint(&self.files);
+                    if now != fingerprint {
+                        fingerprint = now;
+                        self.reload();
+                    }
+                }
+                _ = &mut stop => return,
+            }
+        }
+    }
+
     /// Loads, translates and applies the files; on any error the live config stays.
     fn reload(&mut self) {
         let loaded = match files::load(&self.files) {
