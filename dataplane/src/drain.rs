@@ -5,6 +5,8 @@
 //! finishes). Every connection holds a watch; the signal's owner waits until all watches
 //! are dropped or a deadline passes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -78,18 +80,18 @@ impl Watch {
 /// Serves an HTTP connection until it ends; once draining starts, or the connection is
 /// older than `max_age`, or (with `goaway_on_close`, for HTTP/2) once closing starts, asks
 /// it to finish its in-flight requests (HTTP/1.1: close after the current one; HTTP/2:
-/// GOAWAY) and waits. Returns how the connection ended.
-pub async fn serve_connection<C>(
-    conn: C,
+/// GOAWAY) and waits. Returns how the connection ended. The connection comes boxed, so
+/// that this future holds a pointer to it rather than a copy beside its argument.
+pub async fn serve_connection<C, E>(
+    mut conn: Pin<Box<C>>,
     mut drain: Watch,
     max_age: Option<Duration>,
     goaway_on_close: bool,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
-    C: hyper_util::server::graceful::GracefulConnection,
-    C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    C: Graceful + Future<Output = Result<(), E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    tokio::pin!(conn);
     let aged = async {
         match max_age {
             Some(age) => tokio::time::sleep(age).await,
@@ -120,4 +122,52 @@ where
         }
     };
     ended.map_err(Into::into)
+}
+
+/// A served connection that can be asked to finish what it is doing and end.
+pub trait Graceful {
+    /// HTTP/1.1: close after the current response; HTTP/2: GOAWAY.
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S, B> Graceful for hyper::server::conn::http1::UpgradeableConnection<I, S>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http1::UpgradeableConnection::graceful_shutdown(self);
+    }
+}
+
+impl<I, S, B, E> Graceful for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http2::Connection::graceful_shutdown(self);
+    }
+}
+
+impl<I, S, B, E> Graceful for hyper_util::server::conn::auto::UpgradeableConnection<'_, I, S, E>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Future: 'static,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper_util::server::conn::auto::UpgradeableConnection::graceful_shutdown(self);
+    }
 }

@@ -445,7 +445,24 @@ where
     }
 }
 
-async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, drain: Watch) {
+/// An HTTPS connection: the TLS handshake, then HTTP/2 or HTTP/1.1 as ALPN says.
+///
+/// An idle connection costs what its task holds, so the pieces are sized with care: the
+/// handshake's state is boxed and freed once done, and what serves the connection
+/// afterwards is built by plain functions that move the TLS stream straight into a boxed
+/// connection (an async function keeps every argument for its whole life).
+async fn serve_https(shared: Arc<Shared>, stream: Inbound, info: ConnInfo, drain: Watch) {
+    let Some((tls, info)) = tls_handshake(&shared, stream, info).await else { return };
+    serve_tls(shared, tls, info, drain).await;
+}
+
+/// The TLS handshake of an HTTPS connection, within `--handshake-timeout`; `info` gains
+/// the SNI and the client certificate.
+async fn tls_handshake(
+    shared: &Shared,
+    stream: Inbound,
+    mut info: ConnInfo,
+) -> Option<(tokio_rustls::server::TlsStream<Inbound>, ConnInfo)> {
     let choice = {
         let cfg = shared.config.load();
         cfg.tables(info.gateway_port).map(|t| TlsChoice {
@@ -453,10 +470,9 @@ async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, d
             by_hello: (!t.client_auth.is_empty() || cfg.acme.has_tls_alpn01()).then(|| shared.config.load_full()),
         })
     };
-    let Some(tables) = choice else {
-        return;
-    };
-    let handshake = async {
+    let tables = choice?;
+    let port = info.gateway_port;
+    let handshake = Box::pin(async move {
         match tables.by_hello {
             // Hosts that ask for client certificates have configs of their own, and so do
             // ACME TLS-ALPN-01 validations: read the ClientHello, then take its config.
@@ -466,44 +482,59 @@ async fn serve_https(shared: Arc<Shared>, stream: Inbound, mut info: ConnInfo, d
                 let hello = start.client_hello();
                 let chosen = match cfg.acme.tls_alpn01(hello.server_name(), hello.alpn().into_iter().flatten()) {
                     Some(challenge) => Some(Arc::clone(challenge)),
-                    None => cfg.tables(info.gateway_port).map(|t| Arc::clone(t.tls_for(hello.server_name()))),
+                    None => cfg.tables(port).map(|t| Arc::clone(t.tls_for(hello.server_name()))),
                 };
                 start.into_stream(chosen.unwrap_or(tables.tls)).await
             }
             None => tokio_rustls::TlsAcceptor::from(tables.tls).accept(stream).await,
         }
-    };
-    match tokio::time::timeout(shared.opts.timeouts.handshake, handshake).await {
-        Ok(Ok(mut tls)) => {
-            shared.metrics.handshake(true);
-            if tls.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
-                // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).
-                shared.metrics.acme_answered(crate::metrics::AcmeChallenge::TlsAlpn01);
-                tracing::info!(client = %info.client, sni = ?tls.get_ref().1.server_name(), "answered an ACME TLS-ALPN-01 validation");
-                let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
-                return;
-            }
-            let conn = tls.get_ref().1;
-            info.sni = conn.server_name().map(Arc::from);
-            info.client_cert = conn
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| wharf_model::PeerCertificate::new(c))
-                .map(Arc::new);
-            if conn.alpn_protocol() == Some(b"h2") {
-                serve_h2(shared, tls, info, drain).await;
-            } else {
-                serve_http(shared, tls, info, drain).await;
-            }
-        }
+    });
+    let tls = match tokio::time::timeout(shared.opts.timeouts.handshake, handshake).await {
+        Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             shared.metrics.handshake(false);
             tracing::debug!(client = %info.client, error = %e, "TLS handshake failed");
+            return None;
         }
         Err(_) => {
             shared.metrics.handshake(false);
             tracing::debug!(client = %info.client, "TLS handshake timed out");
+            return None;
         }
+    };
+    shared.metrics.handshake(true);
+    let conn = tls.get_ref().1;
+    info.sni = conn.server_name().map(Arc::from);
+    info.client_cert = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| wharf_model::PeerCertificate::new(c))
+        .map(Arc::new);
+    Some((tls, info))
+}
+
+/// What serves a connection once its TLS handshake is done, boxed: the task that awaits it
+/// keeps only the pointer.
+fn serve_tls(
+    shared: Arc<Shared>,
+    mut tls: tokio_rustls::server::TlsStream<Inbound>,
+    info: ConnInfo,
+    drain: Watch,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    let alpn = tls.get_ref().1.alpn_protocol();
+    if alpn == Some(crate::acme::ACME_TLS_ALPN) {
+        // A TLS-ALPN-01 validation: the handshake was the answer (RFC 8737 §3).
+        shared.metrics.acme_answered(crate::metrics::AcmeChallenge::TlsAlpn01);
+        tracing::info!(client = %info.client, sni = ?info.sni, "answered an ACME TLS-ALPN-01 validation");
+        return Box::pin(async move {
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+        });
+    }
+    // HTTP/2 over TLS is negotiated by ALPN (RFC 9113 §3.3); without it, HTTP/1.1.
+    if alpn == Some(b"h2") {
+        Box::pin(serve_h2(shared, tls, info, drain))
+    } else {
+        Box::pin(serve_h1(shared, tls, info, drain))
     }
 }
 
@@ -515,7 +546,9 @@ struct TlsChoice {
     by_hello: Option<Arc<crate::config::CompiledConfig>>,
 }
 
-async fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)
+/// A cleartext connection: HTTP/1.1, or HTTP/2 with prior knowledge (h2c), told apart by
+/// the first bytes.
+fn serve_http<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch) -> impl Future<Output = ()> + Send
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -534,25 +567,83 @@ where
         .max_concurrent_streams(H2_MAX_STREAMS)
         .max_header_list_size(header_list_size(limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
-    let s = Arc::clone(&shared);
+    let svc = http_service(&shared, info, &drain);
+    let conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc).into_owned());
+    let max_age = limits.max_connection_age;
+    async move {
+        let ended = crate::drain::serve_connection(conn, drain, max_age, false).await;
+        count_head_too_large(&shared, ended);
+    }
+}
+
+/// HTTP/1.1 over TLS.
+fn serve_h1<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch) -> impl Future<Output = ()> + Send
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let limits = &shared.opts.limits;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.opts.timeouts.client_idle)
+        .keep_alive(true)
+        .max_buf_size(limits.max_header_bytes.max(MIN_HEAD_BYTES))
+        .max_headers(limits.max_headers);
+    let svc = http_service(&shared, info, &drain);
+    let conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).with_upgrades());
+    let max_age = limits.max_connection_age;
+    async move {
+        let ended = crate::drain::serve_connection(conn, drain, max_age, false).await;
+        count_head_too_large(&shared, ended);
+    }
+}
+
+/// Gives each response header value a buffer of its own. A value read from a backend is a
+/// slice of that connection's read buffer (8 KiB or more), and HTTP/2's header compression
+/// keeps the values it indexes for the life of the connection: on an idle connection those
+/// slices would pin the whole buffer.
+fn detach_header_values(headers: &mut http::HeaderMap) {
+    for value in headers.values_mut() {
+        if let Ok(mut own) = http::HeaderValue::from_bytes(value.as_bytes()) {
+            own.set_sensitive(value.is_sensitive());
+            *value = own;
+        }
+    }
+}
+
+/// What one request of an HTTP/1.1 (or sniffed cleartext) connection turns into.
+type Answer =
+    std::pin::Pin<Box<dyn Future<Output = Result<http::Response<proxy::Body>, std::convert::Infallible>> + Send>>;
+
+/// The service of an HTTP/1.1 (or sniffed cleartext) connection. Its future is boxed:
+/// hyper keeps a slot the size of the service's future for as long as the connection
+/// lives, idle or not, while a boxed one is freed with its response.
+fn http_service(
+    shared: &Arc<Shared>,
+    info: ConnInfo,
+    drain: &Watch,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<proxy::Body>,
+    Error = std::convert::Infallible,
+    Future = Answer,
+> + Clone {
+    let s = Arc::clone(shared);
     let closing = drain.clone();
-    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+    service_fn(move |req: http::Request<hyper::body::Incoming>| -> Answer {
         let http1 = req.version() < http::Version::HTTP_2;
         let answer = proxy::handle(Arc::clone(&s), info.clone(), req);
         let closing = closing.clone();
-        async move {
+        Box::pin(async move {
             let mut resp = answer.await?;
             // While closing, each HTTP/1.1 response asks its client to reconnect (through
             // the Service, to a replica that stays); an upgrade keeps its connection.
             if http1 && closing.is_closing() && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
                 resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
             }
-            Ok::<_, std::convert::Infallible>(resp)
-        }
-    });
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-    let ended = crate::drain::serve_connection(conn, drain, limits.max_connection_age, false).await;
-    count_head_too_large(&shared, ended);
+            Ok(resp)
+        })
+    })
 }
 
 /// hyper refuses an oversized HTTP/1.1 request head itself (431) and ends the connection
@@ -571,7 +662,7 @@ fn header_list_size(limits: &crate::Limits) -> u32 {
 
 /// HTTP/2 negotiated by ALPN: no protocol sniffing, and the responses of many streams
 /// share TLS records and system calls (see [`Coalesce`]).
-async fn serve_h2<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch)
+fn serve_h2<I>(shared: Arc<Shared>, io: I, info: ConnInfo, drain: Watch) -> impl Future<Output = ()> + Send
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -582,7 +673,17 @@ where
         .max_header_list_size(header_list_size(&shared.opts.limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
-    let svc = service_fn(move |req| proxy::handle(Arc::clone(&s), info.clone(), req));
-    let conn = builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc);
-    let _ = crate::drain::serve_connection(conn, drain, shared.opts.limits.max_connection_age, true).await;
+    let svc = service_fn(move |req| {
+        let answer = proxy::handle(Arc::clone(&s), info.clone(), req);
+        async move {
+            let mut resp = answer.await?;
+            detach_header_values(resp.headers_mut());
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let conn = Box::pin(builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc));
+    let max_age = shared.opts.limits.max_connection_age;
+    async move {
+        let _ = crate::drain::serve_connection(conn, drain, max_age, true).await;
+    }
 }

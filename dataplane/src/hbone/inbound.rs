@@ -68,7 +68,7 @@ pub async fn serve_conn(
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
         .serve_connection(TokioIo::new(tls), svc);
-    let _ = crate::drain::serve_connection(conn, drain, None, true).await;
+    let _ = crate::drain::serve_connection(Box::pin(conn), drain, None, true).await;
 }
 
 fn status(code: StatusCode) -> Response<Empty<Bytes>> {
