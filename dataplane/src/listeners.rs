@@ -687,3 +687,27 @@ where
         let _ = crate::drain::serve_connection(conn, drain, max_age, true).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::detach_header_values;
+
+    #[test]
+    fn response_header_values_stop_sharing_the_backends_read_buffer() {
+        // What hyper hands over: values that are slices of the connection's read buffer.
+        let read_buffer = bytes::Bytes::from(vec![b'x'; 8192]);
+        let range = read_buffer.as_ptr() as usize..read_buffer.as_ptr() as usize + read_buffer.len();
+        let mut headers = http::HeaderMap::new();
+        let mut token = http::HeaderValue::from_maybe_shared(read_buffer.slice(0..10)).unwrap();
+        token.set_sensitive(true);
+        headers.insert("server", http::HeaderValue::from_maybe_shared(read_buffer.slice(10..20)).unwrap());
+        headers.append("set-cookie", token);
+        detach_header_values(&mut headers);
+        for value in headers.values() {
+            assert!(!range.contains(&(value.as_bytes().as_ptr() as usize)), "still a slice of the read buffer");
+            assert_eq!(value.as_bytes(), b"xxxxxxxxxx");
+        }
+        assert!(headers["set-cookie"].is_sensitive());
+        assert!(!headers["server"].is_sensitive());
+    }
+}
