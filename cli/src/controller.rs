@@ -36,8 +36,14 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
         renew_deadline: args.lease_renew_deadline,
         retry: args.lease_retry,
     };
-    let cfg =
-        k8s::Config { translate, publish, lease, debounce: Duration::from_millis(50), resync: args.resync_interval };
+    let cfg = k8s::Config {
+        translate,
+        publish,
+        lease,
+        quiet: Duration::from_millis(10),
+        debounce: Duration::from_millis(50),
+        resync: args.resync_interval,
+    };
     let (served_tx, served) = tokio::sync::watch::channel(Default::default());
     let plane = ControlPlane {
         kubeconfig: args.kubeconfig.clone(),

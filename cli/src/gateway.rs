@@ -241,7 +241,7 @@ pub fn publisher(
     let gw = serving.gateway.clone();
     wharf_controller::publish::Publisher::new(Box::new(move |s| {
         let challenges = s.acme.clone();
-        let version = gw.apply(s).map_err(|e| e.to_string())?;
+        let version = gw.apply_shared(s).map_err(|e| e.to_string())?;
         served.send_if_modified(|c| {
             let changed = **c != challenges;
             if changed {

@@ -30,7 +30,7 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
             Ok(None) => Err("no such ConfigMap".to_owned()),
             Err(e) => Err(format!("the ConfigMap cannot be read ({e})")),
         };
-        (World { ingresses: list.items, ..World::default() }, configmap)
+        (World { ingresses: list.items.into(), ..World::default() }, configmap)
     } else {
         match wharf_controller::files::load(&args.files) {
             Ok(loaded) => {

@@ -5,10 +5,12 @@
 
 use std::any::TypeId;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::watcher::{self, Event};
@@ -39,6 +41,12 @@ pub trait Kind:
     /// What the API server does on write, for objects read from files.
     fn as_written(&mut self) {}
 
+    /// True when `a` and `b` differ only in what translation never reads (the status, the
+    /// resourceVersion): such a change is planned for status writes but not translated.
+    fn differ_only_in_status(_a: &Self, _b: &Self) -> bool {
+        false
+    }
+
     /// True for namespaced kinds (objects from files without a namespace get `default`).
     fn namespaced() -> bool {
         TypeId::of::<Self::Scope>() == TypeId::of::<NamespaceResourceScope>()
@@ -46,24 +54,79 @@ pub trait Kind:
 }
 
 impl Kind for IngressClass {}
-impl Kind for Ingress {}
-impl Kind for Service {}
 impl Kind for EndpointSlice {}
 impl Kind for Namespace {}
-impl Kind for GatewayClass {}
+// A Gateway's status is read: the address it shows is kept (translate::gateway).
 impl Kind for Gateway {}
-impl Kind for HttpRoute {}
-impl Kind for GrpcRoute {}
-impl Kind for TlsRoute {}
-impl Kind for TcpRoute {}
 impl Kind for ReferenceGrant {}
-impl Kind for BackendTlsPolicy {}
+
+/// Kinds whose status only status planning reads: Wharf writes it, and each write comes
+/// back as a watch event that needs no translation.
+macro_rules! status_not_translated {
+    ($($ty:ty),*) => {$(
+        impl Kind for $ty {
+            fn differ_only_in_status(a: &Self, b: &Self) -> bool {
+                a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
+            }
+        }
+    )*};
+}
+status_not_translated!(Ingress, Service, GatewayClass, HttpRoute, GrpcRoute, TlsRoute, TcpRoute, BackendTlsPolicy);
+
+/// True when two objects' metadata differ at most in what every write changes (the
+/// resourceVersion, the managed fields).
+fn same_but_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation,
+        labels,
+        managed_fields: _,
+        name,
+        namespace,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = a;
+    *annotations == b.annotations
+        && *creation_timestamp == b.creation_timestamp
+        && *deletion_grace_period_seconds == b.deletion_grace_period_seconds
+        && *deletion_timestamp == b.deletion_timestamp
+        && *finalizers == b.finalizers
+        && *generate_name == b.generate_name
+        && *generation == b.generation
+        && *labels == b.labels
+        && *name == b.name
+        && *namespace == b.namespace
+        && *owner_references == b.owner_references
+        && *self_link == b.self_link
+        && *uid == b.uid
+}
+
+/// The annotation `kubectl apply` keeps a copy of the whole object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What is dropped of every object before it is stored, on top of [`Kind::slim`]: the
+/// managed fields (often larger than the object) and `kubectl apply`'s copy of it.
+pub(crate) fn stored<K: Kind>(obj: K) -> K {
+    let mut obj = obj.slim();
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+    obj
+}
 
 impl Kind for ConfigMap {
     /// Keeps only `ca.crt` (what a BackendTLSPolicy's caCertificateRefs read): the rest of
     /// a ConfigMap is never read, and there are many of them.
     fn slim(self) -> Self {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
         let ca = self.data.and_then(|mut d| d.remove(CA_CERT_KEY));
         ConfigMap {
             metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
@@ -94,7 +157,6 @@ impl Kind for Secret {
     /// Keeps the name, the type, the labels of ACME (challenges, managed certificates)
     /// and, for the types read, the data.
     fn slim(self) -> Self {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
         let read = self.type_.as_deref().is_some_and(|t| SECRET_TYPES_READ.contains(&t));
         let kept = [crate::translate::acme::CHALLENGE_LABEL, crate::acme::plan::MANAGED_LABEL];
         let labels = self
@@ -134,7 +196,6 @@ impl Kind for Pod {
     /// read, and there are many of them.
     fn slim(self) -> Self {
         use k8s_openapi::api::core::v1::PodSpec;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
         Pod {
             metadata: ObjectMeta {
                 name: self.metadata.name,
@@ -162,13 +223,107 @@ pub(crate) fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
     }
 }
 
+/// Objects of one kind in a [`World`], shared with the index that holds them: a world taken
+/// from the index costs a pointer per object, not a copy of it.
+#[derive(Clone, PartialEq)]
+pub struct Objects<T>(Vec<Arc<T>>);
+
+/// The iterator of [`Objects::iter`].
+pub type Iter<'a, T> = std::iter::Map<std::slice::Iter<'a, Arc<T>>, fn(&Arc<T>) -> &T>;
+
+impl<T> Objects<T> {
+    /// The objects, in order.
+    pub fn iter(&self) -> Iter<'_, T> {
+        self.0.iter().map(|o| &**o)
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds one.
+    pub fn push(&mut self, obj: T) {
+        self.0.push(Arc::new(obj));
+    }
+
+    /// Removes all.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The first one.
+    pub fn first(&self) -> Option<&T> {
+        self.0.first().map(|o| &**o)
+    }
+}
+
+impl<T> Default for Objects<T> {
+    fn default() -> Self {
+        Objects(Vec::new())
+    }
+}
+
+impl<T: Debug> Debug for Objects<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T> FromIterator<T> for Objects<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        Objects(iter.into_iter().map(Arc::new).collect())
+    }
+}
+
+impl<T> From<Vec<T>> for Objects<T> {
+    fn from(v: Vec<T>) -> Self {
+        v.into_iter().collect()
+    }
+}
+
+impl<T> Extend<T> for Objects<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        self.0.extend(iter.into_iter().map(Arc::new));
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Objects<T> {
+    type Item = &'a T;
+    type IntoIter = Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T> std::ops::Index<usize> for Objects<T> {
+    type Output = T;
+
+    fn index(&self, i: usize) -> &T {
+        &self.0[i]
+    }
+}
+
+/// Changing an object shared with the index changes a copy of it.
+impl<T: Clone> std::ops::IndexMut<usize> for Objects<T> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        Arc::make_mut(&mut self.0[i])
+    }
+}
+
 /// Declares the kinds: `field: Type => Variant;` each, with its doc comment.
 macro_rules! kinds {
     ($( $(#[doc = $doc:literal])* $field:ident: $ty:ty => $variant:ident; )*) => {
         /// The Kubernetes objects a snapshot is built from.
         #[derive(Debug, Clone, Default)]
         pub struct World {
-            $( $(#[doc = $doc])* pub $field: Vec<$ty>, )*
+            $( $(#[doc = $doc])* pub $field: Objects<$ty>, )*
         }
 
         /// A watch event of one of the kinds Wharf reads.
@@ -194,10 +349,10 @@ macro_rules! kinds {
         }
 
         impl Stores {
-            /// Applies a watch event; true when the objects changed.
-            pub(crate) fn apply(&mut self, change: Change) -> bool {
+            /// Applies a watch event; says what it changed.
+            pub(crate) fn apply(&mut self, change: Change) -> crate::k8s::index::Changed {
                 match change {
-                    $( Change::$variant(e) => self.$field.apply(map_event(e, <$ty as Kind>::slim)), )*
+                    $( Change::$variant(e) => self.$field.apply(map_event(e, stored::<$ty>)), )*
                 }
             }
 
@@ -208,7 +363,7 @@ macro_rules! kinds {
 
             /// The objects of every kind.
             pub(crate) fn world(&self) -> World {
-                World { $( $field: self.$field.objects.values().cloned().collect(), )* }
+                World { $( $field: Objects(self.$field.objects.values().cloned().collect()), )* }
             }
         }
 
@@ -286,6 +441,56 @@ kinds! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn route(value: serde_json::Value) -> HttpRoute {
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn stored_objects_drop_managed_fields_and_the_last_applied_copy_only() {
+        let r = stored(route(serde_json::json!({
+            "metadata": {"name": "r", "namespace": "web", "resourceVersion": "7",
+                "annotations": {LAST_APPLIED: "{\"big\": true}", "team": "shop"},
+                "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"hostnames": ["a.example.com"]},
+        })));
+        assert_eq!(r.metadata.managed_fields, None);
+        assert_eq!(r.metadata.annotations, Some([("team".to_owned(), "shop".to_owned())].into()));
+        assert_eq!(r.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(r.spec.hostnames, Some(vec!["a.example.com".to_owned()]));
+    }
+
+    #[test]
+    fn a_status_write_coming_back_is_only_a_status_change() {
+        let base = serde_json::json!({
+            "metadata": {"name": "r", "namespace": "web", "resourceVersion": "7", "generation": 1, "labels": {"a": "b"}},
+            "spec": {"hostnames": ["a.example.com"]},
+        });
+        let with = |path: &str, v: serde_json::Value| {
+            let mut o = base.clone();
+            if let Some(slot) = o.pointer_mut(path) {
+                *slot = v;
+            } else if let Some((parent, key)) = path.rsplit_once('/') {
+                o.pointer_mut(parent).and_then(|p| p.as_object_mut()).map(|p| p.insert(key.to_owned(), v));
+            }
+            route(o)
+        };
+        let r = route(base.clone());
+        let status = serde_json::json!({"parents": [{"controllerName": "wharf.dev/gateway-controller",
+            "parentRef": {"name": "gw"}, "conditions": []}]});
+        let written = with("/status", status);
+        let written =
+            HttpRoute { metadata: ObjectMeta { resource_version: Some("8".into()), ..written.metadata }, ..written };
+        assert!(HttpRoute::differ_only_in_status(&r, &written));
+        assert!(!HttpRoute::differ_only_in_status(&r, &with("/spec/hostnames", serde_json::json!(["b.example.com"]))));
+        assert!(!HttpRoute::differ_only_in_status(&r, &with("/metadata/labels/a", serde_json::json!("c"))));
+        assert!(!HttpRoute::differ_only_in_status(&r, &with("/metadata/generation", serde_json::json!(2))));
+        assert!(!HttpRoute::differ_only_in_status(&r, &with("/metadata/annotations", serde_json::json!({"x": "y"}))));
+        assert!(
+            !Gateway::differ_only_in_status(&Gateway::default(), &Gateway::default()),
+            "a Gateway's status is read"
+        );
+    }
 
     #[test]
     fn scope_follows_the_kind() {

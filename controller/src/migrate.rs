@@ -157,7 +157,7 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
     let keep_names = MigrateOptions { rename_annotations: false, ..opts.clone() };
     let moved = World {
         ingresses: selected.iter().map(|i| rewrite(i, &keep_names)).collect(),
-        ingress_classes: vec![wharf_class(&opts.to_class)],
+        ingress_classes: vec![wharf_class(&opts.to_class)].into(),
         services: world.services.clone(),
         secrets: world.secrets.clone(),
         ..World::default()
@@ -344,7 +344,8 @@ mod tests {
                     "Prefix",
                 ),
                 ingress("other", Some("traefik"), json!({}), "/", "Prefix"),
-            ],
+            ]
+            .into(),
             ..World::default()
         };
         let reports = report(&world, &opts());
@@ -410,7 +411,7 @@ mod tests {
         };
         // Without Services or Secrets, what depends on them is not reported; an invalid
         // annotation is in the annotation's verdict, not among the problems.
-        let bare = World { ingresses: ingresses.clone(), ..World::default() };
+        let bare = World { ingresses: ingresses.clone().into(), ..World::default() };
         assert!(problems(&bare, &opts()).is_empty(), "{:?}", problems(&bare, &opts()));
         // With them, it is.
         let app: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
@@ -419,7 +420,7 @@ mod tests {
         // The Secret exists, but holds no certificate.
         let opaque: k8s_openapi::api::core::v1::Secret =
             serde_json::from_value(json!({"metadata": {"name": "missing", "namespace": "shop"}})).unwrap_or_default();
-        let full = World { services: vec![app], secrets: vec![opaque], ..bare };
+        let full = World { services: vec![app].into(), secrets: vec![opaque].into(), ..bare };
         assert_eq!(problems(&full, &opts()), ["main AuthSecretInvalid", "main SecretNotTLS", "canary ServiceNotFound"]);
         // As a controller that reads only wharf.dev names: the canary annotation is not
         // read, so the canary is one more Ingress for the same path, even when the YAML
@@ -482,7 +483,8 @@ mod tests {
                     "/c",
                     "Prefix",
                 ),
-            ],
+            ]
+            .into(),
             ..World::default()
         };
         let text = render(&report(&world, &opts()), &opts());

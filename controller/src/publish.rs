@@ -1,5 +1,7 @@
 //! Translations to the data plane, the same way for files and for the API server.
 
+use std::sync::Arc;
+
 use wharf_model::Snapshot;
 
 use crate::{DiagnosticLog, Translation};
@@ -16,7 +18,7 @@ pub enum Published {
 }
 
 /// The data plane's apply: the config version, or why the snapshot was refused.
-pub type Apply = Box<dyn FnMut(Snapshot) -> Result<u64, String> + Send>;
+pub type Apply = Box<dyn FnMut(Arc<Snapshot>) -> Result<u64, String> + Send>;
 
 /// Hands translations to the data plane. A snapshot equal to the served one is not applied
 /// again; one the data plane refuses is logged and the served one keeps serving. The
@@ -24,7 +26,7 @@ pub type Apply = Box<dyn FnMut(Snapshot) -> Result<u64, String> + Send>;
 /// last good certificates come from it), so a refused snapshot never becomes that base.
 pub struct Publisher {
     apply: Apply,
-    served: Option<Snapshot>,
+    served: Option<Arc<Snapshot>>,
     log: DiagnosticLog,
 }
 
@@ -42,7 +44,7 @@ impl Publisher {
 
     /// The snapshot the data plane serves (the base of the next translation).
     pub fn served(&self) -> Option<&Snapshot> {
-        self.served.as_ref()
+        self.served.as_deref()
     }
 
     /// Logs the translation's new diagnostics and applies its snapshot if it changed.
@@ -51,7 +53,7 @@ impl Publisher {
         if self.served.as_ref() == Some(&t.snapshot) {
             return Published::Unchanged;
         }
-        match (self.apply)(t.snapshot.clone()) {
+        match (self.apply)(Arc::clone(&t.snapshot)) {
             Ok(version) => {
                 tracing::info!(
                     version,
@@ -60,7 +62,7 @@ impl Publisher {
                     certificates = t.snapshot.certificates.len(),
                     "config applied"
                 );
-                self.served = Some(t.snapshot.clone());
+                self.served = Some(Arc::clone(&t.snapshot));
                 Published::Applied(version)
             }
             Err(e) => {
@@ -79,7 +81,10 @@ mod tests {
 
     fn translation(default_certificate: Option<&str>) -> Translation {
         Translation {
-            snapshot: Snapshot { default_certificate: default_certificate.map(str::to_owned), ..Default::default() },
+            snapshot: Arc::new(Snapshot {
+                default_certificate: default_certificate.map(str::to_owned),
+                ..Default::default()
+            }),
             diagnostics: Vec::new(),
             ingresses: vec![ObjectRef::new("Ingress", "web", "a")],
             ..Default::default()
@@ -90,7 +95,7 @@ mod tests {
     fn applies_changes_once_and_a_refused_snapshot_never_becomes_the_base() {
         let applied = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&applied);
-        let mut p = Publisher::new(Box::new(move |s: Snapshot| {
+        let mut p = Publisher::new(Box::new(move |s: Arc<Snapshot>| {
             let mut seen = seen.lock().map_err(|e| e.to_string())?;
             seen.push(s.default_certificate.clone());
             match s.default_certificate.as_deref() {
@@ -102,10 +107,10 @@ mod tests {
         assert_eq!(p.publish(&translation(None)), Published::Applied(1));
         assert_eq!(p.publish(&translation(None)), Published::Unchanged);
         assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused("refused".into()));
-        assert_eq!(p.served(), Some(&translation(None).snapshot), "the refused one is not served");
+        assert_eq!(p.served(), Some(&*translation(None).snapshot), "the refused one is not served");
         assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused("refused".into()), "tried again");
         assert_eq!(p.publish(&translation(Some("good"))), Published::Applied(4));
-        assert_eq!(p.served(), Some(&translation(Some("good")).snapshot));
+        assert_eq!(p.served(), Some(&*translation(Some("good")).snapshot));
         let calls = applied.lock().map(|v| v.len()).unwrap_or_default();
         assert_eq!(calls, 4, "the unchanged one was not applied");
     }

@@ -170,7 +170,8 @@ fn the_whole_corpus_translates_for_wharf_without_a_crash() {
         ingress_classes: vec![serde_json::from_value(serde_json::json!({
             "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}
         }))
-        .unwrap()],
+        .unwrap()]
+        .into(),
         ..wharf_controller::World::default()
     };
     let t = wharf_controller::translate(&rewritten, &wharf_controller::Options::default(), None);

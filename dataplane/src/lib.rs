@@ -253,11 +253,16 @@ impl Gateway {
     /// Compiles and swaps in `snapshot`; returns its version. On error the live config
     /// stays, and the error says why.
     pub fn apply(&self, snapshot: Snapshot) -> Result<u64, CompileError> {
+        self.apply_shared(Arc::new(snapshot))
+    }
+
+    /// [`Gateway::apply`] for a snapshot the caller keeps too.
+    pub fn apply_shared(&self, snapshot: Arc<Snapshot>) -> Result<u64, CompileError> {
         let s = &self.shared;
         let _serial = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
         let previous = s.config.load_full();
         let version = s.version.load(Ordering::Relaxed) + 1;
-        match s.compiler.compile(Arc::new(snapshot), version, Some(&previous)) {
+        match s.compiler.compile(snapshot, version, Some(&previous)) {
             Ok(compiled) => {
                 s.config.store(Arc::new(compiled));
                 s.version.store(version, Ordering::Relaxed);

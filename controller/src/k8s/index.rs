@@ -1,6 +1,7 @@
 //! The watched objects, owned by one task and mutated only through [`Index::apply`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -15,7 +16,7 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
-use crate::kinds::Stores;
+use crate::kinds::{Kind, Stores};
 use crate::World;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
@@ -24,8 +25,8 @@ pub type Key = (String, String);
 /// Objects of one kind plus the buffer of a relist in progress.
 #[derive(Debug)]
 pub(crate) struct Store<K> {
-    pub(crate) objects: BTreeMap<Key, K>,
-    relist: Option<BTreeMap<Key, K>>,
+    pub(crate) objects: BTreeMap<Key, Arc<K>>,
+    relist: Option<BTreeMap<Key, Arc<K>>>,
     pub(crate) synced: bool,
 }
 
@@ -35,28 +36,45 @@ impl<K> Default for Store<K> {
     }
 }
 
-impl<K: kube::Resource + Clone + PartialEq> Store<K> {
-    /// Applies one event; true when the visible objects changed.
-    pub(crate) fn apply(&mut self, event: Event<K>) -> bool {
+/// What a watch event changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Changed {
+    /// Nothing translation or status planning reads.
+    Nothing,
+    /// Only what status planning reads (an object's status, its resourceVersion): the
+    /// routing stays as it is, only the status writes are planned again.
+    Status,
+    /// What translation reads.
+    Objects,
+}
+
+impl<K: Kind> Store<K> {
+    /// Applies one event; says what it changed of the visible objects.
+    pub(crate) fn apply(&mut self, event: Event<K>) -> Changed {
         match event {
             Event::Apply(obj) => {
                 let key = key(&obj);
-                if self.objects.get(&key) == Some(&obj) {
-                    return false;
-                }
-                self.objects.insert(key, obj);
-                true
+                let changed = match self.objects.get(&key) {
+                    Some(old) if **old == obj => return Changed::Nothing,
+                    Some(old) if K::differ_only_in_status(old, &obj) => Changed::Status,
+                    _ => Changed::Objects,
+                };
+                self.objects.insert(key, Arc::new(obj));
+                changed
             }
-            Event::Delete(obj) => self.objects.remove(&key(&obj)).is_some(),
+            Event::Delete(obj) => match self.objects.remove(&key(&obj)) {
+                Some(_) => Changed::Objects,
+                None => Changed::Nothing,
+            },
             Event::Init => {
                 self.relist = Some(BTreeMap::new());
-                false
+                Changed::Nothing
             }
             Event::InitApply(obj) => {
                 if let Some(buf) = &mut self.relist {
-                    buf.insert(key(&obj), obj);
+                    buf.insert(key(&obj), Arc::new(obj));
                 }
-                false
+                Changed::Nothing
             }
             Event::InitDone => {
                 // A relist replaces everything: objects deleted while the watch was down go.
@@ -64,7 +82,11 @@ impl<K: kube::Resource + Clone + PartialEq> Store<K> {
                 let changed = fresh != self.objects || !self.synced;
                 self.objects = fresh;
                 self.synced = true;
-                changed
+                if changed {
+                    Changed::Objects
+                } else {
+                    Changed::Nothing
+                }
             }
         }
     }
@@ -81,8 +103,8 @@ pub struct Index {
 }
 
 impl Index {
-    /// Applies a watch event; true when the objects changed.
-    pub fn apply(&mut self, change: Change) -> bool {
+    /// Applies a watch event; says what it changed.
+    pub fn apply(&mut self, change: Change) -> Changed {
         self.stores.apply(change)
     }
 
@@ -100,57 +122,57 @@ impl Index {
 
     /// An Ingress by key.
     pub fn ingress(&self, key: &Key) -> Option<&Ingress> {
-        self.stores.ingresses.objects.get(key)
+        self.stores.ingresses.objects.get(key).map(|o| &**o)
     }
 
     /// All IngressClasses.
     pub fn ingress_classes(&self) -> impl Iterator<Item = &IngressClass> {
-        self.stores.ingress_classes.objects.values()
+        self.stores.ingress_classes.objects.values().map(|o| &**o)
     }
 
     /// All Ingresses.
     pub fn ingresses(&self) -> impl Iterator<Item = (&Key, &Ingress)> {
-        self.stores.ingresses.objects.iter()
+        self.stores.ingresses.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// A Service by key.
     pub fn service(&self, key: &Key) -> Option<&Service> {
-        self.stores.services.objects.get(key)
+        self.stores.services.objects.get(key).map(|o| &**o)
     }
 
     /// A GatewayClass by name.
     pub fn gateway_class(&self, name: &str) -> Option<&GatewayClass> {
-        self.stores.gateway_classes.objects.get(&(String::new(), name.to_owned()))
+        self.stores.gateway_classes.objects.get(&(String::new(), name.to_owned())).map(|o| &**o)
     }
 
     /// A Gateway by key.
     pub fn gateway(&self, key: &Key) -> Option<&Gateway> {
-        self.stores.gateways.objects.get(key)
+        self.stores.gateways.objects.get(key).map(|o| &**o)
     }
 
     /// All HTTPRoutes.
     pub fn http_routes(&self) -> impl Iterator<Item = (&Key, &HttpRoute)> {
-        self.stores.http_routes.objects.iter()
+        self.stores.http_routes.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// All GRPCRoutes.
     pub fn grpc_routes(&self) -> impl Iterator<Item = (&Key, &GrpcRoute)> {
-        self.stores.grpc_routes.objects.iter()
+        self.stores.grpc_routes.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// All TLSRoutes.
     pub fn tls_routes(&self) -> impl Iterator<Item = (&Key, &TlsRoute)> {
-        self.stores.tls_routes.objects.iter()
+        self.stores.tls_routes.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// All TCPRoutes.
     pub fn tcp_routes(&self) -> impl Iterator<Item = (&Key, &TcpRoute)> {
-        self.stores.tcp_routes.objects.iter()
+        self.stores.tcp_routes.objects.iter().map(|(k, o)| (k, &**o))
     }
 
     /// All BackendTLSPolicies.
     pub fn backend_tls_policies(&self) -> impl Iterator<Item = (&Key, &BackendTlsPolicy)> {
-        self.stores.backend_tls_policies.objects.iter()
+        self.stores.backend_tls_policies.objects.iter().map(|(k, o)| (k, &**o))
     }
 }
 
@@ -204,7 +226,7 @@ mod tests {
         index.apply(Change::Ingress(Event::Init));
         index.apply(Change::Ingress(Event::InitApply(ing("a"))));
         assert!(index.world().ingresses.is_empty(), "buffered until InitDone");
-        assert!(index.apply(Change::Ingress(Event::InitDone)));
+        assert_eq!(index.apply(Change::Ingress(Event::InitDone)), Changed::Objects);
         assert_eq!(index.world().ingresses.len(), 1);
     }
 
@@ -215,14 +237,18 @@ mod tests {
         for e in [Event::Init, Event::InitApply(ing("a")), Event::InitApply(ing("b")), Event::InitDone] {
             index.apply(Change::Ingress(e));
         }
-        assert!(!index.apply(Change::Ingress(Event::Apply(ing("a")))), "same object again is not a change");
+        assert_eq!(
+            index.apply(Change::Ingress(Event::Apply(ing("a")))),
+            Changed::Nothing,
+            "same object again is not a change"
+        );
         for e in [Event::Init, Event::InitApply(ing("b"))] {
-            assert!(!index.apply(Change::Ingress(e)));
+            assert_eq!(index.apply(Change::Ingress(e)), Changed::Nothing);
         }
-        assert!(index.apply(Change::Ingress(Event::InitDone)));
+        assert_eq!(index.apply(Change::Ingress(Event::InitDone)), Changed::Objects);
         let names: Vec<_> = index.world().ingresses.iter().map(|i| i.name_any()).collect();
         assert_eq!(names, ["b"]);
-        assert!(index.apply(Change::Ingress(Event::Delete(ing("b")))));
+        assert_eq!(index.apply(Change::Ingress(Event::Delete(ing("b")))), Changed::Objects);
         assert!(index.world().ingresses.is_empty());
     }
 
@@ -231,9 +257,9 @@ mod tests {
         // An empty cluster must still produce the first snapshot (and readiness).
         let mut index = Index::default();
         index.apply(Change::Secret(Event::Init));
-        assert!(index.apply(Change::Secret(Event::InitDone)));
+        assert_eq!(index.apply(Change::Secret(Event::InitDone)), Changed::Objects);
         index.apply(Change::Secret(Event::Init));
-        assert!(!index.apply(Change::Secret(Event::InitDone)), "an identical relist is not");
+        assert_eq!(index.apply(Change::Secret(Event::InitDone)), Changed::Nothing, "an identical relist is not");
     }
 
     #[test]
@@ -248,7 +274,7 @@ mod tests {
         let mut index = Index::default();
         index.apply(Change::Pod(Event::Apply(pod)));
         let pods = index.world().pods;
-        let [p] = pods.as_slice() else { panic!("{pods:?}") };
+        let [p] = pods.iter().collect::<Vec<_>>()[..] else { panic!("{pods:?}") };
         assert_eq!(p.metadata.name.as_deref(), Some("web-1"));
         assert_eq!(p.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str), Some("web"));

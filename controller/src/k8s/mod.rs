@@ -19,10 +19,11 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use crate::publish::{Published, Publisher};
 use crate::{translate, Options, Translation};
-use index::{Change, Index, Key};
+use index::{Change, Changed, Index, Key};
 use lease::LeaseConfig;
 use status::{Plan, Publish};
 
@@ -35,7 +36,9 @@ pub struct Config {
     pub publish: Publish,
     /// Leader election.
     pub lease: LeaseConfig,
-    /// How long to gather a burst of changes before translating.
+    /// How long without a change ends a burst of changes (then they are translated).
+    pub quiet: Duration,
+    /// How long a burst of changes is gathered at most before translating.
     pub debounce: Duration,
     /// Re-translate this often even without changes (certificate expiry).
     pub resync: Duration,
@@ -176,7 +179,46 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
     }
 }
 
-/// The owner task: applies watch events, translates after a short quiet period, publishes.
+/// When to act on changes: once none has come for `quiet`, at most `max` after the first
+/// change of a burst, and no sooner after the last translation ended than that translation
+/// took, so that translating takes at most half of the control thread however fast
+/// changes come. A lone change is translated `quiet` after it arrives.
+#[derive(Debug)]
+struct Pace {
+    quiet: Duration,
+    max: Duration,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    earliest: Option<Instant>,
+}
+
+impl Pace {
+    fn new(quiet: Duration, max: Duration) -> Pace {
+        Pace { quiet, max, first: None, last: None, earliest: None }
+    }
+
+    /// A change arrived at `now`.
+    fn changed(&mut self, now: Instant) {
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+    }
+
+    /// When the changes so far are due; `None` when there are none.
+    fn due(&self) -> Option<Instant> {
+        let due = (self.last? + self.quiet).min(self.first? + self.max);
+        Some(self.earliest.map_or(due, |e| due.max(e)))
+    }
+
+    /// The changes were acted on from `started` to `ended`.
+    fn done(&mut self, started: Instant, ended: Instant) {
+        self.first = None;
+        self.last = None;
+        self.earliest = Some(ended + (ended - started));
+    }
+}
+
+/// The owner task: applies watch events, translates (or only plans status writes, when
+/// only statuses changed) once the changes are due, publishes.
 async fn own(
     mut rx: mpsc::Receiver<Change>,
     mut cfg: Config,
@@ -185,25 +227,38 @@ async fn own(
     plans: watch::Sender<Arc<Plan>>,
 ) {
     let mut index = Index::default();
-    let mut deadline: Option<tokio::time::Instant> = None;
+    let mut pending = Changed::Nothing;
+    let mut pace = Pace::new(cfg.quiet, cfg.debounce);
     let mut resync = tokio::time::interval(cfg.resync);
+    resync.tick().await;
     loop {
+        let due = pace.due();
         tokio::select! {
             change = rx.recv() => {
                 let Some(change) = change else { return };
-                if index.apply(change) && deadline.is_none() {
-                    deadline = Some(tokio::time::Instant::now() + cfg.debounce);
+                let changed = index.apply(change);
+                if changed != Changed::Nothing {
+                    pending = pending.max(changed);
+                    pace.changed(Instant::now());
                 }
             }
-            _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() && index.synced() => {
-                deadline = None;
-                rebuild(&index, &mut cfg, &mut publisher, &translations, &plans);
+            _ = async { tokio::time::sleep_until(due.unwrap_or_else(Instant::now)).await }, if due.is_some() && index.synced() => {
+                let started = Instant::now();
+                match std::mem::replace(&mut pending, Changed::Nothing) {
+                    Changed::Objects => rebuild(&index, &mut cfg, &mut publisher, &translations, &plans),
+                    Changed::Status => {
+                        if let Some(t) = translations.borrow().as_deref() {
+                            replan(&index, &cfg, t, &plans);
+                        }
+                    }
+                    Changed::Nothing => {}
+                }
+                pace.done(started, Instant::now());
             }
             _ = resync.tick() => {
-                if index.synced() {
-                    tracing::debug!(every = ?cfg.resync, "periodic re-translation");
-                    rebuild(&index, &mut cfg, &mut publisher, &translations, &plans);
-                }
+                tracing::debug!(every = ?cfg.resync, "periodic re-translation");
+                pending = Changed::Objects;
+                pace.changed(Instant::now());
             }
         }
     }
@@ -219,7 +274,28 @@ fn rebuild(
     let started = std::time::Instant::now();
     cfg.translate.now = crate::unix_now();
     let t = translate(&index.world(), &cfg.translate, publisher.served());
+    let translated = started.elapsed();
     let published = publisher.publish(&t);
+    // The ACME demands can change with an unchanged snapshot (an issuer named).
+    let demands_changed = translations.borrow().as_ref().is_none_or(|p| p.acme != t.acme);
+    let changed = published != Published::Unchanged || demands_changed;
+    if changed {
+        tracing::debug!(elapsed = ?started.elapsed(), ?translated, ingresses = t.ingresses.len(), "translated");
+    }
+    // The newest translation is kept either way (status planning reads its diagnostics);
+    // receivers hear of it only when what they act on changed.
+    translations.send_if_modified(|last| {
+        *last = Some(Arc::new(t));
+        changed
+    });
+    if let Some(t) = translations.borrow().as_deref() {
+        replan(index, cfg, t, plans);
+    }
+}
+
+/// Plans the status writes and Events that make the objects in `index` show `t`.
+fn replan(index: &Index, cfg: &Config, t: &Translation, plans: &watch::Sender<Arc<Plan>>) {
+    let started = std::time::Instant::now();
     let ours: BTreeSet<Key> = t.ingresses.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
     let addrs = status::addresses(&cfg.publish, index);
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
@@ -232,12 +308,7 @@ fn rebuild(
         *p = Arc::new(plan);
         true
     });
-    // The ACME demands can change with an unchanged snapshot (an issuer named).
-    let demands_changed = translations.borrow().as_ref().is_none_or(|p| p.acme != t.acme);
-    if published != Published::Unchanged || demands_changed {
-        tracing::debug!(elapsed = ?started.elapsed(), ingresses = t.ingresses.len(), "translated");
-        translations.send_replace(Some(Arc::new(t)));
-    }
+    tracing::debug!(elapsed = ?started.elapsed(), "status planned");
 }
 
 /// A failed API request with this HTTP status, as kube returns it.
@@ -288,6 +359,7 @@ mod owner_tests {
     use serde_json::json;
     use tokio::time::Instant;
 
+    const QUIET: Duration = Duration::from_millis(10);
     const DEBOUNCE: Duration = Duration::from_millis(50);
     const RESYNC: Duration = Duration::from_secs(600);
 
@@ -303,6 +375,7 @@ mod owner_tests {
                 renew_deadline: Duration::from_secs(10),
                 retry: Duration::from_secs(2),
             },
+            quiet: QUIET,
             debounce: DEBOUNCE,
             resync: RESYNC,
         }
@@ -378,14 +451,97 @@ mod owner_tests {
         assert!(!translations.has_changed().unwrap_or(true), "an unchanged translation was published again");
         assert!(!plans.has_changed().unwrap_or(true), "an unchanged plan was published again");
 
-        // A change is published after the quiet period, and a burst is translated once.
+        // A lone change is published once no other has come for the quiet period.
         let sent = Instant::now();
         assert!(send(Change::Ingress(Event::Apply(ingress("b")))).await.is_ok());
-        tokio::time::sleep(DEBOUNCE / 2).await;
-        assert!(send(Change::Ingress(Event::Apply(ingress("c")))).await.is_ok());
-        assert!(!translations.has_changed().unwrap_or(true), "translated before the quiet period");
         assert!(within(translations.changed()).await, "the change was not translated");
-        assert_eq!(sent.elapsed(), DEBOUNCE, "the quiet period starts at the first change of a burst");
-        assert_eq!(names(&translations), ["a", "b", "c"]);
+        assert_eq!(sent.elapsed(), QUIET, "a lone change waits only for the quiet period");
+        assert_eq!(names(&translations), ["a", "b"]);
+        translations.borrow_and_update();
+
+        // A burst that keeps coming is translated at most DEBOUNCE after it began.
+        let sent = Instant::now();
+        let mut first = None;
+        for n in 0..16 {
+            assert!(send(Change::Ingress(Event::Apply(ingress(&format!("burst-{n:02}"))))).await.is_ok());
+            tokio::time::sleep(QUIET / 2).await;
+            if first.is_none() && translations.has_changed().unwrap_or(false) {
+                first = Some(sent.elapsed());
+                translations.borrow_and_update();
+            }
+        }
+        let first = first.unwrap_or_default();
+        assert!(first >= DEBOUNCE && first <= DEBOUNCE + QUIET / 2, "first translation of the burst at {first:?}");
+        assert!(within(translations.changed()).await, "the rest of the burst was not translated");
+        assert_eq!(names(&translations).len(), 2 + 16);
+    }
+
+    fn with_status(mut i: Ingress, ip: &str, version: &str) -> Ingress {
+        i.metadata.resource_version = Some(version.into());
+        i.status = serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": ip}]}})).ok();
+        i
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_status_change_is_planned_for_but_not_translated() {
+        let (tx, rx) = mpsc::channel(64);
+        let (translations_tx, mut translations) = watch::channel(None);
+        let (plans_tx, mut plans) = watch::channel(Arc::new(Plan::default()));
+        let translated = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = Arc::clone(&translated);
+        let cfg = Config { resync: Duration::from_secs(3600), ..cfg() };
+        let publisher =
+            Publisher::new(Box::new(move |_| Ok(count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as u64 + 1)));
+        tokio::spawn(own(rx, cfg, publisher, translations_tx, plans_tx));
+        for c in all_but_namespaces().into_iter().chain([Change::Namespace(Event::InitDone)]) {
+            assert!(tx.send(c).await.is_ok());
+        }
+        assert!(within(translations.changed()).await, "no first translation");
+        assert!(within(plans.changed()).await, "no first plan");
+        let planned = |p: &watch::Receiver<Arc<Plan>>| p.borrow().status.keys().cloned().collect::<Vec<Key>>();
+        assert_eq!(planned(&plans), [("web".to_owned(), "a".to_owned())]);
+
+        // The status we would write comes back: nothing left to write, nothing translated.
+        let a = ingress("a");
+        assert!(tx.send(Change::Ingress(Event::Apply(with_status(a.clone(), "192.0.2.1", "2")))).await.is_ok());
+        assert!(within(plans.changed()).await, "the status change was not planned for");
+        assert_eq!(planned(&plans), Vec::<Key>::new());
+        // Someone else's status: planned to be written back.
+        assert!(tx.send(Change::Ingress(Event::Apply(with_status(a.clone(), "198.51.100.9", "3")))).await.is_ok());
+        assert!(within(plans.changed()).await, "the status change was not planned for");
+        assert_eq!(planned(&plans), [("web".to_owned(), "a".to_owned())]);
+        tokio::time::sleep(RESYNC).await;
+        assert!(!translations.has_changed().unwrap_or(true));
+        assert_eq!(translated.load(std::sync::atomic::Ordering::SeqCst), 1, "a status change was translated");
+
+        // A change of what translation reads still is.
+        let mut changed = with_status(a, "198.51.100.9", "4");
+        changed.spec = ingress("z").spec;
+        assert!(tx.send(Change::Ingress(Event::Apply(changed))).await.is_ok());
+        tokio::time::sleep(DEBOUNCE).await;
+        assert_eq!(translated.load(std::sync::atomic::Ordering::SeqCst), 2, "a new host was not translated");
+    }
+
+    #[test]
+    fn pace_waits_for_quiet_at_most_max_and_half_the_thread() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut pace = Pace::new(QUIET, DEBOUNCE);
+        assert_eq!(pace.due(), None, "nothing changed");
+        pace.changed(ms(0));
+        assert_eq!(pace.due(), Some(ms(10)));
+        pace.changed(ms(8));
+        assert_eq!(pace.due(), Some(ms(18)), "each change restarts the quiet period");
+        pace.changed(ms(45));
+        assert_eq!(pace.due(), Some(ms(50)), "but a burst waits at most DEBOUNCE from its first change");
+        // A translation from 50 to 350 ms: the next one starts no sooner than 650 ms.
+        pace.done(ms(50), ms(350));
+        assert_eq!(pace.due(), None);
+        pace.changed(ms(400));
+        assert_eq!(pace.due(), Some(ms(650)));
+        pace.changed(ms(700));
+        pace.done(ms(700), ms(701));
+        pace.changed(ms(800));
+        assert_eq!(pace.due(), Some(ms(810)), "a fast translation holds nothing back");
     }
 }

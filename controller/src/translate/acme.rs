@@ -25,9 +25,13 @@ pub const HTTP01_KEY: &str = "http-01.";
 pub const TLS_ALPN01_KEY: &str = "tls-alpn-01.";
 
 /// The challenges of the Secrets labelled [`CHALLENGE_LABEL`] in `namespace`.
-pub fn challenges(secrets: &[Secret], namespace: &str, diags: &mut Vec<Diagnostic>) -> AcmeChallenges {
+pub fn challenges<'s>(
+    secrets: impl IntoIterator<Item = &'s Secret>,
+    namespace: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> AcmeChallenges {
     let mut out = AcmeChallenges::default();
-    let labelled = secrets.iter().filter(|s| {
+    let labelled = secrets.into_iter().filter(|s| {
         s.metadata.namespace.as_deref() == Some(namespace)
             && s.metadata.labels.as_ref().is_some_and(|l| l.contains_key(CHALLENGE_LABEL))
     });

@@ -17,7 +17,7 @@ pub(super) struct Classes<'a> {
 }
 
 impl<'a> Classes<'a> {
-    pub(super) fn new(classes: &'a [IngressClass], opts: &'a Options) -> Self {
+    pub(super) fn new(classes: impl IntoIterator<Item = &'a IngressClass>, opts: &'a Options) -> Self {
         let mut ours = HashSet::new();
         let mut default_is_ours = false;
         for class in classes {

@@ -62,15 +62,16 @@ fn http(name: &str, port: u16, hostname: Option<&str>) -> Value {
 
 fn world(gateways: Vec<Gateway>, routes: Vec<HttpRoute>) -> World {
     World {
-        gateway_classes: vec![gateway_class("wharf", CONTROLLER), gateway_class("other", "example.com/other")],
-        gateways,
-        http_routes: routes,
-        services: vec![service("app", json!([{"name": "http", "port": 80}]))],
-        endpoint_slices: vec![slice("app", "http", 8080, json!([{"addresses": ["10.0.0.1"]}]))],
+        gateway_classes: vec![gateway_class("wharf", CONTROLLER), gateway_class("other", "example.com/other")].into(),
+        gateways: gateways.into(),
+        http_routes: routes.into(),
+        services: vec![service("app", json!([{"name": "http", "port": 80}]))].into(),
+        endpoint_slices: vec![slice("app", "http", 8080, json!([{"addresses": ["10.0.0.1"]}]))].into(),
         namespaces: vec![
             obj::<Namespace>(json!({"metadata": {"name": "web", "labels": {"team": "web"}}})),
             obj::<Namespace>(json!({"metadata": {"name": "shop", "labels": {"team": "shop"}}})),
-        ],
+        ]
+        .into(),
         ..Default::default()
     }
 }
@@ -260,7 +261,7 @@ fn listeners_sharing_a_port_must_agree_on_protocol_and_differ_in_hostname() {
         vec![],
     );
     let mut w = w;
-    w.secrets = vec![tls_secret("cert", &["a.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["a.example.com"])].into();
     let t = translate(&w, &opts(), None);
     for l in ["plain", "secure"] {
         let (c, _) = listener_conds(&t, "gw", l);
@@ -297,9 +298,10 @@ fn certificate_refs_resolve_to_secrets_of_the_namespace_or_granted_ones() {
         )],
         vec![],
     );
-    w.secrets = vec![tls_secret("cert", &["o.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["o.example.com"])].into();
     w.http_routes =
-        vec![http_route("shop", "r", 0, to_app(json!({"name": "gw", "sectionName": "missing"}), json!([]), "/"))];
+        vec![http_route("shop", "r", 0, to_app(json!({"name": "gw", "sectionName": "missing"}), json!([]), "/"))]
+            .into();
     let t = translate(&w, &opts(), None);
     assert!(has(&listener_conds(&t, "gw", "missing").0, "ResolvedRefs", "False", "InvalidCertificateRef"));
     assert_eq!(
@@ -317,7 +319,8 @@ fn certificate_refs_resolve_to_secrets_of_the_namespace_or_granted_ones() {
         "metadata": {"name": "g", "namespace": "web"},
         "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "shop"}],
                  "to": [{"group": "", "kind": "Secret"}]},
-    }))];
+    }))]
+    .into();
     let t = translate(&w, &opts(), None);
     assert!(has(&listener_conds(&t, "gw", "other-ns").0, "ResolvedRefs", "True", "ResolvedRefs"));
     let p = &ports(&t)[0];
@@ -363,7 +366,8 @@ fn backend_refs_that_do_not_resolve_are_reported_and_not_served() {
         "metadata": {"name": "g", "namespace": "web"},
         "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "shop"}],
                  "to": [{"group": "", "kind": "Service", "name": "app"}]},
-    }))];
+    }))]
+    .into();
     let t = translate(&w, &opts(), None);
     assert!(has(&route_conds(&t, "cross")[0], "ResolvedRefs", "True", "ResolvedRefs"));
     assert!(t.snapshot.clusters.contains_key("web/app:80"));
@@ -551,7 +555,7 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
         ]},
     }));
     let mut w = world(vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))], vec![]);
-    w.grpc_routes = vec![grpc];
+    w.grpc_routes = vec![grpc].into();
     let t = translate(&w, &opts(), None);
     let (_, parents) = t.gateway_status.grpc_routes.iter().find(|(o, _)| o.name == "g").unwrap();
     let c = conds(&parents[0].conditions);
@@ -615,7 +619,7 @@ fn tls_routes_pass_through_or_terminate_by_sni_and_both_modes_share_a_port() {
         {"name": "mixed-term", "port": 9443, "protocol": "TLS", "hostname": "b.example.com", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]}},
     ]);
     let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
-    w.secrets = vec![tls_secret("cert", &["t.example.com", "b.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["t.example.com", "b.example.com"])].into();
     let app = json!([{"name": "app", "port": 80}]);
     w.tls_routes = vec![
         tls_route("db", 0, "pass", "db.example.com", app.clone()),
@@ -631,7 +635,8 @@ fn tls_routes_pass_through_or_terminate_by_sni_and_both_modes_share_a_port() {
         ),
         tls_route("mixed-a", 5, "mixed-pass", "a.example.com", app.clone()),
         tls_route("mixed-b", 6, "mixed-term", "b.example.com", app.clone()),
-    ];
+    ]
+    .into();
     let t = translate(&w, &opts(), None);
     let (pass, attached) = listener_conds(&t, "gw", "pass");
     assert!(has(&pass, "Accepted", "True", "Accepted") && has(&pass, "Programmed", "True", "Programmed"), "{pass:?}");
@@ -702,7 +707,7 @@ fn tls_listeners_on_one_port_still_conflict_with_other_protocols() {
         {"name": "https", "port": 9443, "protocol": "HTTPS", "hostname": "b.example.com", "tls": {"certificateRefs": [{"name": "cert"}]}},
     ]);
     let mut w = world(vec![gateway("web", "gw", 0, listeners)], vec![]);
-    w.secrets = vec![tls_secret("cert", &["b.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["b.example.com"])].into();
     let t = translate(&w, &opts(), None);
     for l in ["tls", "https"] {
         let c = listener_conds(&t, "gw", l).0;
@@ -847,12 +852,13 @@ fn grpc_and_tls_routes_refuse_what_they_cannot_serve() {
             "fine",
             json!({"matches": [{"headers": [{"name": "x", "value": "y"}]}], "backendRefs": [{"name": "app", "port": 80, "filters": []}]}),
         ),
-    ];
+    ].into();
     w.tls_routes = vec![
         tls("two-backends", json!([{"backendRefs": [app, {"name": "app", "port": 80, "weight": 2}]}])),
         tls("two-rules", json!([{"backendRefs": [app]}, {"backendRefs": [app]}])),
         tls("one", json!([{"backendRefs": [app]}])),
-    ];
+    ]
+    .into();
     let t = translate(&w, &opts(), None);
     let conds_of = |list: &[(ObjectRef, Vec<wharf_gateway_api::httproutes::HttpRouteStatusParents>)], name: &str| {
         list.iter().find(|(o, _)| o.name == name).map(|(_, p)| conds(&p[0].conditions)).unwrap()
@@ -885,7 +891,7 @@ fn certificate_refs_must_be_core_secrets_and_a_secret_gone_bad_keeps_its_last_go
         )],
         vec![],
     );
-    w.secrets = vec![tls_secret("cert", &["o.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["o.example.com"])].into();
     let t = translate(&w, &opts(), None);
     for l in ["kind", "group"] {
         assert!(has(&listener_conds(&t, "gw", l).0, "ResolvedRefs", "False", "InvalidCertificateRef"), "{l}");
@@ -894,7 +900,7 @@ fn certificate_refs_must_be_core_secrets_and_a_secret_gone_bad_keeps_its_last_go
 
     // The Secret turns bad: the listener says so and keeps serving the last good certificate.
     let before = t.snapshot.clone();
-    w.secrets = vec![super::tests::secret("cert", "not a certificate", "not a key")];
+    w.secrets = vec![super::tests::secret("cert", "not a certificate", "not a key")].into();
     let t = translate(&w, &opts(), Some(&before));
     let (c, _) = listener_conds(&t, "gw", "good");
     assert!(
@@ -932,7 +938,7 @@ fn tcp_routes_forward_by_weight_and_the_oldest_route_of_a_listener_is_served() {
         ),
         tcp_route("newer", 1, json!({"name": "gw", "port": 5432}), json!([{"name": "other", "port": 5432}])),
         tcp_route("on-http", 2, json!({"name": "gw", "sectionName": "web"}), json!([{"name": "app", "port": 80}])),
-    ];
+    ].into();
     let t = translate(&w, &opts(), None);
     let (db, attached) = listener_conds(&t, "gw", "db");
     assert!(has(&db, "Accepted", "True", "Accepted") && has(&db, "Programmed", "True", "Programmed"), "{db:?}");
@@ -994,17 +1000,19 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
             http_route("web", "own", 1, to_app(json!({"name": "own"}), json!([]), "/")),
         ],
     );
-    w.secrets = vec![tls_secret("cert", &["shop.example.com"])];
+    w.secrets = vec![tls_secret("cert", &["shop.example.com"])].into();
     w.tcp_routes = vec![obj::<TcpRoute>(json!({
         "metadata": {"name": "db", "namespace": "web"},
         "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
-    }))];
+    }))]
+    .into();
     w.ingresses = vec![obj(json!({
         "metadata": {"name": "legacy", "namespace": "web", "annotations": {"kubernetes.io/ingress.class": "wharf"}},
         "spec": {"rules": [{"host": "shop.example.com", "http": {"paths": [
             {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}},
         ]}}]},
-    }))];
+    }))]
+    .into();
     let t = translate(&w, &o, None);
 
     assert_eq!(t.gateway_status.edge_gateway, Some(ObjectRef::new("Gateway", "web", "edge")));
@@ -1043,7 +1051,7 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
 
     // A listener on an edge port must speak that socket's protocol.
     let mut w2 = w.clone();
-    w2.gateways = vec![gateway("web", "edge", 0, json!([{"name": "tcp", "port": 80, "protocol": "TCP"}]))];
+    w2.gateways = vec![gateway("web", "edge", 0, json!([{"name": "tcp", "port": 80, "protocol": "TCP"}]))].into();
     let t2 = translate(&w2, &o, None);
     let (tcp, _) = listener_conds(&t2, "edge", "tcp");
     assert!(has(&tcp, "Accepted", "False", "UnsupportedProtocol"), "{tcp:?}");
@@ -1102,7 +1110,8 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
         cm("ca", json!({"ca.crt": ca})),
         cm("empty", json!({})),
         cm("garbage", json!({"ca.crt": "not a certificate"})),
-    ];
+    ]
+    .into();
     w.backend_tls_policies = vec![
         policy("app", 0, svc("app"), with_ca("ca")),
         policy("app-later", 1, svc("app"), with_ca("ca")),
@@ -1134,7 +1143,7 @@ fn backend_tls_policies_put_backends_behind_tls_and_say_why_they_cannot() {
         policy("unused", 9, svc("nobody-routes-here"), with_ca("ca")),
         policy("ghost", 10, svc("ghost"), with_ca("ca")),
         policy("lonely", 11, svc("lonely"), with_ca("ca")),
-    ];
+    ].into();
     let t = translate(&w, &opts(), None);
 
     // What each path's backend is: its cluster's TLS settings, or refused (None).
@@ -1277,12 +1286,13 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
         ]),
     );
     let mut w = world(vec![gw], vec![]);
-    w.secrets = vec![tls_secret("foreign-tls", &["f.example.com"]), tls_secret("own-tls", &["own.example.com"])];
+    w.secrets = vec![tls_secret("foreign-tls", &["f.example.com"]), tls_secret("own-tls", &["own.example.com"])].into();
     w.reference_grants = vec![obj::<ReferenceGrant>(json!({
         "metadata": {"name": "g", "namespace": "shop"},
         "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "web"}],
                  "to": [{"group": "", "kind": "Secret"}]},
-    }))];
+    }))]
+    .into();
     // An Ingress on a Secret a listener uses: one certificate for both, the Ingress first.
     let rules = json!([super::tests::rule(
         Some("i.example.com"),
@@ -1294,8 +1304,9 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
         json!({}),
         json!({"ingressClassName": "wharf", "tls": [{"hosts": ["i.example.com"], "secretName": "shared-tls"}],
                "rules": rules}),
-    )];
-    w.ingress_classes = vec![super::tests::class("wharf", "wharf.dev/ingress-controller", false)];
+    )]
+    .into();
+    w.ingress_classes = vec![super::tests::class("wharf", "wharf.dev/ingress-controller", false)].into();
     let mut o = opts();
     o.acme.issuers = vec!["le".into(), "staging-2".into()];
     let t = translate(&w, &o, None);

@@ -32,11 +32,11 @@ pub struct RefTo<'a> {
 /// True when `from` may refer to `to`: the same namespace, or a ReferenceGrant in `to`'s
 /// namespace lists `from`'s group, kind and namespace and `to`'s group and kind, with no
 /// name or `to`'s name.
-pub fn permitted(grants: &[ReferenceGrant], from: RefFrom<'_>, to: RefTo<'_>) -> bool {
+pub fn permitted<'g>(grants: impl IntoIterator<Item = &'g ReferenceGrant>, from: RefFrom<'_>, to: RefTo<'_>) -> bool {
     if from.namespace == to.namespace {
         return true;
     }
-    grants.iter().filter(|g| g.metadata.namespace.as_deref() == Some(to.namespace)).any(|g| {
+    grants.into_iter().filter(|g| g.metadata.namespace.as_deref() == Some(to.namespace)).any(|g| {
         g.spec.from.iter().any(|f| f.group == from.group && f.kind == from.kind && f.namespace == from.namespace)
             && g.spec.to.iter().any(|t| {
                 t.group == to.group

@@ -13,6 +13,7 @@ pub mod http_route;
 mod tls;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::{HTTPIngressPath, Ingress, IngressBackend, IngressRule};
 use wharf_model::{
@@ -109,8 +110,8 @@ pub struct Diagnostic {
 /// The result of [`translate`].
 #[derive(Debug, Clone, Default)]
 pub struct Translation {
-    /// The snapshot to serve.
-    pub snapshot: Snapshot,
+    /// The snapshot to serve (shared with the data plane once applied).
+    pub snapshot: Arc<Snapshot>,
     /// Problems found, in a stable order.
     pub diagnostics: Vec<Diagnostic>,
     /// The Ingresses of our class (their status is ours to write).
@@ -225,7 +226,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     t.diags.sort();
     t.diags.dedup();
     Translation {
-        snapshot: t.snapshot,
+        snapshot: Arc::new(t.snapshot),
         diagnostics: t.diags,
         ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
         gateway_status,

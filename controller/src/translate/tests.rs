@@ -77,13 +77,15 @@ fn world(ingresses: Vec<Ingress>) -> World {
         ingress_classes: vec![
             class("wharf", "wharf.dev/ingress-controller", false),
             class("nginx", "k8s.io/ingress-nginx", true),
-        ],
-        ingresses,
-        secrets: vec![],
+        ]
+        .into(),
+        ingresses: ingresses.into(),
+        secrets: vec![].into(),
         services: vec![
             service("app", json!([{"name": "http", "port": 80}])),
             service("h2", json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}])),
-        ],
+        ]
+        .into(),
         endpoint_slices: vec![slice(
             "app",
             "http",
@@ -92,7 +94,8 @@ fn world(ingresses: Vec<Ingress>) -> World {
                 {"addresses": ["10.0.0.1"], "conditions": {"ready": true}},
                 {"addresses": ["10.0.0.2"]},
             ]),
-        )],
+        )]
+        .into(),
         ..Default::default()
     }
 }
@@ -134,7 +137,7 @@ fn class_selection() {
     }
     // Our class marked default adopts Ingresses without a class.
     let mut w = world(vec![ingress("no-class", 0, json!({}), none)]);
-    w.ingress_classes = vec![class("wharf", "wharf.dev/ingress-controller", true)];
+    w.ingress_classes = vec![class("wharf", "wharf.dev/ingress-controller", true)].into();
     assert_eq!(translate(&w, &opts(), None).ingresses.len(), 1);
 }
 
@@ -246,7 +249,8 @@ fn not_ready_endpoints_skipped_terminating_as_fallback() {
             {"addresses": ["10.0.0.3"], "conditions": {"ready": false, "serving": false, "terminating": true}},
             {"addresses": ["10.0.0.4"], "conditions": {"ready": false, "serving": true, "terminating": false}},
         ]),
-    )];
+    )]
+    .into();
     let t = translate(&w, &opts(), None);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints.len(), 1);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints[0].addr.to_string(), "10.0.0.2:8080");
@@ -278,7 +282,7 @@ fn tls_hosts_certificates_and_redirects() {
                   rule(Some("plain.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
     };
     let mut w = world(vec![ingress("i", 0, json!({}), spec("cert"))]);
-    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com"])];
+    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com"])].into();
     let t = translate(&w, &opts(), None);
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
     let tls: Vec<(String, &str)> =
@@ -290,13 +294,14 @@ fn tls_hosts_certificates_and_redirects() {
 
     // Opting out of the redirect.
     let mut w2 = w.clone();
-    w2.ingresses = vec![ingress("i", 0, json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"}), spec("cert"))];
+    w2.ingresses =
+        vec![ingress("i", 0, json!({"nginx.ingress.kubernetes.io/ssl-redirect": "false"}), spec("cert"))].into();
     let t2 = translate(&w2, &opts(), None);
     assert!(t2.snapshot.virtual_hosts.iter().all(|v| !v.routes[0].https_redirect));
 
     // The Secret turns bad: the last good certificate keeps serving, and the user is told.
     let mut bad = w.clone();
-    bad.secrets = vec![secret("cert", "not a cert", "nor a key")];
+    bad.secrets = vec![secret("cert", "not a cert", "nor a key")].into();
     let t3 = translate(&bad, &opts(), Some(&t.snapshot));
     assert_eq!(t3.snapshot.certificates["web/cert"], t.snapshot.certificates["web/cert"]);
     assert_eq!(reasons(&t3), [("i", "BadCertificatePEM")]);
@@ -317,7 +322,7 @@ fn tls_hosts_certificates_and_redirects() {
     for (missing, data) in [("tls.crt", json!({"password": b64("x")})), ("tls.key", json!({"tls.crt": b64("x")}))] {
         let mut opaque = w.clone();
         opaque.secrets =
-            vec![obj(json!({"metadata": {"name": "cert", "namespace": "web"}, "type": "Opaque", "data": data}))];
+            vec![obj(json!({"metadata": {"name": "cert", "namespace": "web"}, "type": "Opaque", "data": data}))].into();
         let t = translate(&opaque, &opts(), None);
         assert_eq!(reasons(&t), [("i", "SecretNotTLS")]);
         let m = &t.diagnostics[0].message;
@@ -338,7 +343,7 @@ fn tls_secret_errors_missing_cross_namespace_and_mismatch() {
         ingress("conflict", 3, json!({}), spec("cert2", "d.com")),
         ingress("owner", 0, json!({}), spec("cert", "d.com")),
     ]);
-    w.secrets = vec![tls_secret("cert", &["d.com"]), tls_secret("cert2", &["d.com"])];
+    w.secrets = vec![tls_secret("cert", &["d.com"]), tls_secret("cert2", &["d.com"])].into();
     let t = translate(&w, &opts(), None);
     assert_eq!(
         reasons(&t),
@@ -367,7 +372,7 @@ fn expired_certificate_is_refused() {
         json!({}),
         json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "old"}]}),
     )]);
-    w.secrets = vec![secret("old", &cert.pem(), &key.serialize_pem())];
+    w.secrets = vec![secret("old", &cert.pem(), &key.serialize_pem())].into();
     let t = translate(&w, &opts(), None);
     assert_eq!(reasons(&t), [("i", "CertificateExpired")]);
     assert!(t.snapshot.certificates.is_empty());
@@ -401,7 +406,7 @@ fn passthrough_annotation_and_auto_passthrough() {
 #[test]
 fn tcp_services_and_default_certificate() {
     let mut w = world(vec![]);
-    w.secrets = vec![tls_secret("fallback", &["fallback.local"])];
+    w.secrets = vec![tls_secret("fallback", &["fallback.local"])].into();
     let o = Options {
         tcp_services: vec![TcpService {
             listen_port: 31400,
@@ -427,7 +432,8 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
         "http",
         8080,
         json!([ep("10.0.0.1", "in-ns"), ep("10.0.0.2", "opted-out"), ep("10.0.0.3", "no-pod")]),
-    )];
+    )]
+    .into();
     let pod = |name: &str, labels: Value, sa: Option<&str>| -> Pod {
         obj(
             json!({"metadata": {"name": name, "namespace": "web", "labels": labels}, "spec": {"containers": [], "serviceAccountName": sa}}),
@@ -436,12 +442,14 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
     w.pods = vec![
         pod("in-ns", json!({}), Some("frontend")),
         pod("opted-out", json!({"istio.io/dataplane-mode": "none"}), None),
-    ];
+    ]
+    .into();
     let t = translate(&w, &opts(), None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     assert!(eps.iter().all(|e| e.hbone.is_none()), "namespace not enrolled yet: direct");
 
-    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}))];
+    w.namespaces =
+        vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}))].into();
     let t = translate(&w, &Options { trust_domain: "mesh.example".into(), ..opts() }, None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     let h = eps[0].hbone.as_ref().expect("enrolled pod goes over HBONE");
@@ -453,7 +461,7 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
 
     // A pod enrolled by its own label, in a namespace that is not; default service account.
     w.namespaces.clear();
-    w.pods = vec![pod("in-ns", json!({"istio.io/dataplane-mode": "ambient"}), None)];
+    w.pods = vec![pod("in-ns", json!({"istio.io/dataplane-mode": "ambient"}), None)].into();
     let t = translate(&w, &opts(), None);
     let h = t.snapshot.clusters["web/app:80"].endpoints[0].hbone.clone().unwrap();
     assert_eq!(h.identity.to_string(), "spiffe://cluster.local/ns/web/sa/default");
@@ -468,7 +476,7 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
         obj(
             json!({"metadata": {"name": "wp", "namespace": "web"}, "spec": {"ports": [{"name": "mesh", "port": 15008}]}}),
         ),
-    ];
+    ].into();
     w.endpoint_slices.push(obj(json!({
         "metadata": {"name": "wp-1", "namespace": "web", "labels": {"kubernetes.io/service-name": "wp"}},
         "addressType": "IPv4",
@@ -477,7 +485,7 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
     })));
     w.pods = vec![obj(
         json!({"metadata": {"name": "wp-0", "namespace": "web"}, "spec": {"containers": [], "serviceAccountName": "wp-sa"}}),
-    )];
+    )].into();
     let t = translate(&w, &opts(), None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     assert_eq!(eps.len(), 1, "{eps:?}");
@@ -488,7 +496,7 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
 
     // The namespace label works too; "none" on the Service opts out.
     w.services[0].metadata.labels = None;
-    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/use-waypoint": "wp"}}}))];
+    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/use-waypoint": "wp"}}}))].into();
     assert!(translate(&w, &opts(), None).snapshot.clusters["web/app:80"].endpoints[0].hbone.is_some());
     w.services[0].metadata.labels = Some([("istio.io/use-waypoint".to_string(), "none".to_string())].into());
     let t = translate(&w, &opts(), None);
@@ -538,7 +546,7 @@ fn an_empty_tls_host_list_covers_the_rules_and_a_wildcard_rule_redirects_only_un
     let narrower = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["x.v.com"], "secretName": "cert"}],
         "rules": [rule(Some("*.v.com"), route())]});
     let mut w = world(vec![ingress("covered", 0, json!({}), covered), ingress("narrower", 1, json!({}), narrower)]);
-    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com", "x.v.com"])];
+    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com", "x.v.com"])].into();
     let t = translate(&w, &opts(), None);
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
     let tls: Vec<String> = t.snapshot.tls_hosts.iter().map(|h| h.host.to_string()).collect();
@@ -557,7 +565,7 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     let (crt, key) = (params.self_signed(&key).unwrap().pem(), key.serialize_pem());
     let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "cert"}]});
     let mut w = world(vec![ingress("i", 0, json!({}), spec)]);
-    w.secrets = vec![secret("cert", &crt, &key)];
+    w.secrets = vec![secret("cert", &crt, &key)].into();
     let first = translate(&w, &opts(), None);
     assert!(first.diagnostics.is_empty(), "{:?}", first.diagnostics);
     let served = &first.snapshot.certificates["web/cert"];
@@ -568,7 +576,7 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     let pem = |s: &Secret, k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
     for (crt, key) in [(crt.clone(), pem(&other, "tls.key")), (pem(&other, "tls.crt"), key.clone())] {
         let mut changed = w.clone();
-        changed.secrets = vec![secret("cert", &crt, &key)];
+        changed.secrets = vec![secret("cert", &crt, &key)].into();
         let t = translate(&changed, &opts(), Some(&first.snapshot));
         assert_eq!(reasons(&t), [("i", "KeyMismatch")]);
         assert_eq!(&t.snapshot.certificates["web/cert"], served, "the last good certificate keeps serving");
@@ -656,7 +664,7 @@ fn fixed_redirects_answer_every_path_before_the_https_redirect() {
                      "nginx.ingress.kubernetes.io/permanent-redirect-code": "308",
                      "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8"});
     let mut w = world(vec![ingress("moved", 0, ann, spec)]);
-    w.secrets = vec![tls_secret("cert", &["a.com"])];
+    w.secrets = vec![tls_secret("cert", &["a.com"])].into();
     let t = translate(&w, &opts(), None);
     let routes = host_routes(&t, "a.com");
     assert_eq!(routes.len(), 2);

@@ -18,9 +18,9 @@ pub(super) struct Secrets<'a> {
 }
 
 impl<'a> Secrets<'a> {
-    pub(super) fn new(secrets: &'a [Secret], previous: Option<&'a Snapshot>, now: i64) -> Self {
+    pub(super) fn new(secrets: impl IntoIterator<Item = &'a Secret>, previous: Option<&'a Snapshot>, now: i64) -> Self {
         let by_name = secrets
-            .iter()
+            .into_iter()
             .filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s)))
             .collect();
         Secrets { by_name, previous, now, checked: Default::default() }
