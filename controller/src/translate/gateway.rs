@@ -1531,6 +1531,17 @@ fn ports(
                 }
                 let entries = attached.remove(&(gi, li)).unwrap_or_default();
                 let route_hosts: HashSet<Host> = entries.iter().map(|(h, _, _)| h.clone()).collect();
+                // The entries by route hostname, so that finding those covering a host does
+                // not test every entry: exact names are looked up, and only the (few)
+                // wildcard ones are tested.
+                let mut exact: HashMap<&Host, Vec<usize>> = HashMap::new();
+                let mut wildcards: Vec<usize> = Vec::new();
+                for (i, (rh, _, _)) in entries.iter().enumerate() {
+                    match rh {
+                        Host::Exact(_) => exact.entry(rh).or_default().push(i),
+                        _ => wildcards.push(i),
+                    }
+                }
                 for h in route_hosts {
                     if more_specific_listener(&h, li, &idx, gw) {
                         continue;
@@ -1538,12 +1549,18 @@ fn ports(
                     if l.terminates {
                         terminated.insert(h.clone());
                     }
-                    // The host takes every route of this listener whose hostname covers it.
+                    // The host takes every route of this listener whose hostname covers it
+                    // (an exact name covers only itself), in the order they were attached.
+                    let mut covering: Vec<usize> =
+                        wildcards.iter().copied().filter(|&i| entries[i].0.covers(&h)).collect();
+                    if matches!(h, Host::Exact(_)) {
+                        covering.extend(exact.get(&h).into_iter().flatten().copied());
+                    }
+                    covering.sort_unstable();
                     let routes = hosts.entry(h.clone()).or_default();
-                    for (rh, key, r) in &entries {
-                        if rh.covers(&h) {
-                            routes.push((key.clone(), r.clone()));
-                        }
+                    for i in covering {
+                        let (_, key, r) = &entries[i];
+                        routes.push((key.clone(), r.clone()));
                     }
                 }
             }

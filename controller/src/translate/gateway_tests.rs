@@ -460,6 +460,34 @@ fn a_request_belongs_to_the_most_specific_listener_and_routes_keep_gateway_prece
 }
 
 #[test]
+fn each_host_takes_the_routes_whose_hostnames_cover_it_exact_wildcard_or_none() {
+    let route = |name: &str, age: u32, hostnames: Value| {
+        http_route("web", name, age, to_app(json!({"name": "gw"}), hostnames, "/"))
+    };
+    let w = world(
+        vec![gateway("web", "gw", 0, json!([http("http", 80, None)]))],
+        vec![
+            route("any", 0, json!([])),
+            route("wild", 1, json!(["*.example.com"])),
+            route("a", 2, json!(["a.example.com"])),
+            route("b", 3, json!(["b.example.com", "a.example.com"])),
+        ],
+    );
+    let t = translate(&w, &opts(), None);
+    let names = |routes: &[&str]| routes.iter().map(|n| (n.to_string(), "/".to_owned())).collect::<Vec<_>>();
+    assert_eq!(
+        hosts(&ports(&t)[0]),
+        [
+            // Exact route hostnames before wildcards before none.
+            ("a.example.com".to_owned(), names(&["a", "b", "wild", "any"])),
+            ("b.example.com".to_owned(), names(&["b", "wild", "any"])),
+            ("*.example.com".to_owned(), names(&["wild", "any"])),
+            ("*".to_owned(), names(&["any"])),
+        ]
+    );
+}
+
+#[test]
 fn gateway_classes_with_parameters_are_not_accepted_and_address_ranges_parse() {
     let mut w = world(vec![], vec![]);
     w.gateway_classes[0] = obj(json!({"metadata": {"name": "wharf"}, "spec": {"controllerName": CONTROLLER,
