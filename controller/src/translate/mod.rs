@@ -317,11 +317,12 @@ impl RouteTable {
 
     fn take_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
         let by_host = std::mem::take(&mut self.by_host);
+        let tls = TlsCovered::new(tls_hosts);
         by_host
             .into_iter()
             .map(|(host, mut routes)| {
                 routes.sort_by_key(|r| r.matches.precedence_key());
-                let has_tls = tls_covered(&host, tls_hosts);
+                let has_tls = tls.covers(&host);
                 for r in &mut routes {
                     // `https_redirect` holds "the Ingress allows it" until here; with
                     // `force-ssl-redirect` its Ingress redirects without TLS too.
@@ -333,12 +334,28 @@ impl RouteTable {
     }
 }
 
-fn tls_covered(host: &Host, tls_hosts: &[wharf_model::TlsHost]) -> bool {
-    tls_hosts.iter().any(|t| match host {
-        Host::Exact(name) => t.host.matches(name),
-        Host::Wildcard(_) | Host::Suffix(_) => &t.host == host,
-        Host::Any => false,
-    })
+/// Which hosts have TLS: an exact name when a TLS host is that name or a wildcard matching
+/// it, a wildcard when a TLS host is that same wildcard. The TLS hosts are indexed once, so
+/// that each host costs a lookup and a test of the (few) wildcard TLS hosts.
+struct TlsCovered<'a> {
+    all: HashSet<&'a Host>,
+    wildcards: Vec<&'a Host>,
+}
+
+impl<'a> TlsCovered<'a> {
+    fn new(tls_hosts: &'a [wharf_model::TlsHost]) -> Self {
+        let all: HashSet<&Host> = tls_hosts.iter().map(|t| &t.host).collect();
+        let wildcards = all.iter().copied().filter(|h| !matches!(h, Host::Exact(_))).collect();
+        TlsCovered { all, wildcards }
+    }
+
+    fn covers(&self, host: &Host) -> bool {
+        match host {
+            Host::Exact(name) => self.all.contains(host) || self.wildcards.iter().any(|t| t.matches(name)),
+            Host::Wildcard(_) | Host::Suffix(_) => self.all.contains(host),
+            Host::Any => false,
+        }
+    }
 }
 
 /// What every route of an Ingress asks of its clients.
