@@ -47,14 +47,14 @@ create_parts() { # what size: creates $work/api-part-{0..3} in 4 parallel stream
 }
 start_controller() { # extra flags: the controller on CPU 1, one worker; sets cpid
   TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
-    --listen-address 127.0.0.1 --http-port 18081 --https-port 0 --passthrough-port 0 --admin-port 15034 \
+    --listen-address 127.0.0.1 --http-port 18081 --https-port 18443 --passthrough-port 0 --admin-port 15034 \
     --access-log=false --election-namespace wharf-system --pod-name bench-0 "$@" >"$work/api-controller.log" 2>&1 &
   cpid=$!; pids+=("$cpid")
   for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
 }
-write_to_serving() { # what size collection-path prefix make-json: POST 3 new objects, each timed to its first 200
-  local what=$1 size=$2 path=$3 prefix=$4 make=$5 times=() k host body t0
-  for k in 1 2 3; do
+write_to_serving() { # what size collection-path prefix make-json count: POST count new objects, each timed to its first 200
+  local what=$1 size=$2 path=$3 prefix=$4 make=$5 n=$6 times=() k host body t0
+  for k in $(seq 1 "$n"); do
     host="$prefix-$size-$k.bench.local"
     body=$("$make" "$prefix-$size-$k" "$host")
     t0=$(now)
@@ -63,7 +63,12 @@ write_to_serving() { # what size collection-path prefix make-json: POST 3 new ob
     times+=("$(echo "($(now) - $t0) * 1000" | bc -l)")
     sleep 0.5
   done
-  out "M5 API server write to serving, $size $what (ms, median of 3)" "$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | xargs printf '%.0f')"
+  # Nearest rank: p50 is the ceil(n/2)-th smallest, p99 the ceil(0.99 n)-th.
+  local sorted p50 p99
+  sorted=$(printf '%s\n' "${times[@]}" | sort -n)
+  p50=$(sed -n "$(( (n + 1) / 2 ))p" <<<"$sorted" | xargs printf '%.0f')
+  p99=$(sed -n "$(( (99 * n + 99) / 100 ))p" <<<"$sorted" | xargs printf '%.0f')
+  out "M5 API server write to serving, $size $what (ms, p50 / p99 of $n writes)" "$p50 / $p99"
 }
 failed_under_load() { # the failed requests wrk saw (non-2xx and socket errors), and its total
   local non2xx sockerr
@@ -78,30 +83,30 @@ pids+=($!)
 kubectl create namespace bench >/dev/null
 
 sizes="10 1000 10000"; [ "$smoke" = 1 ] && sizes="10 100"
+writes() { [ "$1" -ge 1000 ] && echo 100 || echo 20; } # writes timed at a size
 created=0
 for size in $sizes; do
-  # Grow the set of Ingresses to $size (the class is the chart's; drop the generated one).
-  "$loadgen" ingresses --count "$size" --backend "$WHARF_E2E_BACKEND_IP:9000" --out "$work/api-ingresses.yaml"
-  if [ "$created" = 0 ]; then
-    sed '1,/^---$/d' "$work/api-ingresses.yaml" | awk 'BEGIN{RS="---\n"} NR<=2 {printf "---\n%s", $0}' > "$work/api-base.yaml"
-    kubectl create -f "$work/api-base.yaml" >/dev/null
-  fi
-  # Only the Ingresses not there yet, in 4 parallel streams.
-  sed '1,/^---$/d' "$work/api-ingresses.yaml" | awk -v from="$created" -v dir="$work" 'BEGIN{RS="---\n"} NR>2 {
-      i = NR - 3; if (i >= from) { f = sprintf("%s/api-part-%d", dir, i % 4); printf "---\n%s", $0 > f } }'
-  create_parts Ingresses "$size"
+  # Grow the set to $size Ingresses, each with its own TLS Secret, Service and
+  # EndpointSlice (the class is the chart's: the generated one is dropped), created in 4
+  # parallel streams.
+  "$loadgen" ingresses --count "$size" --from "$created" --certs --services \
+    --backend "$WHARF_E2E_BACKEND_IP:9000" --out "$work/api-ingresses.yaml"
+  skip=0; [ "$created" = 0 ] && skip=1
+  awk -v skip="$skip" -v dir="$work" 'NR == 1 || $0 == "---" { doc++; f = sprintf("%s/api-part-%d", dir, doc % 4) }
+      doc > skip { print > f }' "$work/api-ingresses.yaml"
+  create_parts "Ingresses (with Secrets, Services, EndpointSlices)" "$size"
   created=$size
 
   start_controller
-  # Every stored Ingress must be served before measuring.
+  # Every stored Ingress must be served, with its certificate, before measuring.
   last=$((size - 1))
-  until [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Host: host-$last.bench.local" http://127.0.0.1:18081/)" = 200 ]; do sleep 0.1; done
+  until [ "$(curl -sk -o /dev/null -w '%{http_code}' --resolve "host-$last.bench.local:18443:127.0.0.1" "https://host-$last.bench.local:18443/")" = 200 ]; do sleep 0.1; done
 
-  write_to_serving Ingresses "$size" /apis/networking.k8s.io/v1/namespaces/bench/ingresses fresh ingress_json
+  write_to_serving Ingresses "$size" /apis/networking.k8s.io/v1/namespaces/bench/ingresses fresh ingress_json "$(writes "$size")"
 
   if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
     # 100 changes through the API server under steady keep-alive load: none may fail.
-    taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H 'Host: host-0.bench.local' http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
+    taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H "Host: fresh-$size-2.bench.local" http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
     wrkpid=$!
     sleep 1
     for i in $(seq 1 100); do
@@ -119,7 +124,7 @@ for size in $sizes; do
   rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
   kill "$cpid"; wait "$cpid" 2>/dev/null || true
 done
-out "M5 controller RSS with $created Ingresses (MiB)" "$rss"
+out "M5 controller RSS with $created Ingresses, TLS Secrets, Services and EndpointSlices (MiB)" "$rss"
 
 # The same through Gateway API: HTTPRoutes attached to the chart's edge Gateway
 # (wharf-system/wharf, which the harness's helm install created), served on the HTTP
@@ -148,7 +153,7 @@ for size in $sizes; do
     until [ "$(kubectl get httproute "route-$last" -n bench -o jsonpath='{.status.parents[0].conditions[0].status}' 2>/dev/null)" = True ]; do sleep 0.5; done
   fi
 
-  write_to_serving HTTPRoutes "$size" /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes fresh-route route_json
+  write_to_serving HTTPRoutes "$size" /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes fresh-route route_json "$(writes "$size")"
 
   if [ "$size" = 1000 ] || { [ "$smoke" = 1 ] && [ "$size" = 100 ]; }; then
     # 100 HTTPRoute changes through the API server under steady keep-alive load.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks Wharf side by side with nginx and HAProxy on this machine and writes
-# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S] [--only M8|M9]
+# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S] [--only M5|M8|M9]
 # --smoke runs one short round with the debug build the tests use: it checks that the
 # script works end to end (CI runs it); its numbers mean nothing. --only runs only that
 # measurement and prints its report without touching bench/RESULTS.md.
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --seconds) seconds="$2"; shift ;;
-    --only) only="$2"; shift; case "$only" in M8|M9) ;; *) echo "--only takes M8 or M9" >&2; exit 2 ;; esac ;;
+    --only) only="$2"; shift; case "$only" in M5|M8|M9) ;; *) echo "--only takes M5, M8 or M9" >&2; exit 2 ;; esac ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -358,6 +358,8 @@ if [ "$report_only" != 1 ]; then
     "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
   elif [ "$only" = M9 ]; then
     "$here/wharf-only.sh" "$work" "$smoke" "$seconds" M9 >> "$results"
+  elif [ "$only" = M5 ]; then
+    "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
   fi
 fi
 
@@ -403,7 +405,7 @@ fi
   echo "- M2: \`wrk -t1 -c50 -H 'Host: bench.local' https://127.0.0.1:8443/\`; latency: \`wharf-loadgen rate --rate <50% of nginx's median max> --connections 50\`, measured from each request's due time (open loop)."
   echo "- M3: \`h2load -c10 -m10 -D <s> --warm-up-time=1 --connect-to=127.0.0.1:8443 https://bench.local:8443/\` (SNI and \`:authority\` both bench.local)."
   echo "- Every proxy sends the backend the request headers ingress-nginx sends (Host, X-Request-ID, X-Real-IP, X-Forwarded-For/-Host/-Port/-Proto). A run stops if any request fails or gets a non-2xx answer."
-  echo "- M5 (API server): etcd + kube-apiserver from the e2e harness, \`wharf controller\` with the chart's ServiceAccount, backend in the harness's network namespace; the clock starts when curl sends the Ingress (or the HTTPRoute, attached to the chart's edge Gateway and served on the same HTTP listener) to the API server and stops at the first 200 for its host. Standalone: from renaming the changed file into the watched directory (100 ms watch interval)."
+  echo "- M5 (API server): etcd + kube-apiserver from the e2e harness, \`wharf controller\` with the chart's ServiceAccount, backend in the harness's network namespace; every stored Ingress has its own TLS Secret, Service and EndpointSlice (\`wharf-loadgen ingresses --certs --services\`) and all are served over HTTPS before measuring; the clock starts when curl sends a new Ingress (or HTTPRoute, attached to the chart's edge Gateway and served on the same HTTP listener) to the API server and stops at the first 200 for its host; p50 / p99 by nearest rank. Standalone: from renaming the changed file into the watched directory (100 ms watch interval)."
   echo "- M8: \`wharf-loadgen idle --connections $idle_conns [--h2]\`: each connection makes a full TLS 1.3 handshake (ALPN http/1.1 or h2), sends one GET and reads the response, then stays open and idle; the figure is the growth of the proxy worker's VmRSS from before the first connection to 1 s after the last response, divided by the connection count. Each proxy is started afresh for each protocol."
   echo "- M9 (\`TOKIO_WORKER_THREADS=1\`, pinned to one CPU): \`wharf-loadgen rate --rate 500 --connections 10\` (HTTPS/1.1 keep-alive, open loop) to one of the 10,000 hosts of M4 served standalone, once with no changes and once while a file is rewritten every second, each rewrite rebuilding the whole config (10,000 Ingresses and certificates)."
   echo "- M6: \`iperf3 -P 4\` through each proxy's TCP listener (nginx \`stream\`, HAProxy \`mode tcp\`, Wharf \`--tcp-service\`)."

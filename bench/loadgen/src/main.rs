@@ -59,6 +59,13 @@ enum Cmd {
         /// Give every host its own ECDSA P-256 certificate and Secret.
         #[arg(long)]
         certs: bool,
+        /// Give every Ingress its own Service and EndpointSlice (all to the one backend).
+        #[arg(long)]
+        services: bool,
+        /// Write only the objects of Ingresses `from..count`, without the IngressClass and
+        /// the shared backend (to grow a set already stored).
+        #[arg(long, default_value_t = 0)]
+        from: usize,
         /// Backend address.
         #[arg(long, default_value = "127.0.0.1:9000")]
         backend: SocketAddr,
@@ -259,13 +266,18 @@ async fn main() -> Result<()> {
             }
             println!("handshakes_per_sec={:.0} ok={ok} failed={failed}", ok as f64 / seconds);
         }
-        Cmd::Ingresses { count, certs, backend, prefix, out, names } => {
+        Cmd::Ingresses { count, certs, services, from, backend, prefix, out, names } => {
             use std::fmt::Write as _;
             let mut y = String::new();
             let mut list = String::new();
-            y.push_str("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: wharf}\nspec: {controller: wharf.dev/ingress-controller}\n");
-            let _ = write!(y, "---\napiVersion: v1\nkind: Service\nmetadata: {{name: backend, namespace: bench}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: backend-1, namespace: bench, labels: {{kubernetes.io/service-name: backend}}}}\naddressType: IPv4\nports: [{{name: http, port: {}}}]\nendpoints: [{{addresses: [\"{}\"]}}]\n", backend.port(), backend.ip());
-            for i in 0..count {
+            let service = |y: &mut String, name: &str| {
+                let _ = write!(y, "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: bench}}\nspec: {{ports: [{{name: http, port: 80}}]}}\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: {name}-1, namespace: bench, labels: {{kubernetes.io/service-name: {name}}}}}\naddressType: IPv4\nports: [{{name: http, port: {}}}]\nendpoints: [{{addresses: [\"{}\"]}}]\n", backend.port(), backend.ip());
+            };
+            if from == 0 {
+                y.push_str("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: wharf}\nspec: {controller: wharf.dev/ingress-controller}\n");
+                service(&mut y, "backend");
+            }
+            for i in from..count {
                 let host = format!("{prefix}{i}.bench.local");
                 let _ = writeln!(list, "{host}");
                 let tls = if certs {
@@ -277,7 +289,11 @@ async fn main() -> Result<()> {
                 } else {
                     String::new()
                 };
-                let _ = write!(y, "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: ing-{i}, namespace: bench}}\nspec:\n  ingressClassName: wharf\n{tls}  rules: [{{host: {host}, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: backend, port: {{number: 80}}}}}}}}]}}}}]\n");
+                let svc = if services { format!("svc-{i}") } else { "backend".to_owned() };
+                if services {
+                    service(&mut y, &svc);
+                }
+                let _ = write!(y, "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: ing-{i}, namespace: bench}}\nspec:\n  ingressClassName: wharf\n{tls}  rules: [{{host: {host}, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: {svc}, port: {{number: 80}}}}}}}}]}}}}]\n");
             }
             std::fs::write(&out, y)?;
             if let Some(n) = names {
