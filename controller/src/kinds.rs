@@ -225,7 +225,7 @@ pub(crate) fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
 
 /// Objects of one kind in a [`World`], shared with the index that holds them: a world taken
 /// from the index costs a pointer per object, not a copy of it.
-#[derive(Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Objects<T>(Vec<Arc<T>>);
 
 /// The iterator of [`Objects::iter`].
@@ -251,27 +251,11 @@ impl<T> Objects<T> {
     pub fn push(&mut self, obj: T) {
         self.0.push(Arc::new(obj));
     }
-
-    /// Removes all.
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    /// The first one.
-    pub fn first(&self) -> Option<&T> {
-        self.0.first().map(|o| &**o)
-    }
 }
 
 impl<T> Default for Objects<T> {
     fn default() -> Self {
         Objects(Vec::new())
-    }
-}
-
-impl<T: Debug> Debug for Objects<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -284,12 +268,6 @@ impl<T> FromIterator<T> for Objects<T> {
 impl<T> From<Vec<T>> for Objects<T> {
     fn from(v: Vec<T>) -> Self {
         v.into_iter().collect()
-    }
-}
-
-impl<T> Extend<T> for Objects<T> {
-    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
-        self.0.extend(iter.into_iter().map(Arc::new));
     }
 }
 
@@ -444,6 +422,28 @@ mod tests {
 
     fn route(value: serde_json::Value) -> HttpRoute {
         serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn objects_are_shared_until_changed_through_an_index() {
+        let named = |n: &str| Namespace {
+            metadata: ObjectMeta { name: Some(n.to_owned()), ..Default::default() },
+            ..Default::default()
+        };
+        let mut a: Objects<Namespace> = vec![named("a"), named("b")].into();
+        assert_eq!((a.len(), a.is_empty()), (2, false));
+        assert!(Objects::<Namespace>::default().is_empty());
+        a.push(named("c"));
+        let names = |o: &Objects<Namespace>| o.iter().filter_map(|n| n.metadata.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a), ["a", "b", "c"]);
+        assert_eq!((&a).into_iter().count(), 3);
+        let shared = a.clone();
+        assert!(Arc::ptr_eq(&a.0[1], &shared.0[1]), "a clone copies pointers, not objects");
+        a[1] = named("z");
+        assert_eq!(a[1].metadata.name.as_deref(), Some("z"));
+        assert_eq!(names(&shared), ["a", "b", "c"], "the other holder keeps its object");
+        let collected: Objects<Namespace> = ["x"].into_iter().map(named).collect();
+        assert_eq!(names(&collected), ["x"]);
     }
 
     #[test]

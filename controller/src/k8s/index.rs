@@ -253,6 +253,23 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_status_is_only_a_status_change_and_a_changed_spec_is_one_for_translation() {
+        let mut index = Index::default();
+        sync_all(&mut index);
+        assert_eq!(index.apply(Change::Ingress(Event::Apply(ing("a")))), Changed::Objects);
+        let mut written = ing("a");
+        written.metadata.resource_version = Some("2".into());
+        written.status =
+            serde_json::from_value(serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}))
+                .unwrap_or_default();
+        assert_eq!(index.apply(Change::Ingress(Event::Apply(written.clone()))), Changed::Status);
+        assert_eq!(index.ingress(&("ns".into(), "a".into())), Some(&written), "the new status is stored");
+        let mut respec = written;
+        respec.spec = serde_json::from_value(serde_json::json!({"ingressClassName": "other"})).ok();
+        assert_eq!(index.apply(Change::Ingress(Event::Apply(respec))), Changed::Objects);
+    }
+
+    #[test]
     fn the_first_list_is_a_change_even_when_empty() {
         // An empty cluster must still produce the first snapshot (and readiness).
         let mut index = Index::default();

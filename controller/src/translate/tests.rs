@@ -460,7 +460,7 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
     assert!(eps[2].hbone.is_none(), "unknown pod: direct");
 
     // A pod enrolled by its own label, in a namespace that is not; default service account.
-    w.namespaces.clear();
+    w.namespaces = Default::default();
     w.pods = vec![pod("in-ns", json!({"istio.io/dataplane-mode": "ambient"}), None)].into();
     let t = translate(&w, &opts(), None);
     let h = t.snapshot.clusters["web/app:80"].endpoints[0].hbone.clone().unwrap();
