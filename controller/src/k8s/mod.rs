@@ -501,6 +501,10 @@ mod owner_tests {
         let planned = |p: &watch::Receiver<Arc<Plan>>| p.borrow().status.keys().cloned().collect::<Vec<Key>>();
         assert_eq!(planned(&plans), [("web".to_owned(), "a".to_owned())]);
 
+        // Every translation leaves a new value in the channel, told to receivers or not
+        // (held here, so that its address is not reused).
+        let first = translations.borrow().clone();
+
         // The status we would write comes back: nothing left to write, nothing translated.
         let a = ingress("a");
         assert!(tx.send(Change::Ingress(Event::Apply(with_status(a.clone(), "192.0.2.1", "2")))).await.is_ok());
@@ -512,7 +516,9 @@ mod owner_tests {
         assert_eq!(planned(&plans), [("web".to_owned(), "a".to_owned())]);
         tokio::time::sleep(RESYNC).await;
         assert!(!translations.has_changed().unwrap_or(true));
-        assert_eq!(translated.load(std::sync::atomic::Ordering::SeqCst), 1, "a status change was translated");
+        let now = translations.borrow().clone();
+        assert!(matches!((&now, &first), (Some(n), Some(f)) if Arc::ptr_eq(n, f)), "a status change was translated");
+        assert_eq!(translated.load(std::sync::atomic::Ordering::SeqCst), 1, "a status change applied a snapshot");
 
         // A change of what translation reads still is.
         let mut changed = with_status(a, "198.51.100.9", "4");
