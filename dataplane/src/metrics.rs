@@ -1,5 +1,8 @@
 //! Prometheus metrics of the data plane. Label values come from enums; per-route handles are
-//! resolved when a snapshot is compiled, so the request path never looks a label up.
+//! made when a snapshot is compiled and look their labels up once, on the route's first
+//! request.
+
+use std::sync::{Arc, OnceLock};
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -181,19 +184,29 @@ pub struct Metrics {
     acme_expiry: IntGaugeVec,
 }
 
-/// Per-route handles, resolved at compile time.
+/// Per-route handles. The series of a route are made on its first request, so a config
+/// of many routes costs no metric memory (and `/metrics` no lines) for routes without
+/// traffic.
 #[derive(Debug, Clone)]
-pub struct RouteMetrics {
-    by_class: [IntCounter; 5],
-    duration: Histogram,
+pub struct RouteMetrics(Arc<RouteSeries>);
+
+#[derive(Debug)]
+struct RouteSeries {
+    route: String,
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    by_class: [OnceLock<IntCounter>; 5],
+    latency: OnceLock<Histogram>,
 }
 
 impl RouteMetrics {
     /// Counts one finished request.
     pub fn observe(&self, status: u16, seconds: f64) {
+        let s = &*self.0;
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
-        self.by_class[class].inc();
-        self.duration.observe(seconds);
+        let code = ["1xx", "2xx", "3xx", "4xx", "5xx"][class];
+        s.by_class[class].get_or_init(|| s.requests.with_label_values(&[s.route.as_str(), code])).inc();
+        s.latency.get_or_init(|| s.duration.with_label_values(&[s.route.as_str()])).observe(seconds);
     }
 }
 
@@ -380,10 +393,13 @@ impl Metrics {
 
     /// Handles for one route label.
     pub fn route(&self, route: &str) -> RouteMetrics {
-        RouteMetrics {
-            by_class: ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|c| self.requests.with_label_values(&[route, c])),
-            duration: self.duration.with_label_values(&[route]),
-        }
+        RouteMetrics(Arc::new(RouteSeries {
+            route: route.to_owned(),
+            requests: self.requests.clone(),
+            duration: self.duration.clone(),
+            by_class: Default::default(),
+            latency: OnceLock::new(),
+        }))
     }
 
     /// Counts an upstream failure.
@@ -481,5 +497,33 @@ impl Metrics {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_has_series_once_it_had_requests() {
+        let m = Metrics::new();
+        let (idle, busy) = (m.route("web/idle"), m.route("web/busy"));
+        let text = || m.render();
+        assert!(!text().contains("web/"), "no series before any request");
+
+        busy.observe(204, 0.003);
+        busy.clone().observe(503, 0.2);
+        busy.observe(200, 0.003);
+        let t = text();
+        assert!(t.contains("wharf_http_requests_total{code=\"2xx\",route=\"web/busy\"} 2\n"), "{t}");
+        assert!(t.contains("wharf_http_requests_total{code=\"5xx\",route=\"web/busy\"} 1\n"), "{t}");
+        assert!(t.contains("wharf_http_request_duration_seconds_bucket{route=\"web/busy\",le=\"0.005\"} 2\n"), "{t}");
+        assert!(t.contains("wharf_http_request_duration_seconds_count{route=\"web/busy\"} 3\n"), "{t}");
+        assert!(!t.contains("code=\"4xx\"") && !t.contains("web/idle"), "{t}");
+        // The handles of a later config for the same route count on.
+        m.route("web/busy").observe(200, 0.003);
+        assert!(text().contains("wharf_http_requests_total{code=\"2xx\",route=\"web/busy\"} 3\n"));
+        idle.observe(404, 0.001);
+        assert!(text().contains("wharf_http_requests_total{code=\"4xx\",route=\"web/idle\"} 1\n"));
     }
 }
