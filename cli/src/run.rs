@@ -108,6 +108,8 @@ impl Reloader {
         }
         self.opts.now = wharf_controller::unix_now();
         let t = translate(&loaded.world, &self.opts, self.publisher.served());
+        // The objects are not needed to serve: freed before the snapshot is compiled.
+        drop(loaded);
         if self.publisher.publish(&t) == Published::Unchanged {
             tracing::debug!("files changed but the config did not");
         }

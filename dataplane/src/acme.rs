@@ -120,6 +120,7 @@ mod tests {
             key_pem: key.serialize_pem().into(),
             dns_names: vec![name.to_owned()],
             not_after: 0,
+            parsed: Default::default(),
         }
     }
 
@@ -161,6 +162,7 @@ mod tests {
             key_pem: key.serialize_pem().into(),
             dns_names: vec!["a.example.com".to_owned()],
             not_after: 0,
+            parsed: Default::default(),
         };
         let cfg = challenge_config(&c, &TlsPolicy::default()).unwrap_or_else(|e| panic!("{e}"));
         let client_cfg = crate::testing::inspecting_client_config(&[b"h2", ACME_TLS_ALPN]);

@@ -478,9 +478,9 @@ impl Compiler {
                 Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
                     || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
             });
-            let ck = match reused {
-                Some((_, _, ck)) => Arc::clone(ck),
-                None => {
+            let ck = match (&c.parsed.0, reused) {
+                (Some(ck), _) | (None, Some((_, _, ck))) => Arc::clone(ck),
+                (None, None) => {
                     wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
                         .map_err(|source| CompileError::Certificate { id: id.clone(), source })?
                         .certified_key
@@ -731,6 +731,7 @@ mod tests {
                     key_pem: Arc::clone(key),
                     dns_names: loaded.info.dns_names,
                     not_after: loaded.info.not_after,
+                    parsed: Default::default(),
                 },
             )]
             .into(),
@@ -758,6 +759,25 @@ mod tests {
             let renewed = c.compile(with_cert(&b, &key), 2, Some(&first)).unwrap();
             assert!(!reused(&renewed));
             assert_ne!(parsed(&renewed).cert[0], parsed(&first).cert[0], "the new certificate is served");
+        }
+    }
+
+    #[test]
+    fn a_certificate_parsed_by_validation_is_served_as_it_is() {
+        let (a, b, key) = two_certs_one_key();
+        let (a, key): (Arc<str>, Arc<str>) = (a.into(), key.into());
+        let validated = wharf_model::tls::load(b.as_bytes(), key.as_bytes(), 0).unwrap().certified_key;
+        let mut snapshot = (*with_cert(&a, &key)).clone();
+        if let Some(c) = snapshot.certificates.get_mut("web/cert") {
+            c.parsed = wharf_model::ParsedCertificate(Some(Arc::clone(&validated)));
+        }
+        let c = compiler();
+        let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
+        // Also over an earlier config that parsed the same PEM itself.
+        for previous in [None, Some(&first)] {
+            let cfg = c.compile(Arc::new(snapshot.clone()), 2, previous).unwrap();
+            let served = cfg.edge.sni.select(Some("a.example.com")).0;
+            assert!(Arc::ptr_eq(served, &validated), "the key validation parsed, not a new parse of the PEM");
         }
     }
 

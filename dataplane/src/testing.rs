@@ -189,6 +189,7 @@ impl Leaf {
             key_pem: Arc::from(self.key_pem.as_str()),
             dns_names: loaded.info.dns_names,
             not_after: loaded.info.not_after,
+            parsed: Default::default(),
         }
     }
 }

@@ -26,6 +26,7 @@ fn challenge_certificate(name: &str) -> Certificate {
         key_pem: key.serialize_pem().into(),
         dns_names: vec![name.to_owned()],
         not_after: 0,
+        parsed: Default::default(),
     }
 }
 

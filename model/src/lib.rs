@@ -34,5 +34,6 @@ pub use route::{
 };
 pub use snapshot::{
     parse_size, AcmeChallenges, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef,
-    PortProtocol, Route, Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls, VirtualHost,
+    ParsedCertificate, PortProtocol, Route, Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls,
+    VirtualHost,
 };

@@ -149,6 +149,29 @@ pub struct Certificate {
     pub dns_names: Vec<String>,
     /// Expiry of the leaf, seconds since the Unix epoch.
     pub not_after: i64,
+    /// The chain and key as rustls serves them, when validation already parsed them.
+    #[serde(skip)]
+    pub parsed: ParsedCertificate,
+}
+
+/// A [`Certificate`]'s chain and key, parsed once where the certificate is validated and
+/// shared with every config that serves it. Without it the data plane parses the PEM.
+///
+/// It is derived from the PEM, so any two compare equal: comparing certificates compares
+/// their PEM.
+#[derive(Clone, Default)]
+pub struct ParsedCertificate(pub Option<Arc<rustls::sign::CertifiedKey>>);
+
+impl PartialEq for ParsedCertificate {
+    fn eq(&self, _: &ParsedCertificate) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ParsedCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "parsed" } else { "not parsed" })
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -377,7 +400,13 @@ mod size_tests {
         c.http01.insert("t".into(), "t.k".into());
         assert!(!c.is_empty());
         let mut c = AcmeChallenges::default();
-        let cert = Certificate { chain_pem: "".into(), key_pem: "".into(), dns_names: vec![], not_after: 0 };
+        let cert = Certificate {
+            chain_pem: "".into(),
+            key_pem: "".into(),
+            dns_names: vec![],
+            not_after: 0,
+            parsed: Default::default(),
+        };
         c.tls_alpn01.insert("a.example".into(), cert);
         assert!(!c.is_empty());
     }

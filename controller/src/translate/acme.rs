@@ -65,6 +65,7 @@ pub fn challenges<'s>(
                         key_pem: Arc::from(String::from_utf8_lossy(&key_pem.0).as_ref()),
                         dns_names: loaded.info.dns_names,
                         not_after: loaded.info.not_after,
+                        parsed: wharf_model::ParsedCertificate(Some(loaded.certified_key)),
                     };
                     out.tls_alpn01.insert(name.to_ascii_lowercase(), cert);
                 }

@@ -288,6 +288,12 @@ fn tls_hosts_certificates_and_redirects() {
     let tls: Vec<(String, &str)> =
         t.snapshot.tls_hosts.iter().map(|h| (h.host.to_string(), h.certificate.as_str())).collect();
     assert_eq!(tls, [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]);
+    // The key validation parsed goes to the data plane with the certificate.
+    let cert = &t.snapshot.certificates["web/cert"];
+    let parsed = cert.parsed.0.as_ref().map(|k| k.cert[0].to_vec());
+    let leaf = wharf_model::tls::load(cert.chain_pem.as_bytes(), cert.key_pem.as_bytes(), 0).ok();
+    assert!(parsed.is_some());
+    assert_eq!(parsed, leaf.map(|l| l.certified_key.cert[0].to_vec()));
     let redirect: Vec<(String, bool)> =
         t.snapshot.virtual_hosts.iter().map(|v| (v.host.to_string(), v.routes[0].https_redirect)).collect();
     assert_eq!(redirect, [("a.com".into(), true), ("plain.com".into(), false), ("x.w.com".into(), true)]);

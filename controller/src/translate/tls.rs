@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use wharf_model::tls::{self, CertError};
-use wharf_model::{Certificate, Host, ObjectRef, Snapshot, TlsHost};
+use wharf_model::{Certificate, Host, ObjectRef, ParsedCertificate, Snapshot, TlsHost};
 
 use super::{Diagnostic, Translator};
 
@@ -100,6 +100,7 @@ impl<'a> Secrets<'a> {
             key_pem: Arc::from(String::from_utf8_lossy(key).as_ref()),
             dns_names: loaded.info.dns_names,
             not_after: loaded.info.not_after,
+            parsed: ParsedCertificate(Some(loaded.certified_key)),
         })
     }
 }
