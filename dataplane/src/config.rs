@@ -412,10 +412,10 @@ impl Compiler {
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
                 clients: r.clients.clone(),
-                cors: r.cors.as_ref().map(CompiledCors::new),
-                limiter: r.rate_limit.as_ref().map(|l| self.limiters.get(l)),
+                cors: r.cors.as_deref().map(|c| Box::new(CompiledCors::new(c))),
+                limiter: r.rate_limit.as_deref().map(|l| self.limiters.get(l)),
                 client_cert: r.client_cert.clone(),
-                auth: r.auth.as_ref().map(|a| {
+                auth: r.auth.as_deref().map(|a| {
                     let to_cluster = |cluster: &str| {
                         let none = || CompiledEdits::new(&Default::default());
                         CompiledForward::new(vec![(target(upstreams, cluster, false), 1)], none(), none())
@@ -618,7 +618,7 @@ mod tests {
         let other: Arc<[(String, PasswordHash)]> = vec![("u".to_owned(), PasswordHash::Plain("q".into()))].into();
         let external =
             Auth::External(ExternalAuth::new(Template::parse("http://sso.a.svc/check").unwrap(), Some("c".into())));
-        let with = |p: &str, auth: Option<Auth>| Route { auth, ..route("r", prefix(p), "c") };
+        let with = |p: &str, auth: Option<Auth>| Route { auth: auth.map(Box::new), ..route("r", prefix(p), "c") };
         let snapshot = Snapshot {
             virtual_hosts: vec![VirtualHost {
                 host: host("a.com"),

@@ -67,15 +67,15 @@ pub struct CompiledRoute {
     /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
     pub max_body_bytes: Option<u64>,
     /// The client addresses it serves (others get 403); all when `None`.
-    pub clients: Option<ClientFilter>,
+    pub clients: Option<Box<ClientFilter>>,
     /// Its CORS policy.
-    pub cors: Option<CompiledCors>,
+    pub cors: Option<Box<CompiledCors>>,
     /// Its per-client limits.
     pub limiter: Option<Arc<crate::ratelimit::Limiter>>,
     /// Who may use it.
     pub auth: Option<Arc<crate::auth::CompiledAuth>>,
     /// The client certificate it asks for.
-    pub client_cert: Option<wharf_model::ClientCertCheck>,
+    pub client_cert: Option<Box<wharf_model::ClientCertCheck>>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
 }

@@ -30,7 +30,10 @@ fn ip(s: &str) -> IpAddr {
 /// `a.test`: `/open`, `/allow` (203.0.113.0/24 only), `/secure` (redirected to HTTPS).
 async fn routes(r: &Running) {
     let allow = Route {
-        clients: Some(ClientFilter { allow: Some(vec![IpNet::parse("203.0.113.0/24").unwrap()]), deny: vec![] }),
+        clients: Some(Box::new(ClientFilter {
+            allow: Some(vec![IpNet::parse("203.0.113.0/24").unwrap()]),
+            deny: vec![],
+        })),
         ..route(PathMatch::prefix("/allow").unwrap(), "app", false)
     };
     let mut routes = vec![

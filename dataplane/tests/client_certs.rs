@@ -23,7 +23,7 @@ async fn hosts_ask_for_certificates_of_their_ca_and_routes_require_them() {
     let intruder = TestCa::new("another CA").leaf(&["client-1"]);
     let names = ["a.test", "b.test", "c.test", "d.test"];
     let routes = |host: &str, cert: Option<ClientCertCheck>| {
-        let route = Route { client_cert: cert, ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+        let route = Route { client_cert: cert.map(Box::new), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
         (common::host(host), vec![route])
     };
     let mut s = snapshot(
@@ -102,7 +102,7 @@ async fn subjects_must_match_and_chains_stay_within_the_verify_depth() {
         ..check(verify, false, None)
     };
     let routes = |host: &str, cert: ClientCertCheck| {
-        let route = Route { client_cert: Some(cert), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+        let route = Route { client_cert: Some(Box::new(cert)), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
         (common::host(host), vec![route])
     };
     let mut s = snapshot(

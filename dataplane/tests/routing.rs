@@ -499,7 +499,7 @@ async fn client_address_filters_answer_403_to_others_and_fixed_redirects_send_th
     let r = start().await;
     let net = |s: &str| IpNet::parse(s).unwrap();
     let filtered = |p: &str, clients: ClientFilter| wharf_model::Route {
-        clients: Some(clients),
+        clients: Some(Box::new(clients)),
         ..route(PathMatch::prefix(p).unwrap(), "app", false)
     };
     let mut routes = vec![
@@ -590,12 +590,12 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
         max_age: 600,
     };
     let with = |p: &str, cors: Cors| wharf_model::Route {
-        cors: Some(cors),
+        cors: Some(Box::new(cors)),
         ..route(PathMatch::prefix(p).unwrap(), "app", false)
     };
     // One request a minute, not counting preflights.
     let limited = wharf_model::Route {
-        rate_limit: Some(wharf_model::RateLimit { per_minute: Some(1), ..unlimited("web/limited") }),
+        rate_limit: Some(Box::new(wharf_model::RateLimit { per_minute: Some(1), ..unlimited("web/limited") })),
         ..with("/limited", policy(&["*"]))
     };
     let mut routes = vec![with("/listed", policy(&["https://app.example"])), with("/any", policy(&["*"])), limited];
@@ -649,8 +649,10 @@ async fn a_client_with_a_request_in_progress_gets_503_for_another_over_its_limit
 
     let r = start().await;
     let limit = RateLimit { connections: Some(1), ..unlimited("web/app") };
-    let limited =
-        wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    let limited = wharf_model::Route {
+        rate_limit: Some(Box::new(limit)),
+        ..route(PathMatch::prefix("/").unwrap(), "app", false)
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let backend = listener.local_addr().unwrap();
     let (mut arrived, release) = wharf_dataplane::testing::holding_backend(listener);
@@ -750,8 +752,10 @@ async fn a_request_counts_against_its_client_until_its_response_body_ends() {
     });
     let r = start().await;
     let limit = RateLimit { connections: Some(1), ..unlimited("web/app") };
-    let limited =
-        wharf_model::Route { rate_limit: Some(limit), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    let limited = wharf_model::Route {
+        rate_limit: Some(Box::new(limit)),
+        ..route(PathMatch::prefix("/").unwrap(), "app", false)
+    };
     r.gw.apply(snapshot(vec![(host("a.test"), vec![limited])], vec![("app", cluster(&[backend]))])).unwrap();
 
     let mut first = tokio::net::TcpStream::connect(r.http).await.unwrap();
@@ -794,11 +798,11 @@ async fn basic_authentication_admits_its_users_after_the_address_check_and_hides
     .collect();
     let basic = Auth::Basic(BasicAuth { realm: "Staff only".into(), users: users.into() });
     let with = |p: &str, auth: Auth| wharf_model::Route {
-        auth: Some(auth),
+        auth: Some(Box::new(auth)),
         ..route(PathMatch::prefix(p).unwrap(), "app", false)
     };
     let fenced = wharf_model::Route {
-        clients: Some(ClientFilter { allow: Some(vec![IpNet::parse("10.0.0.0/8").unwrap()]), deny: vec![] }),
+        clients: Some(Box::new(ClientFilter { allow: Some(vec![IpNet::parse("10.0.0.0/8").unwrap()]), deny: vec![] })),
         ..with("/fenced", basic.clone())
     };
     let mut routes = vec![
@@ -853,7 +857,7 @@ async fn an_external_check_decides_and_its_headers_and_cookies_go_where_ingress_
         Auth::External(check)
     };
     let with = |host_path: &str, auth: Auth| wharf_model::Route {
-        auth: Some(auth),
+        auth: Some(Box::new(auth)),
         ..route(PathMatch::prefix(host_path).unwrap(), "app", false)
     };
     let mut signin = external("http://$host/sso/check?u=$escaped_request_uri", None);
@@ -938,7 +942,8 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
         Template::parse("http://sso.auth.svc/check?for=$host").unwrap(),
         Some("sso".into()),
     ));
-    let protected = wharf_model::Route { auth: Some(check), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
+    let protected =
+        wharf_model::Route { auth: Some(Box::new(check)), ..route(PathMatch::prefix("/").unwrap(), "app", false) };
     let clusters = vec![("app", cluster(&[echo("app").await])), ("sso", cluster(&[sso]))];
     r.gw.apply(snapshot(vec![(host("a.test"), vec![protected])], clusters)).unwrap();
 

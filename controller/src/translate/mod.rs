@@ -451,11 +451,11 @@ impl<'a> Translator<'a> {
                     let mut route = Route {
                         https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
                         max_body_bytes: settings.max_body_bytes,
-                        clients: settings.clients.clone(),
-                        cors: settings.cors.clone(),
-                        rate_limit: settings.rate_limit.clone(),
-                        auth: access.auth.clone(),
-                        client_cert: access.client_cert.clone(),
+                        clients: settings.clients.clone().map(Box::new),
+                        cors: settings.cors.clone().map(Box::new),
+                        rate_limit: settings.rate_limit.clone().map(Box::new),
+                        auth: access.auth.clone().map(Box::new),
+                        client_cert: access.client_cert.clone().map(Box::new),
                         ..route
                     };
                     if let Action::Forward(f) = &mut route.action {

@@ -654,8 +654,8 @@ fn source_ranges_go_on_every_route_of_the_ingress_and_the_default_backend() {
     };
     let routes = host_routes(&t, "a.com");
     assert_eq!(routes.len(), 2);
-    assert!(routes.iter().all(|r| r.clients.as_ref() == Some(&want)), "{routes:?}");
-    assert_eq!(t.snapshot.default_backend.as_ref().and_then(|r| r.clients.as_ref()), Some(&want));
+    assert!(routes.iter().all(|r| r.clients.as_deref() == Some(&want)), "{routes:?}");
+    assert_eq!(t.snapshot.default_backend.as_ref().and_then(|r| r.clients.as_deref()), Some(&want));
     assert_eq!(host_routes(&t, "b.com")[0].clients, None, "another Ingress's hosts are not limited");
 }
 
@@ -1032,7 +1032,7 @@ fn basic_auth_reaches_every_route_of_its_ingress_and_its_canaries_and_fails_clos
         "data": {"auth": b64("alice:{PLAIN}a\n")},
     })));
     let t = translate(&w, &opts(), None);
-    let users = |auth: &Option<wharf_model::Auth>| match auth {
+    let users = |auth: &Option<Box<wharf_model::Auth>>| match auth.as_deref() {
         Some(wharf_model::Auth::Basic(b)) => format!("{}:{}", b.realm, b.users.len()),
         Some(wharf_model::Auth::Unavailable(why)) => format!("503 {why}"),
         Some(wharf_model::Auth::External(e)) => format!("external {}", e.url.as_str()),
@@ -1092,7 +1092,7 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
     sso.metadata.namespace = Some("auth".into());
     w.services.push(sso);
     let t = translate(&w, &opts(), None);
-    let check = |host: &str| match &host_routes(&t, host)[0].auth {
+    let check = |host: &str| match host_routes(&t, host)[0].auth.as_deref() {
         Some(wharf_model::Auth::External(e)) => {
             format!("{} -> {}", e.url.as_str(), e.cluster.as_deref().unwrap_or("routed"))
         }
@@ -1111,7 +1111,7 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
     }
     let canary_auth: Vec<String> = host_routes(&t, "a.com")
         .iter()
-        .map(|r| match &r.auth {
+        .map(|r| match r.auth.as_deref() {
             Some(wharf_model::Auth::External(e)) => format!("{}: {}", r.source.name, e.url.as_str()),
             other => format!("{}: {other:?}", r.source.name),
         })
@@ -1183,8 +1183,8 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
     };
     let check =
         |verify| wharf_model::ClientCertCheck { verify, pass_certificate: true, error_page: None, match_subject: None };
-    assert_eq!(route("a.com", "mtls").client_cert, Some(check(wharf_model::VerifyClient::On)));
-    assert_eq!(route("a.com", "same-ca").client_cert, Some(check(wharf_model::VerifyClient::Optional)));
+    assert_eq!(route("a.com", "mtls").client_cert, Some(Box::new(check(wharf_model::VerifyClient::On))));
+    assert_eq!(route("a.com", "same-ca").client_cert, Some(Box::new(check(wharf_model::VerifyClient::Optional))));
     for (host, name, why) in [
         ("a.com", "other-ca", "host a.com already asks for client certificates of web/ca"),
         ("a.com", "deeper", "host a.com already asks for client certificates of web/ca at verify depth 1"),
@@ -1194,7 +1194,7 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
         let r = route(host, name);
         assert_eq!(r.client_cert, None, "{name}");
         assert!(
-            matches!(&r.auth, Some(wharf_model::Auth::Unavailable(w)) if w.starts_with(why)),
+            matches!(r.auth.as_deref(), Some(wharf_model::Auth::Unavailable(w)) if w.starts_with(why)),
             "{name}: {:?}",
             r.auth
         );
@@ -1310,7 +1310,7 @@ fn https_backends_are_checked_against_the_proxy_ssl_secret_and_a_bad_one_refuses
     assert_eq!((named.server_name.as_str(), named.no_sni), ("app.internal", false));
     let missing = &host_routes(&t, "c.com")[0];
     assert!(
-        matches!(&missing.auth, Some(wharf_model::Auth::Unavailable(w)) if w.contains("proxy-ssl-secret web/nope")),
+        matches!(missing.auth.as_deref(), Some(wharf_model::Auth::Unavailable(w)) if w.contains("proxy-ssl-secret web/nope")),
         "{:?}",
         missing.auth
     );

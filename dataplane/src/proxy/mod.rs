@@ -436,7 +436,7 @@ async fn proxy(
     host: Option<&HeaderValue>,
     mut req: Request<Incoming>,
 ) -> Outcome {
-    headers::set_client_cert(req.headers_mut(), route.client_cert.as_ref(), conn.client_cert.as_deref());
+    headers::set_client_cert(req.headers_mut(), route.client_cert.as_deref(), conn.client_cert.as_deref());
     // What an error request would tell of this one.
     let errors = fwd.fallback.as_deref().filter(|f| !f.codes.is_empty());
     let original = errors.map(|_| ErrorContext::of(&mut req, host));
