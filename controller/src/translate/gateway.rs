@@ -1569,7 +1569,10 @@ fn ports(
                 .map(|(host, mut routes)| {
                     routes.sort_by(|a, b| a.0.cmp(&b.0));
                     routes.dedup_by(|a, b| a.0 == b.0);
-                    VirtualHost { host, routes: routes.into_iter().map(|(_, r)| r).collect() }
+                    // Collected in place, the routes would keep the larger allocation.
+                    let mut routes: Vec<Route> = routes.into_iter().map(|(_, r)| r).collect();
+                    routes.shrink_to_fit();
+                    VirtualHost { host, routes }
                 })
                 .collect();
             if protocol == PortProtocol::Passthrough {

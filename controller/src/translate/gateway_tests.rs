@@ -181,6 +181,7 @@ fn a_route_attached_to_our_gateway_is_served_on_the_gateways_own_address() {
     assert_eq!((p.bind, p.protocol), ((ip, 80).into(), PortProtocol::Http));
     assert_eq!(p.gateway, ObjectRef::new("Gateway", "web", "gw"));
     assert_eq!(hosts(p), [("a.example.com".into(), vec![("r".into(), "/api".into())]), ("*".into(), vec![])]);
+    assert!(p.virtual_hosts.iter().all(|v| v.routes.capacity() == v.routes.len()), "no spare room");
     assert!(t.snapshot.clusters.contains_key("web/app:80"));
 }
 

@@ -328,6 +328,8 @@ impl RouteTable {
                     // `force-ssl-redirect` its Ingress redirects without TLS too.
                     r.https_redirect &= has_tls || self.forced.contains(&r.source);
                 }
+                // Most hosts have one route; the vector grew for four.
+                routes.shrink_to_fit();
                 VirtualHost { host, routes }
             })
             .collect()

@@ -294,6 +294,8 @@ fn tls_hosts_certificates_and_redirects() {
     let leaf = wharf_model::tls::load(cert.chain_pem.as_bytes(), cert.key_pem.as_bytes(), 0).ok();
     assert!(parsed.is_some());
     assert_eq!(parsed, leaf.map(|l| l.certified_key.cert[0].to_vec()));
+    // Each host holds its routes and no spare room (10,000 hosts of one route each).
+    assert!(t.snapshot.virtual_hosts.iter().all(|v| v.routes.capacity() == v.routes.len()));
     let redirect: Vec<(String, bool)> =
         t.snapshot.virtual_hosts.iter().map(|v| (v.host.to_string(), v.routes[0].https_redirect)).collect();
     assert_eq!(redirect, [("a.com".into(), true), ("plain.com".into(), false), ("x.w.com".into(), true)]);
