@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks Wharf side by side with nginx and HAProxy on this machine and writes
-# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S] [--only M5|M8|M9]
+# bench/RESULTS.md. Usage: bench/run.sh [--smoke] [--rounds N] [--seconds S] [--only M4|M5|M8|M9]
 # --smoke runs one short round with the debug build the tests use: it checks that the
 # script works end to end (CI runs it); its numbers mean nothing. --only runs only that
 # measurement and prints its report without touching bench/RESULTS.md.
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --seconds) seconds="$2"; shift ;;
-    --only) only="$2"; shift; case "$only" in M5|M8|M9) ;; *) echo "--only takes M5, M8 or M9" >&2; exit 2 ;; esac ;;
+    --only) only="$2"; shift; case "$only" in M4|M5|M8|M9) ;; *) echo "--only takes M4, M5, M8 or M9" >&2; exit 2 ;; esac ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -356,8 +356,8 @@ if [ "$report_only" != 1 ]; then
   if [ -z "$only" ]; then
     "$here/wharf-only.sh" "$work" "$smoke" "$seconds" >> "$results"
     "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
-  elif [ "$only" = M9 ]; then
-    "$here/wharf-only.sh" "$work" "$smoke" "$seconds" M9 >> "$results"
+  elif [ "$only" = M4 ] || [ "$only" = M9 ]; then
+    "$here/wharf-only.sh" "$work" "$smoke" "$seconds" "$only" >> "$results"
   elif [ "$only" = M5 ]; then
     "$here/apiserver.sh" "$work" "$smoke" "$seconds" >> "$results"
   fi

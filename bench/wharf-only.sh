@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wharf-only measurements for bench/run.sh (M4, M5, M7, M9). Prints TSV lines
 # "<measure>\twharf-only\t1\t<value>". Usage: wharf-only.sh WORKDIR SMOKE SECONDS [ONLY]
-# ONLY (M9) runs that measurement alone.
+# ONLY (M4 or M9) runs that measurement alone.
 set -euo pipefail
 work="$1" smoke="$2" seconds="$3" only="${4:-}"
 want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
