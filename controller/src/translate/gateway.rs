@@ -1558,6 +1558,7 @@ fn ports(
                     }
                     covering.sort_unstable();
                     let routes = hosts.entry(h.clone()).or_default();
+                    routes.reserve_exact(covering.len());
                     for i in covering {
                         let (_, key, r) = &entries[i];
                         routes.push((key.clone(), r.clone()));
