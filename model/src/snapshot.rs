@@ -442,4 +442,11 @@ mod route_size_tests {
         let size = std::mem::size_of::<super::Route>();
         assert!(size <= 600, "Route is {size} bytes (1,104 with the extras inline)");
     }
+
+    #[test]
+    fn a_parsed_certificate_shows_only_whether_it_is_there() {
+        let none = super::ParsedCertificate::default();
+        assert_eq!(format!("{none:?}"), "not parsed");
+        assert_eq!(none, none.clone());
+    }
 }
