@@ -24,6 +24,7 @@ pub mod proxy_protocol;
 pub mod ratelimit;
 mod relay;
 pub mod routing;
+mod sessions;
 pub mod tcp;
 pub mod tls;
 

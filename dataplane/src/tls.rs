@@ -74,7 +74,7 @@ impl Resumption {
     /// A session cache of `capacity` entries and a rotating ticket key.
     pub fn new(capacity: usize) -> Result<Resumption, rustls::Error> {
         Ok(Resumption {
-            cache: rustls::server::ServerSessionMemoryCache::new(capacity),
+            cache: Arc::new(crate::sessions::SessionCache::new(capacity)),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new()?,
         })
     }
