@@ -231,6 +231,26 @@ pub fn inspecting_client_config_as(alpn: &[&[u8]], client: Option<&Leaf>) -> Arc
     Arc::new(cfg)
 }
 
+/// A TLS 1.2 client that trusts any server certificate and resumes by session ID only (no
+/// tickets), so that only the server's session cache can resume its sessions.
+///
+/// # Panics
+/// If rustls refuses TLS 1.2 with its default provider.
+#[allow(clippy::expect_used)]
+pub fn tls12_session_id_client_config(alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .expect("TLS 1.2")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_no_client_auth();
+    cfg.resumption =
+        rustls::client::Resumption::default().tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
+    cfg.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
+    Arc::new(cfg)
+}
+
 #[derive(Debug)]
 struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
 

@@ -85,3 +85,24 @@ async fn tls_sessions_resume() {
         .unwrap();
     assert_eq!(tls.get_ref().1.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls12_sessions_resume_from_the_session_cache() {
+    let r = start().await;
+    r.gw.apply(Default::default()).unwrap();
+    let cfg = wharf_dataplane::testing::tls12_session_id_client_config(&[b"http/1.1"]);
+    let connect = || async {
+        let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
+        tokio_rustls::TlsConnector::from(std::sync::Arc::clone(&cfg))
+            .connect(rustls::pki_types::ServerName::try_from("x.test").unwrap(), tcp)
+            .await
+            .unwrap()
+    };
+    let first = connect().await;
+    assert_eq!(first.get_ref().1.handshake_kind(), Some(rustls::HandshakeKind::Full));
+    drop(first);
+    // No ticket was asked for: the session ID finds the session in the gateway's cache.
+    let again = connect().await;
+    assert_eq!(again.get_ref().1.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
+    assert_eq!(again.get_ref().1.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
+}
