@@ -474,13 +474,16 @@ impl Compiler {
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
         let mut out = HashMap::with_capacity(snapshot.certificates.len());
         for (id, c) in &snapshot.certificates {
-            let reused = previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
-                Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
-                    || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
-            });
-            let ck = match (&c.parsed.0, reused) {
-                (Some(ck), _) | (None, Some((_, _, ck))) => Arc::clone(ck),
-                (None, None) => {
+            // The key validation parsed; else the previous config's, when the PEM is the same.
+            let reused = || {
+                previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
+                    Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
+                        || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
+                })
+            };
+            let ck = match c.parsed.0.as_ref().or_else(|| reused().map(|(_, _, ck)| ck)) {
+                Some(ck) => Arc::clone(ck),
+                None => {
                     wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
                         .map_err(|source| CompileError::Certificate { id: id.clone(), source })?
                         .certified_key
