@@ -1,7 +1,8 @@
 //! Compiling a snapshot into what the listeners read: SNI maps, a rustls config, route
 //! tables and upstreams. Done off the hot path; the result is swapped in whole.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,7 +16,8 @@ use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
 use crate::proxy::upstream::{EndpointState, Upstream};
 use crate::proxy::upstream_tls::UpstreamTlsConfig;
 pub use crate::routing::{
-    BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, RequestView, Router,
+    BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, HostRoutes, RequestView,
+    Router,
 };
 use crate::tls::{self, Resumption, SniResolver};
 
@@ -155,6 +157,9 @@ pub struct CompiledConfig {
     /// The ACME challenges every listener answers.
     pub acme: crate::acme::AcmeAnswers,
     endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
+    /// Every cluster's upstream, in the snapshot's order of clusters, for the next
+    /// compilation to reuse those of unchanged clusters.
+    upstreams: Vec<Arc<Upstream>>,
     certs: CertCache,
 }
 
@@ -240,13 +245,35 @@ impl Compiler {
         let certs = self.certificates(&snapshot, previous)?;
         let mut endpoints = HashMap::new();
         let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::new();
+        // An unchanged cluster keeps its upstream; the hosts whose routes look up a changed
+        // one (or one that came or went) are compiled again, the others are reused.
+        // Both snapshots hold their clusters in id order, and the previous config its
+        // upstreams in the same order: one pass pairs them.
+        let mut before = previous
+            .iter()
+            .flat_map(|p| p.snapshot.clusters.iter().zip(&p.upstreams))
+            .map(|((id, cluster), upstream)| (id.as_str(), cluster, upstream))
+            .peekable();
+        let mut changed: HashSet<&str> = HashSet::new();
+        let mut kept = Vec::with_capacity(snapshot.clusters.len());
         for (id, cluster) in &snapshot.clusters {
+            while let Some((gone, _, _)) = before.next_if(|(old, _, _)| *old < id.as_str()) {
+                changed.insert(gone);
+            }
+            let reused = before.next_if(|(old, _, _)| *old == id).filter(|(_, old, _)| *old == cluster);
+            let reused = reused.map(|(_, _, upstream)| upstream);
+            if reused.is_none() {
+                changed.insert(id);
+            }
             let tls = match cluster.tls.as_ref().map(|t| UpstreamTlsConfig::new(t, cluster.protocol)) {
                 Some(Err(e)) => {
                     // The controller checks the CA bundle and name first; this is the
                     // last line against speaking plain text where TLS was asked for.
                     tracing::warn!(cluster = %id, error = %e, "TLS to this backend cannot be set up; it gets no requests");
-                    upstreams.insert(id, Arc::new(Upstream::new(id.clone(), cluster.protocol, Vec::new())));
+                    let upstream = Arc::new(Upstream::new(id.clone(), cluster.protocol, Vec::new()));
+                    upstreams.insert(id, Arc::clone(&upstream));
+                    kept.push(upstream);
+                    changed.insert(id);
                     continue;
                 }
                 Some(Ok(t)) => Some(t),
@@ -272,8 +299,15 @@ impl Compiler {
                     state
                 })
                 .collect();
-            upstreams.insert(id, Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)));
+            let upstream = match reused {
+                Some(u) => Arc::clone(u),
+                None => Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)),
+            };
+            upstreams.insert(id, Arc::clone(&upstream));
+            kept.push(upstream);
         }
+        changed.extend(before.map(|(gone, _, _)| gone));
+        let upstreams = Upstreams { by_id: upstreams, changed, looked_up: RefCell::default() };
 
         let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::new();
         // The edge HTTPS listener serves the certificates of the edge Gateway's HTTPS
@@ -281,12 +315,15 @@ impl Compiler {
         // the default.
         let gateway_https = snapshot.gateway_ports.iter().find(|p| p.edge && p.protocol == PortProtocol::Https);
         let gateway_tls = gateway_https.map(|p| p.tls_hosts.as_slice()).unwrap_or_default();
-        let tls_hosts: Vec<TlsHost> = gateway_tls
-            .iter()
-            .filter(|t| t.host != Host::Any)
-            .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
-            .cloned()
-            .collect();
+        let tls_hosts: std::borrow::Cow<'_, [TlsHost]> = match gateway_tls {
+            [] => std::borrow::Cow::Borrowed(&snapshot.tls_hosts),
+            _ => gateway_tls
+                .iter()
+                .filter(|t| t.host != Host::Any)
+                .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
+                .cloned()
+                .collect(),
+        };
         let default_certificate = gateway_tls
             .iter()
             .find(|t| t.host == Host::Any)
@@ -303,6 +340,7 @@ impl Compiler {
                 tcp: snapshot.tcp_routes.iter().map(|r| (r.port, vec![(r.cluster.as_str(), 1, false)])).collect(),
                 client_auth: &snapshot.client_auth,
             },
+            previous.map(|p| (&p.edge, p.snapshot.virtual_hosts.as_slice())),
             &certs,
             &upstreams,
             &mut route_metrics,
@@ -327,6 +365,17 @@ impl Compiler {
                     },
                     client_auth: &[],
                 },
+                previous.and_then(|prev| {
+                    let tables = match p.edge {
+                        true => prev.edge_gateway.get(&p.protocol)?,
+                        false => prev.ports.get(&p.bind)?,
+                    };
+                    let port = prev.snapshot.gateway_ports.iter().find(|q| match p.edge {
+                        true => q.edge && q.protocol == p.protocol,
+                        false => !q.edge && q.bind == p.bind,
+                    })?;
+                    Some((tables, port.virtual_hosts.as_slice()))
+                }),
                 &certs,
                 &upstreams,
                 &mut route_metrics,
@@ -338,23 +387,27 @@ impl Compiler {
             }
         }
         let acme = crate::acme::AcmeAnswers::new(&snapshot.acme, &self.policy);
-        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, certs })
+        drop(upstreams);
+        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, upstreams: kept, certs })
     }
 
+    /// The tables of `src`; the hosts of `previous` (the tables compiled last time from
+    /// the hosts it names) that did not change are reused.
     fn tables(
         &self,
         src: TableSource<'_>,
+        previous: Option<(&Tables, &[VirtualHost])>,
         certs: &CertCache,
-        upstreams: &HashMap<&str, Arc<Upstream>>,
+        upstreams: &Upstreams<'_>,
         route_metrics: &mut HashMap<String, RouteMetrics>,
     ) -> Result<Tables, CompileError> {
         let default = match src.default_certificate {
-            Some(id) => lookup_cert(certs, id, "(default)")?,
+            Some(id) => lookup_cert(certs, id, || "(default)".to_owned())?,
             None => Arc::clone(&self.fallback_cert),
         };
         let mut resolver = SniResolver::new(default, self.metrics.clone());
         for t in src.tls_hosts {
-            let cert = lookup_cert(certs, &t.certificate, &t.host.to_string())?;
+            let cert = lookup_cert(certs, &t.certificate, || t.host.to_string())?;
             if t.host != Host::Any {
                 resolver.add(&t.host, cert);
             }
@@ -388,7 +441,7 @@ impl Compiler {
                     .mirroring(
                         f.mirrors
                             .iter()
-                            .filter_map(|m| Some((Arc::clone(upstreams.get(m.cluster.as_str())?), m.per_million)))
+                            .filter_map(|m| Some((Arc::clone(upstreams.get(&m.cluster)?), m.per_million)))
                             .collect(),
                     )
                     .rewriting(f.rewrite.as_ref())
@@ -429,9 +482,22 @@ impl Compiler {
             }
         };
         let mut router = Router::default();
+        let before: HashMap<&Host, &VirtualHost> =
+            previous.iter().flat_map(|(_, hosts)| hosts.iter()).map(|vh| (&vh.host, vh)).collect();
         for vh in src.virtual_hosts {
-            let routes: Vec<CompiledRoute> = vh.routes.iter().map(&mut compile_route).collect();
-            router.hosts.insert(&vh.host, routes);
+            let unchanged = previous
+                .and_then(|(tables, _)| tables.router.hosts.get_host(&vh.host))
+                .filter(|old| before.get(&vh.host).is_some_and(|b| *b == vh) && !upstreams.any_changed(&old.clusters));
+            let host = match unchanged {
+                Some(old) => Arc::clone(old),
+                None => {
+                    upstreams.looked_up.borrow_mut().clear();
+                    let routes = vh.routes.iter().map(&mut compile_route).collect();
+                    let clusters = upstreams.looked_up.borrow_mut().drain(..).collect();
+                    Arc::new(HostRoutes { routes, clusters })
+                }
+            };
+            router.hosts.insert(&vh.host, host);
         }
         router.default = src.default_backend.map(&mut compile_route);
         router.isolated = src.isolated;
@@ -495,20 +561,36 @@ impl Compiler {
     }
 }
 
-fn lookup_cert(certs: &CertCache, id: &str, host: &str) -> Result<Arc<CertifiedKey>, CompileError> {
+fn lookup_cert(certs: &CertCache, id: &str, host: impl FnOnce() -> String) -> Result<Arc<CertifiedKey>, CompileError> {
     certs
         .get(id)
         .map(|(_, _, ck)| Arc::clone(ck))
-        .ok_or_else(|| CompileError::MissingCertificate { host: host.to_owned(), id: id.to_owned() })
+        .ok_or_else(|| CompileError::MissingCertificate { host: host(), id: id.to_owned() })
+}
+
+/// The upstreams of a compilation by cluster id, remembering which ids were looked up.
+struct Upstreams<'a> {
+    by_id: HashMap<&'a str, Arc<Upstream>>,
+    /// The clusters that changed since the previous compilation, came or went.
+    changed: HashSet<&'a str>,
+    looked_up: RefCell<Vec<Box<str>>>,
+}
+
+impl Upstreams<'_> {
+    fn get(&self, cluster: &str) -> Option<&Arc<Upstream>> {
+        self.looked_up.borrow_mut().push(cluster.into());
+        self.by_id.get(cluster)
+    }
+
+    /// True when any of `clusters` changed.
+    fn any_changed(&self, clusters: &[Box<str>]) -> bool {
+        clusters.iter().any(|c| self.changed.contains(&**c))
+    }
 }
 
 /// The upstream of a backend: an error for an invalid one (500) or one without a cluster
 /// (no endpoints, 503).
-fn target(
-    upstreams: &HashMap<&str, Arc<Upstream>>,
-    cluster: &str,
-    invalid: bool,
-) -> Result<Arc<Upstream>, UpstreamError> {
+fn target(upstreams: &Upstreams<'_>, cluster: &str, invalid: bool) -> Result<Arc<Upstream>, UpstreamError> {
     match upstreams.get(cluster) {
         _ if invalid => Err(UpstreamError::InvalidBackend),
         Some(u) => Ok(Arc::clone(u)),
@@ -873,6 +955,90 @@ mod tests {
         let config = compiler().compile(Arc::new(snapshot), 3, None).unwrap();
         assert_eq!(leaf(&config, Some("a.example.com")), ingress.leaf_der());
         assert!(config.edge_gateway(None, PortProtocol::Http).is_none() && config.ports.len() == 2);
+    }
+
+    #[test]
+    fn a_host_is_compiled_again_only_when_it_or_a_cluster_its_routes_look_up_changed() {
+        let vh = |h: &str, path: &str, c: &str| VirtualHost { host: host(h), routes: vec![route(h, prefix(path), c)] };
+        let first = Snapshot {
+            virtual_hosts: vec![
+                vh("keep.com", "/", "b"),
+                vh("edited.com", "/x", "b"),
+                vh("moved.com", "/", "c"),
+                vh("gone.com", "/", "a"),
+                vh("later.com", "/", "d"),
+                vh("tail.com", "/", "z"),
+            ],
+            clusters: [("a", 1), ("b", 2), ("c", 3), ("z", 4)].map(|(id, port)| (id.to_owned(), cluster(port))).into(),
+            ..Default::default()
+        };
+        let mut second = first.clone();
+        second.virtual_hosts[1] = vh("edited.com", "/y", "b");
+        second.clusters = [("b", 2), ("c", 5), ("d", 6)].map(|(id, port)| (id.to_owned(), cluster(port))).into();
+        let c = compiler();
+        let one = c.compile(Arc::new(first), 1, None).unwrap();
+        let two = c.compile(Arc::new(second), 2, Some(&one)).unwrap();
+        let routes =
+            |config: &CompiledConfig, h: &str| Arc::clone(config.edge.router.hosts.get_host(&host(h)).unwrap());
+        assert!(Arc::ptr_eq(&routes(&one, "keep.com"), &routes(&two, "keep.com")), "unchanged: reused");
+        let upstream = |config: &CompiledConfig, h: &str, path: &str| match get(config, h, path).map(|r| &r.action) {
+            Some(CompiledAction::Forward(f)) => f.pick().map(Arc::clone),
+            other => panic!("{h}{path}: {other:?}"),
+        };
+        let (before, after) = (upstream(&one, "keep.com", "/").unwrap(), upstream(&two, "keep.com", "/").unwrap());
+        assert!(Arc::ptr_eq(&before, &after), "an unchanged cluster keeps its upstream");
+        assert!(Arc::ptr_eq(&after, &upstream(&two, "edited.com", "/y").unwrap()), "one upstream per cluster");
+        assert!(get(&two, "edited.com", "/x").is_none(), "an edited host is compiled again");
+        let moved = upstream(&two, "moved.com", "/").unwrap();
+        assert_eq!(moved.endpoints.iter().map(|e| e.addr.port()).collect::<Vec<_>>(), [5], "a changed cluster");
+        for h in ["moved.com", "gone.com", "later.com", "tail.com"] {
+            assert!(!Arc::ptr_eq(&routes(&one, h), &routes(&two, h)), "{h}: compiled again");
+        }
+        assert_eq!(upstream(&two, "gone.com", "/").err(), Some(UpstreamError::NoEndpoints), "its cluster went");
+        assert_eq!(upstream(&two, "tail.com", "/").err(), Some(UpstreamError::NoEndpoints), "the last cluster went");
+        assert_eq!(upstream(&one, "later.com", "/").err(), Some(UpstreamError::NoEndpoints));
+        assert_eq!(upstream(&two, "later.com", "/").unwrap().id, "d", "its cluster came");
+    }
+
+    #[test]
+    fn gateway_ports_reuse_their_own_hosts() {
+        use wharf_model::GatewayPort;
+        let port = |bind: SocketAddr, edge: bool, protocol: PortProtocol, source: &str| GatewayPort {
+            gateway: ObjectRef::new("Gateway", "web", "gw"),
+            bind,
+            edge,
+            protocol,
+            tls_hosts: Vec::new(),
+            virtual_hosts: vec![VirtualHost { host: host("same.com"), routes: vec![route(source, prefix("/"), "c")] }],
+            passthrough: Vec::new(),
+            tcp: Vec::new(),
+        };
+        let (a, b): (SocketAddr, SocketAddr) = (([127, 0, 0, 9], 8080).into(), ([127, 0, 0, 9], 8081).into());
+        let snapshot = Snapshot {
+            virtual_hosts: vec![VirtualHost { host: host("same.com"), routes: vec![route("edge", prefix("/"), "c")] }],
+            gateway_ports: vec![
+                port(a, false, PortProtocol::Http, "a"),
+                port(b, false, PortProtocol::Http, "b"),
+                port(a, true, PortProtocol::Http, "edge-http"),
+                port(a, true, PortProtocol::Https, "edge-https"),
+            ],
+            clusters: [("c".to_owned(), cluster(1))].into(),
+            ..Default::default()
+        };
+        let c = compiler();
+        let one = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        let two = c.compile(Arc::new(snapshot), 2, Some(&one)).unwrap();
+        let tables = |config: &CompiledConfig| {
+            [config.ports.get(&a), config.ports.get(&b), config.edge_gateway.get(&PortProtocol::Http)]
+                .into_iter()
+                .chain([config.edge_gateway.get(&PortProtocol::Https), Some(&config.edge)])
+                .map(|t| Arc::clone(t.unwrap().router.hosts.get_host(&host("same.com")).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let (before, after) = (tables(&one), tables(&two));
+        let sources: Vec<&str> = after.iter().map(|h| h.routes[0].source.as_str()).collect();
+        assert_eq!(sources, ["web/a", "web/b", "web/edge-http", "web/edge-https", "web/edge"]);
+        assert!(before.iter().zip(&after).all(|(x, y)| Arc::ptr_eq(x, y)), "each table its own hosts, reused");
     }
 
     #[test]

@@ -44,6 +44,16 @@ impl<T> HostMap<T> {
         }
     }
 
+    /// The value set for `host` itself.
+    pub fn get_host(&self, host: &Host) -> Option<&T> {
+        match host {
+            Host::Exact(h) => self.exact.get(h),
+            Host::Wildcard(s) => self.wildcard.get(s),
+            Host::Suffix(s) => self.suffix.get(s),
+            Host::Any => self.any.as_ref(),
+        }
+    }
+
     /// True when there is no entry.
     pub fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.wildcard.is_empty() && self.suffix.is_empty() && self.any.is_none()

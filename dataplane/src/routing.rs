@@ -399,10 +399,27 @@ impl CompiledEdits {
     }
 }
 
+/// The compiled routes of one host, with what the next compilation needs to reuse them
+/// when the host did not change.
+#[derive(Debug)]
+pub struct HostRoutes {
+    pub(crate) routes: Vec<CompiledRoute>,
+    /// The clusters its routes looked up (found or not).
+    pub(crate) clusters: Box<[Box<str>]>,
+}
+
+impl HostRoutes {
+    /// Routes that depend on no cluster, compiled from nothing (tests).
+    #[cfg(test)]
+    pub(crate) fn new(routes: Vec<CompiledRoute>) -> Arc<HostRoutes> {
+        Arc::new(HostRoutes { routes, clusters: Box::default() })
+    }
+}
+
 /// Host lookup then route lookup, in precedence order.
 #[derive(Debug, Default)]
 pub struct Router {
-    pub(crate) hosts: HostMap<Vec<CompiledRoute>>,
+    pub(crate) hosts: HostMap<Arc<HostRoutes>>,
     pub(crate) default: Option<CompiledRoute>,
     /// Only the most specific host is tried (Gateway ports: a host is a listener's, and a
     /// request never falls through to a less specific listener's routes).
@@ -418,7 +435,7 @@ impl Router {
         self.hosts
             .candidates(host)
             .take(tried)
-            .find_map(|(routes, _)| routes.iter().find(|r| matches(&r.matches, req)))
+            .find_map(|(host, _)| host.routes.iter().find(|r| matches(&r.matches, req)))
             .or(self.default.as_ref())
     }
 }
@@ -636,8 +653,13 @@ mod tests {
             metrics: crate::Metrics::new().route(source),
         };
         let mut router = Router::default();
-        router.hosts.insert(&wharf_model::Host::Exact("only.example.com".into()), vec![route("exact", "/only")]);
-        router.hosts.insert(&wharf_model::Host::Suffix(".example.com".into()), vec![route("wildcard", "/")]);
+        router.hosts.insert(
+            &wharf_model::Host::Exact("only.example.com".into()),
+            HostRoutes::new(vec![route("exact", "/only")]),
+        );
+        router
+            .hosts
+            .insert(&wharf_model::Host::Suffix(".example.com".into()), HostRoutes::new(vec![route("wildcard", "/")]));
         let (get, headers) = (Method::GET, HeaderMap::new());
         let source = |r: &Router, host: &str, path: &str| {
             r.route(host, &view(path, None, &get, &headers)).map(|c| c.source.clone())
