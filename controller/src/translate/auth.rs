@@ -1,7 +1,7 @@
 //! The users of an Ingress's basic authentication, read from the Secret its annotations
 //! name (an htpasswd file in key `auth`, or an auth map: each key a user).
 
-use std::collections::{HashMap, HashSet};
+use super::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;

@@ -1,6 +1,8 @@
 //! Service backends: Service port resolution and EndpointSlice endpoints.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use super::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
@@ -71,13 +73,13 @@ fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMet
 
 impl<'a> Backends<'a> {
     pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str) -> Self {
-        let mut services = HashMap::new();
+        let mut services = HashMap::default();
         for svc in &world.services {
             if let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) {
                 services.insert((ns, name), svc);
             }
         }
-        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        let mut slices: HashMap<_, Vec<_>> = HashMap::default();
         for slice in &world.endpoint_slices {
             let ns = slice.metadata.namespace.as_deref();
             let svc = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));

@@ -1,6 +1,6 @@
 //! Which Ingresses are ours.
 
-use std::collections::HashSet;
+use super::HashSet;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -18,7 +18,7 @@ pub(super) struct Classes<'a> {
 
 impl<'a> Classes<'a> {
     pub(super) fn new(classes: impl IntoIterator<Item = &'a IngressClass>, opts: &'a Options) -> Self {
-        let mut ours = HashSet::new();
+        let mut ours = HashSet::default();
         let mut default_is_ours = false;
         for class in classes {
             let controller = class.spec.as_ref().and_then(|s| s.controller.as_deref());

@@ -6,7 +6,9 @@
 //! attached to one Gateway is never served through another, even when both listen on the
 //! same port.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use super::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -391,7 +393,7 @@ pub(super) fn translate(
         .collect();
     out.edge_gateway = gws.iter().find(|g| g.address == Ok(Place::Edge)).map(|g| g.oref.clone());
 
-    let mut attached: Attached = HashMap::new();
+    let mut attached: Attached = HashMap::default();
     let mut http: Vec<&HttpRoute> = world.http_routes.iter().collect();
     http.sort_by_key(|r| age_key(*r));
     let mut grpc: Vec<&GrpcRoute> = world.grpc_routes.iter().collect();
@@ -458,7 +460,7 @@ fn policy_statuses(
             .collect()
     };
     // (Service namespace, name) -> the Gateways whose accepted routes use it.
-    let mut used: HashMap<(String, String), std::collections::BTreeSet<(String, String)>> = HashMap::new();
+    let mut used: HashMap<(String, String), std::collections::BTreeSet<(String, String)>> = HashMap::default();
     let mut note = |route_ns: &str,
                     refs: &mut dyn Iterator<Item = (Option<&str>, Option<&str>, &str, Option<&str>)>,
                     gws: &[(String, String)]| {
@@ -539,7 +541,7 @@ fn assign_addresses(gateways: &[&Gateway], pool: Option<AddressPool>) -> Vec<Res
             })
             .collect();
     };
-    let mut taken = HashSet::new();
+    let mut taken = HashSet::default();
     gateways
         .iter()
         .map(|g| {
@@ -1517,7 +1519,7 @@ fn ports(
             let mut tls_hosts = Vec::new();
             let mut hosts: BTreeMap<Host, Vec<(RouteKey, Route)>> = BTreeMap::new();
             // The hosts whose TLS is terminated here, on a TLS port.
-            let mut terminated: HashSet<Host> = HashSet::new();
+            let mut terminated: HashSet<Host> = HashSet::default();
             for &li in &idx {
                 let l = &gw.listeners[li];
                 if let Some(cert) = l.certificates.first() {
@@ -1534,7 +1536,7 @@ fn ports(
                 // The entries by route hostname, so that finding those covering a host does
                 // not test every entry: exact names are looked up, and only the (few)
                 // wildcard ones are tested.
-                let mut exact: HashMap<&Host, Vec<usize>> = HashMap::new();
+                let mut exact: HashMap<&Host, Vec<usize>> = HashMap::default();
                 let mut wildcards: Vec<usize> = Vec::new();
                 for (i, (rh, _, _)) in entries.iter().enumerate() {
                     match rh {

@@ -1,6 +1,8 @@
 //! TLS sections: Secrets to validated certificates, hosts to certificates.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use super::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
