@@ -12,6 +12,7 @@
 #![allow(clippy::print_stdout)]
 
 mod idle;
+mod rebuild;
 mod reliability;
 
 use std::net::SocketAddr;
@@ -124,6 +125,14 @@ enum Cmd {
         /// Seconds between the last response and the second reading.
         #[arg(long, default_value_t = 1.0)]
         settle: f64,
+    },
+    /// Translates and compiles the objects of a file (as `wharf run -f` reads them) once,
+    /// then ROUNDS more times, and prints the milliseconds of each step.
+    Rebuild {
+        #[arg(long)]
+        file: std::path::PathBuf,
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
     },
     /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
     Rate {
@@ -303,6 +312,7 @@ async fn main() -> Result<()> {
         Cmd::Reliability { scenario, wharf, work, keepalive, rate, fresh } => {
             reliability::run(scenario_of(scenario), &wharf, &work, keepalive, rate, fresh).await?;
         }
+        Cmd::Rebuild { file, rounds } => rebuild::run(file, rounds)?,
         Cmd::Idle { addr, sni, path, connections, h2, pid, concurrency, settle } => {
             let cfg = client_config(if h2 { b"h2" } else { b"http/1.1" });
             let target = idle::Target { addr, sni, path, h2, cfg };
