@@ -118,7 +118,7 @@ mod tests {
         Certificate {
             chain_pem: cert.pem().into(),
             key_pem: key.serialize_pem().into(),
-            dns_names: vec![name.to_owned()],
+            dns_names: vec![name.to_owned()].into(),
             not_after: 0,
             parsed: Default::default(),
         }
@@ -160,7 +160,7 @@ mod tests {
         let c = Certificate {
             chain_pem: cert.pem().into(),
             key_pem: key.serialize_pem().into(),
-            dns_names: vec!["a.example.com".to_owned()],
+            dns_names: vec!["a.example.com".to_owned()].into(),
             not_after: 0,
             parsed: Default::default(),
         };

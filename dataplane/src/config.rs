@@ -814,7 +814,7 @@ mod tests {
                 Certificate {
                     chain_pem: Arc::clone(chain),
                     key_pem: Arc::clone(key),
-                    dns_names: loaded.info.dns_names,
+                    dns_names: loaded.info.dns_names.into(),
                     not_after: loaded.info.not_after,
                     parsed: Default::default(),
                 },

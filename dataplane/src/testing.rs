@@ -187,7 +187,7 @@ impl Leaf {
         wharf_model::Certificate {
             chain_pem: Arc::from(self.chain_pem.as_str()),
             key_pem: Arc::from(self.key_pem.as_str()),
-            dns_names: loaded.info.dns_names,
+            dns_names: loaded.info.dns_names.into(),
             not_after: loaded.info.not_after,
             parsed: Default::default(),
         }

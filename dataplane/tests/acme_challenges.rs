@@ -24,7 +24,7 @@ fn challenge_certificate(name: &str) -> Certificate {
     Certificate {
         chain_pem: cert.pem().into(),
         key_pem: key.serialize_pem().into(),
-        dns_names: vec![name.to_owned()],
+        dns_names: vec![name.to_owned()].into(),
         not_after: 0,
         parsed: Default::default(),
     }

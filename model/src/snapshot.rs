@@ -146,7 +146,7 @@ pub struct Certificate {
     #[serde(serialize_with = "redact")]
     pub key_pem: Arc<str>,
     /// DNS names the leaf covers (SAN dNSName entries).
-    pub dns_names: Vec<String>,
+    pub dns_names: Arc<[String]>,
     /// Expiry of the leaf, seconds since the Unix epoch.
     pub not_after: i64,
     /// The chain and key as rustls serves them, when validation already parsed them.
@@ -403,7 +403,7 @@ mod size_tests {
         let cert = Certificate {
             chain_pem: "".into(),
             key_pem: "".into(),
-            dns_names: vec![],
+            dns_names: std::sync::Arc::from([]),
             not_after: 0,
             parsed: Default::default(),
         };

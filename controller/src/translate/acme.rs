@@ -63,7 +63,7 @@ pub fn challenges<'s>(
                     let cert = Certificate {
                         chain_pem: Arc::from(String::from_utf8_lossy(&value.0).as_ref()),
                         key_pem: Arc::from(String::from_utf8_lossy(&key_pem.0).as_ref()),
-                        dns_names: loaded.info.dns_names,
+                        dns_names: loaded.info.dns_names.into(),
                         not_after: loaded.info.not_after,
                         parsed: wharf_model::ParsedCertificate(Some(loaded.certified_key)),
                     };

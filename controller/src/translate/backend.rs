@@ -73,13 +73,14 @@ fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMet
 
 impl<'a> Backends<'a> {
     pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str) -> Self {
-        let mut services = HashMap::default();
+        let mut services = HashMap::with_capacity_and_hasher(world.services.len(), Default::default());
         for svc in &world.services {
             if let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) {
                 services.insert((ns, name), svc);
             }
         }
-        let mut slices: HashMap<_, Vec<_>> = HashMap::default();
+        let mut slices: HashMap<_, Vec<_>> =
+            HashMap::with_capacity_and_hasher(world.endpoint_slices.len(), Default::default());
         for slice in &world.endpoint_slices {
             let ns = slice.metadata.namespace.as_deref();
             let svc = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));

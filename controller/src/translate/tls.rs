@@ -21,10 +21,10 @@ pub(super) struct Secrets<'a> {
 
 impl<'a> Secrets<'a> {
     pub(super) fn new(secrets: impl IntoIterator<Item = &'a Secret>, previous: Option<&'a Snapshot>, now: i64) -> Self {
-        let by_name = secrets
-            .into_iter()
-            .filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s)))
-            .collect();
+        let secrets = secrets.into_iter();
+        let mut by_name = HashMap::with_capacity_and_hasher(secrets.size_hint().0, Default::default());
+        by_name
+            .extend(secrets.filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s))));
         Secrets { by_name, previous, now, checked: Default::default() }
     }
 
@@ -53,10 +53,16 @@ impl<'a> Secrets<'a> {
             });
             return None;
         };
-        let result = self.checked.borrow_mut().entry(id.clone()).or_insert_with(|| self.validate(&id, secret)).clone();
-        match result {
+        let mut checked = self.checked.borrow_mut();
+        if !checked.contains_key(&id) {
+            let result = self.validate(&id, secret);
+            checked.insert(id.clone(), result);
+        }
+        match checked.get(&id)? {
             Ok(cert) => {
-                snapshot.certificates.insert(id.clone(), cert);
+                if !snapshot.certificates.contains_key(&id) {
+                    snapshot.certificates.insert(id.clone(), cert.clone());
+                }
                 Some(id)
             }
             Err(err) => {
@@ -100,7 +106,7 @@ impl<'a> Secrets<'a> {
         Ok(Certificate {
             chain_pem: Arc::from(String::from_utf8_lossy(crt).as_ref()),
             key_pem: Arc::from(String::from_utf8_lossy(key).as_ref()),
-            dns_names: loaded.info.dns_names,
+            dns_names: loaded.info.dns_names.into(),
             not_after: loaded.info.not_after,
             parsed: ParsedCertificate(Some(loaded.certified_key)),
         })
