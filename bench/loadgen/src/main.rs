@@ -133,6 +133,11 @@ enum Cmd {
         file: std::path::PathBuf,
         #[arg(long, default_value_t = 10)]
         rounds: usize,
+        /// Each round changes one Ingress (a path of the next one in turn) and translates
+        /// only what that change touches, as the controller does; without it, each round
+        /// translates everything, as a resync does.
+        #[arg(long)]
+        change: bool,
     },
     /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
     Rate {
@@ -312,7 +317,7 @@ async fn main() -> Result<()> {
         Cmd::Reliability { scenario, wharf, work, keepalive, rate, fresh } => {
             reliability::run(scenario_of(scenario), &wharf, &work, keepalive, rate, fresh).await?;
         }
-        Cmd::Rebuild { file, rounds } => rebuild::run(file, rounds)?,
+        Cmd::Rebuild { file, rounds, change } => rebuild::run(file, rounds, change)?,
         Cmd::Idle { addr, sni, path, connections, h2, pid, concurrency, settle } => {
             let cfg = client_config(if h2 { b"h2" } else { b"http/1.1" });
             let target = idle::Target { addr, sni, path, h2, cfg };

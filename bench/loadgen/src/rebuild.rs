@@ -1,26 +1,34 @@
 //! The cost of one rebuild, in process: translating a set of objects (as `wharf run -f`
 //! reads them) and compiling the snapshot, repeated over the same objects so that each
-//! round after the first reuses what the previous one validated and compiled.
+//! round after the first reuses what the previous one validated and compiled; or, with
+//! `--change`, one Ingress changed each round and only what it touches translated again.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
+use wharf_controller::translate::parts::{Changes, Incremental};
 
 /// Translates and compiles the objects in `file` `rounds` times after a first time;
-/// prints each round's milliseconds and the median of the repeated rounds.
-pub fn run(file: PathBuf, rounds: usize) -> Result<()> {
-    let world = wharf_controller::files::load(&[file])
+/// prints each round's milliseconds and the median of the repeated rounds. `change`: each
+/// round changes a path of one Ingress first and translates by parts.
+pub fn run(file: PathBuf, rounds: usize, change: bool) -> Result<()> {
+    let mut world = wharf_controller::files::load(&[file])
         .map_err(|errs| anyhow!("{}", errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?
         .world;
     let opts = wharf_controller::Options { now: wharf_controller::unix_now(), ..Default::default() };
     let gateway = wharf_dataplane::Gateway::new(Default::default())?;
     let mut last: Option<wharf_controller::Translation> = None;
     let (mut translated, mut compiled) = (Vec::new(), Vec::new());
+    let mut parts = Incremental::default();
     for round in 0..=rounds {
+        let changes = match (round, change) {
+            (0, _) | (_, false) => Changes::everything(),
+            (_, true) => change_one(&mut world, round)?,
+        };
         let started = Instant::now();
-        let t = wharf_controller::translate(&world, &opts, last.as_ref().map(|t| &*t.snapshot));
+        let t = parts.translate(&world, &opts, last.as_ref().map(|t| &*t.snapshot), &changes);
         let middle = Instant::now();
         gateway.apply_shared(Arc::clone(&t.snapshot))?;
         let (translate, compile) = (middle - started, middle.elapsed());
@@ -33,6 +41,23 @@ pub fn run(file: PathBuf, rounds: usize) -> Result<()> {
     }
     println!("median translate_ms={:.1} compile_ms={:.1}", ms(median(&mut translated)), ms(median(&mut compiled)));
     Ok(())
+}
+
+/// Changes the first path of Ingress `round` (modulo their number) to `/round-N`.
+fn change_one(world: &mut wharf_controller::World, round: usize) -> Result<Changes> {
+    if world.ingresses.is_empty() {
+        return Err(anyhow!("--change needs Ingresses in the file"));
+    }
+    let i = round % world.ingresses.len();
+    let ing = &mut world.ingresses[i];
+    let path = ing
+        .spec
+        .as_mut()
+        .and_then(|s| s.rules.as_mut()?.first_mut()?.http.as_mut()?.paths.first_mut())
+        .ok_or_else(|| anyhow!("--change needs a path in each Ingress's first rule"))?;
+    path.path = Some(format!("/round-{round}"));
+    let key = (ing.metadata.namespace.clone().unwrap_or_default(), ing.metadata.name.clone().unwrap_or_default());
+    Ok(Changes { ingresses: [key].into(), ..Changes::default() })
 }
 
 fn ms(d: Duration) -> f64 {

@@ -16,6 +16,11 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
+use crate::translate::parts::{Changes, Read};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// The label that names an EndpointSlice's Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 use crate::kinds::{Kind, Stores};
 use crate::World;
 
@@ -115,6 +120,63 @@ impl Index {
         self.stores.synced()
     }
 
+    /// What `change` changes of what Ingress translation reads, as [`Index::apply`] would
+    /// apply it now (an EndpointSlice's Service is looked up in the slice stored).
+    pub fn changes(&self, change: &Change) -> Changes {
+        fn one<K: kube::Resource>(e: &Event<K>) -> Option<Key> {
+            match e {
+                Event::Apply(o) | Event::Delete(o) => Some(key(o)),
+                Event::Init | Event::InitApply(_) | Event::InitDone => None,
+            }
+        }
+        let mut out = Changes::default();
+        let mut reads = |r: Option<Read>| match r {
+            Some(r) => {
+                out.reads.insert(r);
+            }
+            None => out.all = true,
+        };
+        match change {
+            Change::Ingress(e) => match one(e) {
+                Some(k) => {
+                    out.ingresses.insert(k);
+                }
+                None => out.all = true,
+            },
+            Change::Secret(e) => reads(one(e).map(Read::Secret)),
+            Change::Service(e) => reads(one(e).map(Read::Service)),
+            Change::Pod(e) => reads(one(e).map(Read::Pod)),
+            Change::Namespace(e) => reads(one(e).map(|(_, name)| Read::Namespace(name))),
+            Change::EndpointSlice(e) => match one(e) {
+                Some(k) => {
+                    let service = |s: &EndpointSlice| {
+                        let svc = s.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+                        Some(Read::Service((k.0.clone(), svc.clone())))
+                    };
+                    let new = match e {
+                        Event::Apply(o) | Event::Delete(o) => service(o),
+                        _ => None,
+                    };
+                    let old = self.stores.endpoint_slices.objects.get(&k).and_then(|o| service(o));
+                    out.reads.extend(new.into_iter().chain(old));
+                }
+                None => out.all = true,
+            },
+            Change::IngressClass(_) => out.all = true,
+            // Translated whole every time.
+            Change::GatewayClass(_)
+            | Change::Gateway(_)
+            | Change::HttpRoute(_)
+            | Change::GrpcRoute(_)
+            | Change::TlsRoute(_)
+            | Change::TcpRoute(_)
+            | Change::ReferenceGrant(_)
+            | Change::BackendTlsPolicy(_)
+            | Change::ConfigMap(_) => {}
+        }
+        out
+    }
+
     /// The objects, for [`crate::translate`].
     pub fn world(&self) -> World {
         self.stores.world()
@@ -198,6 +260,39 @@ mod tests {
         for c in init_done() {
             index.apply(c);
         }
+    }
+
+    #[test]
+    fn a_change_names_what_ingress_translation_reads_of_it() {
+        let mut index = Index::default();
+        sync_all(&mut index);
+        let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
+        let slice = |svc: &str| -> EndpointSlice {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "s-1", "namespace": "ns", "labels": {SERVICE_NAME_LABEL: svc}},
+                "addressType": "IPv4", "endpoints": [],
+            }))
+            .unwrap_or_default()
+        };
+        let c = index.changes(&Change::Ingress(Event::Apply(ing("a"))));
+        assert_eq!((c.all, c.ingresses.into_iter().collect::<Vec<_>>()), (false, vec![key("ns", "a")]));
+
+        // A slice moved from Service a to b changes both.
+        index.apply(Change::EndpointSlice(Event::Apply(slice("a"))));
+        let c = index.changes(&Change::EndpointSlice(Event::Apply(slice("b"))));
+        let want = [Read::Service(key("ns", "a")), Read::Service(key("ns", "b"))];
+        assert_eq!(c.reads.into_iter().collect::<Vec<_>>(), want);
+
+        let pod = Pod {
+            metadata: ObjectMeta { name: Some("p".into()), namespace: Some("ns".into()), ..Default::default() },
+            ..Default::default()
+        };
+        let c = index.changes(&Change::Pod(Event::Delete(pod)));
+        assert_eq!(c.reads.into_iter().collect::<Vec<_>>(), [Read::Pod(key("ns", "p"))]);
+        assert!(index.changes(&Change::Ingress(Event::InitDone)).all, "a relist may change anything");
+        assert!(index.changes(&Change::IngressClass(Event::Delete(Default::default()))).all);
+        let c = index.changes(&Change::GatewayClass(Event::Delete(Default::default())));
+        assert_eq!(c, Changes::default(), "Gateway API is translated whole anyway");
     }
 
     #[test]

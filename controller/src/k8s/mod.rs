@@ -22,7 +22,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::publish::{Published, Publisher};
-use crate::{translate, Options, Translation};
+use crate::translate::parts::{Changes, Incremental};
+use crate::{Options, Translation};
 use index::{Change, Changed, Index, Key};
 use lease::LeaseConfig;
 use status::{Plan, Publish};
@@ -228,6 +229,9 @@ async fn own(
 ) {
     let mut index = Index::default();
     let mut pending = Changed::Nothing;
+    // What changed since the last translation, and the parts it kept.
+    let mut changes = Changes::everything();
+    let mut parts = Incremental::default();
     let mut pace = Pace::new(cfg.quiet, cfg.debounce);
     let mut resync = tokio::time::interval(cfg.resync);
     resync.tick().await;
@@ -236,7 +240,11 @@ async fn own(
         tokio::select! {
             change = rx.recv() => {
                 let Some(change) = change else { return };
+                let touched = index.changes(&change);
                 let changed = index.apply(change);
+                if changed == Changed::Objects {
+                    changes.extend(touched);
+                }
                 if changed != Changed::Nothing {
                     pending = pending.max(changed);
                     pace.changed(Instant::now());
@@ -245,7 +253,10 @@ async fn own(
             _ = async { tokio::time::sleep_until(due.unwrap_or_else(Instant::now)).await }, if due.is_some() && index.synced() => {
                 let started = Instant::now();
                 match std::mem::replace(&mut pending, Changed::Nothing) {
-                    Changed::Objects => rebuild(&index, &mut cfg, &mut publisher, &translations, &plans),
+                    Changed::Objects => {
+                        let changes = std::mem::take(&mut changes);
+                        rebuild(&index, &mut cfg, &mut parts, &changes, &mut publisher, &translations, &plans);
+                    }
                     Changed::Status => {
                         if let Some(t) = translations.borrow().as_deref() {
                             replan(&index, &cfg, t, &plans);
@@ -258,6 +269,7 @@ async fn own(
             _ = resync.tick() => {
                 tracing::debug!(every = ?cfg.resync, "periodic re-translation");
                 pending = Changed::Objects;
+                changes = Changes::everything();
                 pace.changed(Instant::now());
             }
         }
@@ -267,20 +279,29 @@ async fn own(
 fn rebuild(
     index: &Index,
     cfg: &mut Config,
+    parts: &mut Incremental,
+    changes: &Changes,
     publisher: &mut Publisher,
     translations: &watch::Sender<Option<Arc<Translation>>>,
     plans: &watch::Sender<Arc<Plan>>,
 ) {
     let started = std::time::Instant::now();
     cfg.translate.now = crate::unix_now();
-    let t = translate(&index.world(), &cfg.translate, publisher.served());
+    let t = parts.translate(&index.world(), &cfg.translate, publisher.served(), changes);
     let translated = started.elapsed();
     let published = publisher.publish(&t);
     // The ACME demands can change with an unchanged snapshot (an issuer named).
     let demands_changed = translations.borrow().as_ref().is_none_or(|p| p.acme != t.acme);
     let changed = published != Published::Unchanged || demands_changed;
     if changed {
-        tracing::debug!(elapsed = ?started.elapsed(), ?translated, ingresses = t.ingresses.len(), "translated");
+        tracing::debug!(
+            elapsed = ?started.elapsed(),
+            ?translated,
+            ingresses = t.ingresses.len(),
+            parts = parts.parts(),
+            translated_ingresses = parts.translated(),
+            "translated"
+        );
     }
     // The newest translation is kept either way (status planning reads its diagnostics);
     // receivers hear of it only when what they act on changed.

@@ -162,6 +162,11 @@ impl Demands {
         }
     }
 
+    /// The demands of parts that share no Secret.
+    pub(super) fn from_demands(demands: impl IntoIterator<Item = Demand>) -> Demands {
+        Demands { by_secret: demands.into_iter().map(|d| (d.secret.clone(), d)).collect() }
+    }
+
     pub(super) fn into_vec(self) -> Vec<Demand> {
         self.by_secret.into_values().collect()
     }

@@ -150,6 +150,8 @@ impl Users {
         map: bool,
         diags: &mut Vec<Diagnostic>,
     ) -> Auth {
+        // Read once per translation, but looked up by every part that names it.
+        secrets.reads.read(|| super::parts::Read::Secret((ns.to_owned(), name.to_owned())));
         let parsed =
             self.parsed.entry((ns.to_owned(), name.to_owned(), map)).or_insert_with(|| read(secrets, ns, name, map));
         let mut report = |message: String| {

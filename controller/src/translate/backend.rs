@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointSlice};
 use wharf_model::{AppProtocol, Cluster, Endpoint, Hbone, Identity, ObjectRef};
 
+use super::parts::Read;
 use super::{Diagnostic, World};
 
 /// A Service port, by number or by name, as an Ingress backend names it.
@@ -65,6 +66,8 @@ pub(super) struct Backends<'a> {
     cluster_domain: &'a str,
     /// BackendTLSPolicies, for Gateway API backends.
     pub(super) tls_policies: super::backend_tls::Policies,
+    /// The Services, Pods and Namespaces looked up.
+    pub(super) reads: super::parts::Recorder,
 }
 
 fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {
@@ -101,7 +104,47 @@ impl<'a> Backends<'a> {
             .collect();
         let namespaces = world.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
         let tls_policies = super::backend_tls::Policies::new(world);
-        Backends { services, slices, pods, ambient_namespaces, namespaces, trust_domain, cluster_domain, tls_policies }
+        Backends {
+            services,
+            slices,
+            pods,
+            ambient_namespaces,
+            namespaces,
+            trust_domain,
+            cluster_domain,
+            tls_policies,
+            reads: Default::default(),
+        }
+    }
+
+    /// Service `ns/name`.
+    fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
+        self.reads.read(|| Read::Service((ns.to_owned(), name.to_owned())));
+        self.services.get(&(ns, name)).copied()
+    }
+
+    /// The EndpointSlices of Service `ns/name`.
+    fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> &'s [&'s EndpointSlice] {
+        self.reads.read(|| Read::Service((ns.to_owned(), name.to_owned())));
+        self.slices.get(&(ns, name)).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Pod `ns/name`.
+    fn pod(&self, ns: &str, name: &str) -> Option<&'a Pod> {
+        self.reads.read(|| Read::Pod((ns.to_owned(), name.to_owned())));
+        self.pods.get(&(ns, name)).copied()
+    }
+
+    /// Namespace `name`.
+    fn namespace(&self, name: &str) -> Option<&'a Namespace> {
+        self.reads.read(|| Read::Namespace(name.to_owned()));
+        self.namespaces.get(name).copied()
+    }
+
+    /// Namespace `name` is in the ambient mesh.
+    fn ambient(&self, name: &str) -> bool {
+        self.reads.read(|| Read::Namespace(name.to_owned()));
+        self.ambient_namespaces.contains(name)
     }
 
     /// How to reach a slice endpoint: through HBONE when its pod is in the ambient mesh
@@ -109,12 +152,12 @@ impl<'a> Backends<'a> {
     /// opted out with `none`), directly otherwise.
     fn hbone(&self, ep: &SliceEndpoint, target: SocketAddr) -> Option<Hbone> {
         let r = ep.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod"))?;
-        let pod = self.pods.get(&(r.namespace.as_deref()?, r.name.as_deref()?))?;
+        let pod = self.pod(r.namespace.as_deref()?, r.name.as_deref()?)?;
         let ns = pod.metadata.namespace.as_deref()?;
         let enrolled = match label(&pod.metadata, DATAPLANE_MODE) {
             Some("ambient") => true,
             Some("none") => false,
-            _ => self.ambient_namespaces.contains(ns),
+            _ => self.ambient(ns),
         };
         if !enrolled {
             return None;
@@ -130,14 +173,14 @@ impl<'a> Backends<'a> {
     /// Resolves `ns/name:port` into a cluster (added to `clusters` once) and returns its id.
     /// The name of port `number` of Service `ns/name`, if it has one.
     pub(super) fn port_name(&self, ns: &str, name: &str, number: i32) -> Option<&'a str> {
-        let svc = self.services.get(&(ns, name))?;
+        let svc = self.service(ns, name)?;
         let ports = svc.spec.as_ref()?.ports.as_deref()?;
         ports.iter().find(|p| p.port == number)?.name.as_deref()
     }
 
     /// The first port of Service `ns/name`, if it exists and has one.
     pub(super) fn first_port(&self, ns: &str, name: &str) -> Option<i32> {
-        let svc = self.services.get(&(ns, name))?;
+        let svc = self.service(ns, name)?;
         Some(svc.spec.as_ref()?.ports.as_deref()?.first()?.port)
     }
 
@@ -167,7 +210,7 @@ impl<'a> Backends<'a> {
         diags: &mut Vec<Diagnostic>,
         clusters: &mut BTreeMap<String, Cluster>,
     ) -> Option<String> {
-        let Some(svc) = self.services.get(&(ns, name)) else {
+        let Some(svc) = self.service(ns, name) else {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "ServiceNotFound",
@@ -222,11 +265,11 @@ impl<'a> Backends<'a> {
     /// The waypoint Service a Service uses: its own `istio.io/use-waypoint` label, else its
     /// namespace's (`istio.io/use-waypoint-namespace` moves the lookup to another namespace).
     fn waypoint(&self, svc: &'a Service, ns: &'a str) -> Option<&'a Service> {
-        let namespace = self.namespaces.get(ns).copied();
+        let namespace = self.namespace(ns);
         let from = |key: &str| label(&svc.metadata, key).or_else(|| namespace.and_then(|n| label(&n.metadata, key)));
         let name = from(USE_WAYPOINT).filter(|w| *w != "none")?;
         let wns = from(USE_WAYPOINT_NAMESPACE).unwrap_or(ns);
-        self.services.get(&(wns, name)).copied()
+        self.service(wns, name)
     }
 
     /// Endpoints that reach `svc` through its waypoint: HBONE tunnels to the waypoint's pods
@@ -250,7 +293,7 @@ impl<'a> Backends<'a> {
             None => format!("{name}.{ns}.svc.{}:{}", self.cluster_domain, sp.port),
         };
         let mut out = Vec::new();
-        for slice in self.slices.get(&(wns, wname)).into_iter().flatten() {
+        for slice in self.slices_of(wns, wname) {
             for ep in &slice.endpoints {
                 if !ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
                     continue;
@@ -261,7 +304,7 @@ impl<'a> Backends<'a> {
                     let sa = ep
                         .target_ref
                         .as_ref()
-                        .and_then(|r| self.pods.get(&(r.namespace.as_deref()?, r.name.as_deref()?)))
+                        .and_then(|r| self.pod(r.namespace.as_deref()?, r.name.as_deref()?))
                         .and_then(|p| p.spec.as_ref()?.service_account_name.as_deref())
                         .unwrap_or(wname);
                     out.push(Endpoint {
@@ -286,7 +329,7 @@ impl<'a> Backends<'a> {
         let mut ready = EndpointSet::default();
         let mut terminating = EndpointSet::default();
         let want_name = sp.name.as_deref().unwrap_or("");
-        for slice in self.slices.get(&(ns, name)).into_iter().flatten() {
+        for slice in self.slices_of(ns, name) {
             if slice.address_type == "FQDN" {
                 continue;
             }

@@ -10,6 +10,7 @@ pub mod edge;
 pub mod gateway;
 pub mod grants;
 pub mod http_route;
+pub mod parts;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -134,56 +135,59 @@ pub struct Translation {
 /// `previous` is the snapshot currently served: when a Secret turns bad, the certificate
 /// it held there keeps serving.
 pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> Translation {
-    let mut t = Translator {
-        opts,
-        diags: Vec::new(),
-        snapshot: Snapshot::default(),
-        backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain),
-        acme: acme::Demands::default(),
-    };
-    let classes = class::Classes::new(&world.ingress_classes, opts);
-    let mut ours: Vec<&Ingress> = world.ingresses.iter().filter(|ing| classes.is_ours(ing)).collect();
-    ours.sort_by(|a, b| age_key(a).cmp(&age_key(b)));
+    parts::Incremental::default().translate(world, opts, previous, &parts::Changes::everything())
+}
 
-    let secrets = tls::Secrets::new(&world.secrets, previous, opts.now);
-    let mut tls_hosts = tls::TlsHosts::default();
-    if let Some((ns, name)) = &opts.default_certificate {
-        let source = ObjectRef::new("Secret", ns, name);
-        if let Some(id) = secrets.certificate(ns, name, &source, &mut t.diags, &mut t.snapshot) {
-            t.snapshot.default_certificate = Some(id);
+/// What translation reads besides the Ingresses, looked up once per translation.
+struct Lookups<'a> {
+    opts: &'a Options,
+    secrets: tls::Secrets<'a>,
+    backends: Backends<'a>,
+}
+
+impl<'a> Lookups<'a> {
+    fn new(world: &'a World, opts: &'a Options, previous: Option<&'a Snapshot>) -> Self {
+        Lookups {
+            opts,
+            secrets: tls::Secrets::new(&world.secrets, previous, opts.now),
+            backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain),
         }
     }
+}
 
-    if let Some(namespace) = &opts.acme.challenge_namespace {
-        t.snapshot.acme = acme::challenges(&world.secrets, namespace, &mut t.diags);
-    }
-
+/// Translates the Ingresses of one part, oldest first, each with its settings; `diags`
+/// holds what reading the settings found.
+fn ingress_part(
+    l: &Lookups<'_>,
+    users: &mut auth::Users,
+    members: &[(&Ingress, annotations::Settings)],
+    diags: Vec<Diagnostic>,
+) -> parts::Part {
+    let (opts, secrets) = (l.opts, &l.secrets);
+    let mut t =
+        Translator { opts, diags, snapshot: Snapshot::default(), backends: &l.backends, acme: Default::default() };
+    let mut tls_hosts = tls::TlsHosts::default();
     let mut routes = RouteTable::default();
-    let settings: Vec<annotations::Settings> = ours
-        .iter()
-        .map(|ing| {
-            annotations::parse(ing.metadata.annotations.as_ref(), &ingress_ref(ing), &opts.annotations, &mut t.diags)
-        })
-        .collect();
+    let ours: Vec<&Ingress> = members.iter().map(|(ing, _)| *ing).collect();
+    let settings: Vec<&annotations::Settings> = members.iter().map(|(_, s)| s).collect();
     routes.regex_hosts = regex_hosts(&ours, &settings);
     // The hosts an external authentication check may be routed to, when any asks.
     let external = settings.iter().any(|s| matches!(s.auth.as_deref(), Some(annotations::AuthSetting::External(_))));
     let ours_hosts = if external { auth::rule_hosts(&ours) } else { HashSet::default() };
     let mut served = Vec::with_capacity(ours.len());
-    let mut users = auth::Users::default();
-    for (ing, settings) in ours.into_iter().zip(&settings) {
+    for &(ing, ref settings) in members {
         let src = ingress_ref(ing);
         let mut auth = match settings.auth.as_deref() {
             _ if settings.skip || settings.canary.is_some() => None,
             None => None,
             Some(annotations::AuthSetting::External(e)) => Some(t.external_auth(&src, e, &ours_hosts)),
             Some(annotations::AuthSetting::Basic { realm, secret: (ns, name), map }) => {
-                Some(users.resolve(&secrets, &src, realm, (ns, name), *map, &mut t.diags))
+                Some(users.resolve(secrets, &src, realm, (ns, name), *map, &mut t.diags))
             }
             Some(annotations::AuthSetting::Unavailable(why)) => Some(wharf_model::Auth::Unavailable(why.clone())),
         };
         let client_cert = match &settings.client_tls {
-            Some(c) if !settings.skip && settings.canary.is_none() => match t.client_tls(&secrets, ing, c) {
+            Some(c) if !settings.skip && settings.canary.is_none() => match t.client_tls(secrets, ing, c) {
                 Ok(check) => Some(check),
                 // Client certificates that cannot be checked refuse every request.
                 Err(why) => {
@@ -194,7 +198,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
             _ => None,
         };
         let access = Access { auth, client_cert };
-        if t.ingress(ing, settings, access, &secrets, &mut tls_hosts, &mut routes) {
+        if t.ingress(ing, settings, access, secrets, &mut tls_hosts, &mut routes) {
             served.push((ing, settings));
         }
     }
@@ -203,14 +207,45 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
             t.canary(ing, canary, &mut routes);
         }
     }
-    let served: Vec<&Ingress> = served.into_iter().map(|(ing, _)| ing).collect();
-    let ours = served;
     routes.add_www_redirects();
-    t.snapshot.tls_hosts = tls_hosts.into_hosts();
-    t.snapshot.virtual_hosts = routes.take_virtual_hosts(&t.snapshot.tls_hosts);
-    t.snapshot.default_backend = routes.default_backend;
-    t.snapshot.passthrough = routes.passthrough.into_values().collect();
+    parts::Part {
+        virtual_hosts: routes.take_virtual_hosts(),
+        tls_hosts: tls_hosts.into_hosts(),
+        default_backend: routes.default_backend.map(Box::new),
+        passthrough: routes.passthrough.into_values().collect(),
+        client_auth: t.snapshot.client_auth,
+        certificates: t.snapshot.certificates,
+        clusters: t.snapshot.clusters,
+        diags: t.diags,
+        served: served.iter().map(|(ing, _)| ingress_ref(ing)).collect(),
+        forced: routes.forced.into_iter().collect(),
+        acme: t.acme.into_vec(),
+        ..parts::Part::default()
+    }
+}
 
+/// Adds to `snapshot`, which holds the Ingresses' part, what the rest of `world` and the
+/// options make: the default certificate, ACME challenges, TCP services, Istio's
+/// passthrough names and Gateway API.
+fn finish(
+    world: &World,
+    l: &Lookups<'_>,
+    snapshot: Snapshot,
+    diags: Vec<Diagnostic>,
+    acme: acme::Demands,
+    ingresses: Vec<ObjectRef>,
+) -> Translation {
+    let opts = l.opts;
+    let mut t = Translator { opts, diags, snapshot, backends: &l.backends, acme };
+    if let Some((ns, name)) = &opts.default_certificate {
+        let source = ObjectRef::new("Secret", ns, name);
+        if let Some(id) = l.secrets.certificate(ns, name, &source, &mut t.diags, &mut t.snapshot) {
+            t.snapshot.default_certificate = Some(id);
+        }
+    }
+    if let Some(namespace) = &opts.acme.challenge_namespace {
+        t.snapshot.acme = acme::challenges(&world.secrets, namespace, &mut t.diags);
+    }
     for tcp in &opts.tcp_services {
         let source = ObjectRef::new("Service", &tcp.namespace, &tcp.service);
         if let Some(cluster) =
@@ -227,7 +262,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     );
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let gateway_status =
-        gateway::translate(world, &opts.gateway, &t.backends, &secrets, &mut t.snapshot, &now, &mut acme);
+        gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
     t.diags.extend(edge::overridden(&t.snapshot));
 
     t.diags.sort();
@@ -235,7 +270,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
     Translation {
         snapshot: Arc::new(t.snapshot),
         diagnostics: t.diags,
-        ingresses: ours.iter().map(|i| ingress_ref(i)).collect(),
+        ingresses,
         gateway_status,
         acme: t.acme.into_vec(),
     }
@@ -243,7 +278,7 @@ pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> 
 
 /// The hosts whose paths are regular expressions: those of every served Ingress with
 /// `use-regex` or `rewrite-target`, for all Ingresses on them (as in ingress-nginx).
-fn regex_hosts(ours: &[&Ingress], settings: &[annotations::Settings]) -> HashSet<Host> {
+fn regex_hosts(ours: &[&Ingress], settings: &[&annotations::Settings]) -> HashSet<Host> {
     ours.iter()
         .zip(settings)
         .filter(|(_, s)| s.regex() && !s.skip)
@@ -322,19 +357,14 @@ impl RouteTable {
         }
     }
 
-    fn take_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<VirtualHost> {
-        let by_host = std::mem::take(&mut self.by_host);
-        let tls = TlsCovered::new(tls_hosts);
-        by_host
+    /// The hosts and their routes, in order of precedence. A route's `https_redirect` says
+    /// whether its Ingress allows the redirect: whether its host has TLS is known once all
+    /// parts are merged (a wildcard TLS host of another part may cover it).
+    fn take_virtual_hosts(&mut self) -> Vec<VirtualHost> {
+        std::mem::take(&mut self.by_host)
             .into_iter()
             .map(|(host, mut routes)| {
                 routes.sort_by_key(|r| r.matches.precedence_key());
-                let has_tls = tls.covers(&host);
-                for r in &mut routes {
-                    // `https_redirect` holds "the Ingress allows it" until here; with
-                    // `force-ssl-redirect` its Ingress redirects without TLS too.
-                    r.https_redirect &= has_tls || self.forced.contains(&r.source);
-                }
                 // Most hosts have one route; the vector grew for four.
                 routes.shrink_to_fit();
                 VirtualHost { host, routes }
@@ -356,19 +386,19 @@ fn push_route(routes: &mut Vec<Route>, route: Route) {
 /// Which hosts have TLS: an exact name when a TLS host is that name or a wildcard matching
 /// it, a wildcard when a TLS host is that same wildcard. The TLS hosts are indexed once, so
 /// that each host costs a lookup and a test of the (few) wildcard TLS hosts.
-struct TlsCovered<'a> {
+pub(crate) struct TlsCovered<'a> {
     all: HashSet<&'a Host>,
     wildcards: Vec<&'a Host>,
 }
 
 impl<'a> TlsCovered<'a> {
-    fn new(tls_hosts: &'a [wharf_model::TlsHost]) -> Self {
+    pub(crate) fn new(tls_hosts: &'a [wharf_model::TlsHost]) -> Self {
         let all: HashSet<&Host> = tls_hosts.iter().map(|t| &t.host).collect();
         let wildcards = all.iter().copied().filter(|h| !matches!(h, Host::Exact(_))).collect();
         TlsCovered { all, wildcards }
     }
 
-    fn covers(&self, host: &Host) -> bool {
+    pub(crate) fn covers(&self, host: &Host) -> bool {
         match host {
             Host::Exact(name) => self.all.contains(host) || self.wildcards.iter().any(|t| t.matches(name)),
             Host::Wildcard(_) | Host::Suffix(_) => self.all.contains(host),
@@ -407,7 +437,7 @@ struct Translator<'a> {
     opts: &'a Options,
     diags: Vec<Diagnostic>,
     snapshot: Snapshot,
-    backends: Backends<'a>,
+    backends: &'a Backends<'a>,
     acme: acme::Demands,
 }
 
@@ -955,5 +985,7 @@ impl<'a> Translator<'a> {
 
 #[cfg(test)]
 mod gateway_tests;
+#[cfg(test)]
+mod parts_tests;
 #[cfg(test)]
 mod tests;

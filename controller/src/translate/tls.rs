@@ -17,6 +17,8 @@ pub(super) struct Secrets<'a> {
     previous: Option<&'a Snapshot>,
     now: i64,
     checked: std::cell::RefCell<HashMap<String, Result<Certificate, CertError>>>,
+    /// The Secrets looked up.
+    pub(super) reads: super::parts::Recorder,
 }
 
 impl<'a> Secrets<'a> {
@@ -25,11 +27,12 @@ impl<'a> Secrets<'a> {
         let mut by_name = HashMap::with_capacity_and_hasher(secrets.size_hint().0, Default::default());
         by_name
             .extend(secrets.filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s))));
-        Secrets { by_name, previous, now, checked: Default::default() }
+        Secrets { by_name, previous, now, checked: Default::default(), reads: Default::default() }
     }
 
     /// Secret `ns/name`, of any type.
     pub(super) fn get(&self, ns: &str, name: &str) -> Option<&'a Secret> {
+        self.reads.read(|| super::parts::Read::Secret((ns.to_owned(), name.to_owned())));
         self.by_name.get(&(ns, name)).copied()
     }
 
@@ -45,7 +48,7 @@ impl<'a> Secrets<'a> {
         snapshot: &mut Snapshot,
     ) -> Option<String> {
         let id = format!("{ns}/{name}");
-        let Some(secret) = self.by_name.get(&(ns, name)) else {
+        let Some(secret) = self.get(ns, name) else {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "SecretNotFound",

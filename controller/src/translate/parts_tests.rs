@@ -1,0 +1,319 @@
+//! Translation by parts: random worlds changed one object at a time, translated by the
+//! parts a change touches, afresh, and whole (all Ingresses one part), must agree.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde_json::{json, Map, Value};
+
+use super::parts::{Changes, Incremental, Read};
+use super::tests::{class, ingress, obj, path, rule, secret, service, slice, tls_secret};
+use super::*;
+
+const HOSTS: [&str; 7] =
+    ["a.example.com", "b.example.com", "www.a.example.com", "*.example.com", "c.test", "www.c.test", "bad_host!"];
+const SERVICES: [&str; 3] = ["app", "h2", "missing"];
+const SECRETS: [&str; 4] = ["s1", "s2", "bad", "nosuch"];
+
+struct Gen {
+    rng: fastrand::Rng,
+}
+
+impl Gen {
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.rng.usize(..from.len())]
+    }
+
+    fn chance(&mut self, percent: u8) -> bool {
+        self.rng.u8(..100) < percent
+    }
+
+    fn ingress(&mut self, name: &str) -> Ingress {
+        let mut rules = Vec::new();
+        for _ in 0..self.rng.usize(1..=2) {
+            let mut paths = Vec::new();
+            for _ in 0..self.rng.usize(1..=2) {
+                let p = self.pick(&["/", "/x", "/x/y"]);
+                let ty = self.pick(&["Prefix", "Exact", "ImplementationSpecific"]);
+                let port = match self.rng.u8(..3) {
+                    0 => json!({"number": 80}),
+                    1 => json!({"number": 81}),
+                    _ => json!({"name": "http"}),
+                };
+                paths.push(path(p, ty, self.pick(&SERVICES), port));
+            }
+            let host = if self.chance(10) { None } else { Some(self.pick(&HOSTS)) };
+            rules.push(rule(host, Value::Array(paths)));
+        }
+        let mut spec = json!({"ingressClassName": if self.chance(90) { "wharf" } else { "nginx" }, "rules": rules});
+        if self.chance(50) {
+            let hosts: Vec<&str> = (0..self.rng.usize(0..=2)).map(|_| self.pick(&HOSTS)).collect();
+            spec["tls"] = json!([{"hosts": hosts, "secretName": self.pick(&SECRETS)}]);
+        }
+        if self.chance(10) {
+            spec["defaultBackend"] = json!({"service": {"name": self.pick(&SERVICES), "port": {"number": 80}}});
+        }
+        let mut ann = Map::new();
+        let mut set = |k: &str, v: &str| {
+            ann.insert(format!("nginx.ingress.kubernetes.io/{k}"), Value::from(v));
+        };
+        let settings: [(u8, &[(&str, &str)]); 12] = [
+            (10, &[("canary", "true"), ("canary-weight", "30")]),
+            (5, &[("canary", "true"), ("canary-by-header", "x-canary")]),
+            (10, &[("use-regex", "true")]),
+            (15, &[("from-to-www-redirect", "true")]),
+            (10, &[("force-ssl-redirect", "true")]),
+            (10, &[("ssl-redirect", "false")]),
+            (5, &[("app-root", "/app")]),
+            (10, &[("auth-type", "basic"), ("auth-secret", "users")]),
+            (5, &[("default-backend", "app")]),
+            (3, &[("auth-url", "http://auth.web.svc.cluster.local/check")]),
+            (5, &[("ssl-passthrough", "true")]),
+            (5, &[("backend-protocol", "HTTPS")]),
+        ];
+        for (percent, pairs) in settings {
+            if self.rng.u8(..100) < percent {
+                pairs.iter().for_each(|(k, v)| set(k, v));
+            }
+        }
+        ingress(name, self.rng.u32(..4), Value::Object(ann), spec)
+    }
+}
+
+/// The objects of a world, by name, with the certificates and variants changes pick from.
+struct Objects {
+    ingresses: BTreeMap<String, Ingress>,
+    secrets: BTreeMap<String, Secret>,
+    services: BTreeMap<String, Service>,
+    slices: BTreeMap<String, EndpointSlice>,
+    /// Namespace `web` is in the ambient mesh.
+    ambient: bool,
+    /// The endpoints' Pods, by address: opted out of the mesh or not.
+    pods: BTreeMap<&'static str, bool>,
+    variants: BTreeMap<&'static str, Vec<Option<Secret>>>,
+}
+
+impl Objects {
+    fn new() -> Objects {
+        let users = |v: &str| {
+            obj::<Secret>(json!({"metadata": {"name": "users", "namespace": "web"}, "data": {"auth": b64(v)}}))
+        };
+        let bad = secret("bad", "not a certificate", "not a key");
+        let variants = BTreeMap::from([
+            (
+                "s1",
+                vec![Some(tls_secret("s1", &["a.example.com", "*.example.com"])), Some(tls_secret("s1", &["c.test"]))],
+            ),
+            ("s2", vec![Some(tls_secret("s2", &["b.example.com", "www.c.test"])), None]),
+            ("bad", vec![Some(bad), Some(tls_secret("bad", &["c.test"])), None]),
+            ("users", vec![Some(users("alice:{PLAIN}a\n")), Some(users("bob:nonsense\n")), None]),
+        ]);
+        let secrets = variants.iter().filter_map(|(k, v)| Some((k.to_string(), v[0].clone()?))).collect();
+        let services = [
+            service("app", json!([{"name": "http", "port": 80}])),
+            service("h2", json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}])),
+        ];
+        let services = services.into_iter().map(|s| (s.metadata.name.clone().unwrap_or_default(), s)).collect();
+        let slices = BTreeMap::from([("app".to_owned(), endpoints(&["10.0.0.1"]))]);
+        let pods = BTreeMap::from([("10.0.0.1", false), ("10.0.0.2", false), ("10.0.0.3", false)]);
+        Objects { ingresses: BTreeMap::new(), secrets, services, slices, ambient: false, pods, variants }
+    }
+
+    fn world(&self) -> World {
+        World {
+            ingress_classes: vec![
+                class("wharf", "wharf.dev/ingress-controller", false),
+                class("nginx", "k8s.io/ingress-nginx", false),
+            ]
+            .into(),
+            ingresses: self.ingresses.values().cloned().collect(),
+            secrets: self.secrets.values().cloned().collect(),
+            services: self.services.values().cloned().collect(),
+            endpoint_slices: self.slices.values().cloned().collect(),
+            namespaces: vec![obj::<Namespace>(json!({"metadata": {"name": "web",
+                "labels": if self.ambient { json!({"istio.io/dataplane-mode": "ambient"}) } else { json!({}) }}}))]
+            .into(),
+            pods: self
+                .pods
+                .iter()
+                .map(|(ip, out)| {
+                    let labels = if *out { json!({"istio.io/dataplane-mode": "none"}) } else { json!({}) };
+                    obj::<Pod>(json!({"metadata": {"name": format!("p-{ip}"), "namespace": "web", "labels": labels},
+                                      "spec": {"containers": [], "serviceAccountName": "app"}}))
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Makes one random change and says what it changed.
+    fn change(&mut self, g: &mut Gen) -> Changes {
+        let mut changes = Changes::default();
+        let key = |name: &str| ("web".to_owned(), name.to_owned());
+        match g.rng.u8(..12) {
+            0..=4 => {
+                let name = format!("i{}", g.rng.u8(..8));
+                self.ingresses.insert(name.clone(), g.ingress(&name));
+                changes.ingresses.insert(key(&name));
+            }
+            5 => {
+                let name = format!("i{}", g.rng.u8(..8));
+                self.ingresses.remove(&name);
+                changes.ingresses.insert(key(&name));
+            }
+            6 => {
+                let name = g.pick(&["s1", "s2", "bad", "users"]);
+                let options = &self.variants[name];
+                match options[g.rng.usize(..options.len())].clone() {
+                    Some(s) => self.secrets.insert(name.to_owned(), s),
+                    None => self.secrets.remove(name),
+                };
+                changes.reads.insert(Read::Secret(key(name)));
+            }
+            7 => {
+                let name = g.pick(&SERVICES);
+                match self.services.remove(name) {
+                    Some(_) => {}
+                    None => {
+                        self.services.insert(name.to_owned(), service(name, json!([{"name": "http", "port": 80}])));
+                    }
+                }
+                changes.reads.insert(Read::Service(key(name)));
+            }
+            8 => {
+                let ips = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+                let chosen: Vec<&str> = ips.into_iter().filter(|_| g.chance(50)).collect();
+                self.slices.insert("app".into(), endpoints(&chosen));
+                changes.reads.insert(Read::Service(key("app")));
+            }
+            9 => {
+                self.ambient = !self.ambient;
+                changes.reads.insert(Read::Namespace("web".into()));
+            }
+            10 => {
+                let ip = g.pick(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+                if let Some(out) = self.pods.get_mut(ip) {
+                    *out = !*out;
+                }
+                changes.reads.insert(Read::Pod(key(&format!("p-{ip}"))));
+            }
+            _ => {}
+        }
+        changes
+    }
+}
+
+fn endpoints(ips: &[&str]) -> EndpointSlice {
+    let eps: Vec<Value> = ips
+        .iter()
+        .map(|ip| {
+            json!({"addresses": [ip], "conditions": {"ready": true},
+                   "targetRef": {"kind": "Pod", "namespace": "web", "name": format!("p-{ip}")}})
+        })
+        .collect();
+    slice("app", "http", 8080, Value::Array(eps))
+}
+
+fn b64(s: &str) -> String {
+    serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec())).unwrap().as_str().unwrap().to_owned()
+}
+
+fn same(got: &Translation, want: &Translation, what: &str) {
+    assert_eq!(got.snapshot, want.snapshot, "{what}: snapshot");
+    assert_eq!(got.diagnostics, want.diagnostics, "{what}: diagnostics");
+    assert_eq!(got.ingresses, want.ingresses, "{what}: Ingresses served");
+    assert_eq!(got.acme, want.acme, "{what}: ACME demands");
+    assert_eq!(got.gateway_status, want.gateway_status, "{what}: Gateway API status");
+}
+
+fn opts(acme: bool) -> Options {
+    let mut opts = Options { now: 1_800_000_000, ..Options::default() };
+    if acme {
+        opts.acme.issuers = vec!["le".into()];
+    }
+    opts
+}
+
+#[test]
+fn translating_the_parts_a_change_touches_gives_what_translating_everything_gives() {
+    for seed in 0..60 {
+        let mut g = Gen { rng: fastrand::Rng::with_seed(seed) };
+        let opts = opts(seed % 4 == 3);
+        let mut objects = Objects::new();
+        let mut parts = Incremental::default();
+        let mut last = parts.translate(&objects.world(), &opts, None, &Changes::everything());
+        for step in 0..40 {
+            let changes = objects.change(&mut g);
+            let world = objects.world();
+            let previous = Some(&*last.snapshot);
+            let got = parts.translate(&world, &opts, previous, &changes);
+            let fresh = translate(&world, &opts, previous);
+            let whole = Incremental::whole().translate(&world, &opts, previous, &Changes::everything());
+            let what = format!("seed {seed} step {step} after {changes:?}");
+            same(&got, &fresh, &what);
+            same(&fresh, &whole, &format!("{what}, whole"));
+            last = got;
+        }
+    }
+}
+
+#[test]
+fn a_change_translates_only_the_parts_it_touches() {
+    let mut objects = Objects::new();
+    let opts = opts(false);
+    for (i, host) in ["a.example.com", "b.example.com", "c.test"].iter().enumerate() {
+        let name = format!("i{i}");
+        let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+        objects.ingresses.insert(name.clone(), ingress(&name, 0, json!({}), spec));
+    }
+    let mut parts = Incremental::default();
+    parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert_eq!(parts.parts(), 3, "three hosts, three parts");
+    assert_eq!(parts.translated(), 3);
+
+    // A fourth Ingress on the first's host joins its part; the others are kept.
+    let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.example.com"), json!([path("/x", "Prefix", "h2", json!({"number": 81}))]))]});
+    objects.ingresses.insert("i3".into(), ingress("i3", 1, json!({}), spec));
+    let changes = Changes { ingresses: [("web".into(), "i3".into())].into(), ..Changes::default() };
+    let t = parts.translate(&objects.world(), &opts, None, &changes);
+    assert_eq!((parts.parts(), parts.translated()), (3, 2), "i0 and i3 translated, together");
+    assert_eq!(t.snapshot.virtual_hosts[0].routes.len(), 2);
+
+    // Every part reads Service app but i3's: a change to h2 translates only i0 and i3.
+    let changes = Changes { reads: [Read::Service(("web".into(), "h2".into()))].into(), ..Changes::default() };
+    parts.translate(&objects.world(), &opts, None, &changes);
+    assert_eq!(parts.translated(), 2);
+    let changes = Changes { reads: [Read::Service(("web".into(), "app".into()))].into(), ..Changes::default() };
+    parts.translate(&objects.world(), &opts, None, &changes);
+    assert_eq!(parts.translated(), 4);
+
+    // Nothing of the Ingresses changed (a Gateway did): nothing is translated again.
+    parts.translate(&objects.world(), &opts, None, &Changes::default());
+    assert_eq!(parts.translated(), 0);
+}
+
+#[test]
+fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
+    let mut objects = Objects::new();
+    let mut params = rcgen::CertificateParams::new(vec!["a.example.com".to_owned()]).unwrap();
+    params.not_after = rcgen::date_time_ymd(2027, 1, 1);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    objects.secrets.insert("short".into(), secret("short", &cert.pem(), &key.serialize_pem()));
+    let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.example.com"], "secretName": "short"}],
+                      "rules": [rule(Some("a.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    objects.ingresses.insert("i0".into(), ingress("i0", 0, json!({}), spec));
+    let mut opts = opts(false);
+    opts.now = 1_790_000_000; // 2026-09
+    let mut parts = Incremental::default();
+    let before = parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert!(before.diagnostics.is_empty(), "{:?}", before.diagnostics);
+
+    opts.now = 1_800_000_000; // 2027-01-15
+    let after = parts.translate(&objects.world(), &opts, Some(&before.snapshot), &Changes::default());
+    assert_eq!(parts.translated(), 1);
+    let reasons: Vec<&str> = after.diagnostics.iter().map(|d| d.reason).collect();
+    assert_eq!(reasons, ["CertificateExpired"]);
+    same(&after, &translate(&objects.world(), &opts, Some(&before.snapshot)), "expired");
+}
