@@ -188,7 +188,7 @@ impl CompiledConfig {
 struct TableSource<'a> {
     default_certificate: Option<&'a str>,
     tls_hosts: &'a [TlsHost],
-    virtual_hosts: &'a [VirtualHost],
+    virtual_hosts: &'a [Arc<VirtualHost>],
     default_backend: Option<&'a wharf_model::Route>,
     /// See [`Router::route`].
     isolated: bool,
@@ -396,7 +396,7 @@ impl Compiler {
     fn tables(
         &self,
         src: TableSource<'_>,
-        previous: Option<(&Tables, &[VirtualHost])>,
+        previous: Option<(&Tables, &[Arc<VirtualHost>])>,
         certs: &CertCache,
         upstreams: &Upstreams<'_>,
         route_metrics: &mut HashMap<String, RouteMetrics>,
@@ -482,12 +482,14 @@ impl Compiler {
             }
         };
         let mut router = Router::default();
-        let before: HashMap<&Host, &VirtualHost> =
+        let before: HashMap<&Host, &Arc<VirtualHost>> =
             previous.iter().flat_map(|(_, hosts)| hosts.iter()).map(|vh| (&vh.host, vh)).collect();
         for vh in src.virtual_hosts {
+            // The same host, shared with the previous snapshot, or equal to its.
+            let same = |b: &&Arc<VirtualHost>| Arc::ptr_eq(b, vh) || *b == vh;
             let unchanged = previous
                 .and_then(|(tables, _)| tables.router.hosts.get_host(&vh.host))
-                .filter(|old| before.get(&vh.host).is_some_and(|b| *b == vh) && !upstreams.any_changed(&old.clusters));
+                .filter(|old| before.get(&vh.host).is_some_and(same) && !upstreams.any_changed(&old.clusters));
             let host = match unchanged {
                 Some(old) => Arc::clone(old),
                 None => {
@@ -714,7 +716,8 @@ mod tests {
                     with("/other", basic(&other)),
                     with("/ext", Some(external)),
                 ],
-            }],
+            }
+            .into()],
             clusters: [("c".to_owned(), cluster(1))].into(),
             ..Default::default()
         };
@@ -733,7 +736,7 @@ mod tests {
 
     #[test]
     fn the_most_specific_host_with_a_matching_path_wins_then_the_default_backend() {
-        let vh = |h: &str, routes| VirtualHost { host: host(h), routes };
+        let vh = |h: &str, routes| Arc::new(VirtualHost { host: host(h), routes });
         let snapshot = Snapshot {
             virtual_hosts: vec![
                 vh("a.com", vec![route("exact", prefix("/api"), "c")]),
@@ -900,7 +903,7 @@ mod tests {
             edge: true,
             protocol,
             tls_hosts,
-            virtual_hosts: vec![VirtualHost { host: Host::Any, routes: vec![route("gw", prefix("/gw"), "c")] }],
+            virtual_hosts: vec![VirtualHost { host: Host::Any, routes: vec![route("gw", prefix("/gw"), "c")] }.into()],
             passthrough: vec![],
             tcp: Vec::new(),
         };
@@ -959,7 +962,9 @@ mod tests {
 
     #[test]
     fn a_host_is_compiled_again_only_when_it_or_a_cluster_its_routes_look_up_changed() {
-        let vh = |h: &str, path: &str, c: &str| VirtualHost { host: host(h), routes: vec![route(h, prefix(path), c)] };
+        let vh = |h: &str, path: &str, c: &str| {
+            Arc::new(VirtualHost { host: host(h), routes: vec![route(h, prefix(path), c)] })
+        };
         let first = Snapshot {
             virtual_hosts: vec![
                 vh("keep.com", "/", "b"),
@@ -1009,13 +1014,17 @@ mod tests {
             edge,
             protocol,
             tls_hosts: Vec::new(),
-            virtual_hosts: vec![VirtualHost { host: host("same.com"), routes: vec![route(source, prefix("/"), "c")] }],
+            virtual_hosts: vec![
+                VirtualHost { host: host("same.com"), routes: vec![route(source, prefix("/"), "c")] }.into()
+            ],
             passthrough: Vec::new(),
             tcp: Vec::new(),
         };
         let (a, b): (SocketAddr, SocketAddr) = (([127, 0, 0, 9], 8080).into(), ([127, 0, 0, 9], 8081).into());
         let snapshot = Snapshot {
-            virtual_hosts: vec![VirtualHost { host: host("same.com"), routes: vec![route("edge", prefix("/"), "c")] }],
+            virtual_hosts: vec![
+                VirtualHost { host: host("same.com"), routes: vec![route("edge", prefix("/"), "c")] }.into()
+            ],
             gateway_ports: vec![
                 port(a, false, PortProtocol::Http, "a"),
                 port(b, false, PortProtocol::Http, "b"),
@@ -1076,7 +1085,8 @@ mod tests {
                 virtual_hosts: vec![VirtualHost {
                     host: Host::Any,
                     routes: vec![invalid, route("port", prefix("/"), "c")],
-                }],
+                }
+                .into()],
                 passthrough: vec![],
                 tcp: Vec::new(),
                 edge: false,

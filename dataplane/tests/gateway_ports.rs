@@ -41,8 +41,8 @@ fn port(gateway: &str, bind: SocketAddr, protocol: PortProtocol) -> GatewayPort 
     }
 }
 
-fn all(host: Host, cluster: &str) -> Vec<VirtualHost> {
-    vec![VirtualHost { host, routes: vec![route(PathMatch::prefix("/").unwrap(), cluster, false)] }]
+fn all(host: Host, cluster: &str) -> Vec<Arc<VirtualHost>> {
+    vec![VirtualHost { host, routes: vec![route(PathMatch::prefix("/").unwrap(), cluster, false)] }.into()]
 }
 
 async fn refused(addr: SocketAddr) -> bool {
@@ -63,10 +63,13 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
     let one_tcp = free_port([127, 0, 10, 1]);
     let mut http1 = port("one", one_http, PortProtocol::Http);
     http1.virtual_hosts = all(Host::parse_gateway("*.example.com").unwrap(), "a");
-    http1.virtual_hosts.push(VirtualHost {
-        host: host("only.example.com"),
-        routes: vec![route(PathMatch::prefix("/only").unwrap(), "b", false)],
-    });
+    http1.virtual_hosts.push(
+        VirtualHost {
+            host: host("only.example.com"),
+            routes: vec![route(PathMatch::prefix("/only").unwrap(), "b", false)],
+        }
+        .into(),
+    );
     let mut http2 = port("two", two_http, PortProtocol::Http);
     http2.virtual_hosts = all(Host::Any, "b");
     let mut https1 = port("one", one_https, PortProtocol::Https);
@@ -178,8 +181,8 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
     let mut http = port("edge", r.http, PortProtocol::Http);
     http.edge = true;
     http.virtual_hosts = vec![
-        VirtualHost { host: shop(), routes: vec![route(PathMatch::prefix("/api").unwrap(), "gateway", false)] },
-        VirtualHost { host: Host::Any, routes: vec![] },
+        VirtualHost { host: shop(), routes: vec![route(PathMatch::prefix("/api").unwrap(), "gateway", false)] }.into(),
+        VirtualHost { host: Host::Any, routes: vec![] }.into(),
     ];
     let mut https = port("edge", r.https, PortProtocol::Https);
     https.edge = true;
@@ -187,7 +190,8 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
     https.virtual_hosts = vec![VirtualHost {
         host: shop(),
         routes: vec![route(PathMatch::prefix("/secure").unwrap(), "gateway", false)],
-    }];
+    }
+    .into()];
     let s = Snapshot {
         certificates: [
             ("web/ingress".to_owned(), ingress_leaf.certificate()),
@@ -198,9 +202,9 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
             .map(|h| TlsHost { host: host(h), certificate: "web/ingress".into() })
             .to_vec(),
         virtual_hosts: ["shop.example.com", "other.example.com"]
-            .map(|h| VirtualHost {
-                host: host(h),
-                routes: vec![route(PathMatch::prefix("/").unwrap(), "ingress", false)],
+            .map(|h| {
+                VirtualHost { host: host(h), routes: vec![route(PathMatch::prefix("/").unwrap(), "ingress", false)] }
+                    .into()
             })
             .to_vec(),
         clusters: [("ingress".to_owned(), cluster(&[a])), ("gateway".to_owned(), cluster(&[b]))].into(),

@@ -135,8 +135,8 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
         ..route(PathMatch::prefix(path).unwrap(), "mixed", false)
     };
     let mut timed = s.clone();
-    timed.virtual_hosts[0].routes.insert(0, own("/hasty", 50));
-    timed.virtual_hosts[0].routes.insert(0, own("/patient", 0));
+    std::sync::Arc::make_mut(&mut timed.virtual_hosts[0]).routes.insert(0, own("/hasty", 50));
+    std::sync::Arc::make_mut(&mut timed.virtual_hosts[0]).routes.insert(0, own("/patient", 0));
     r.gw.apply(timed).unwrap();
     assert_eq!(http_get(r.http, "a.test", "/hasty?delay_ms=150").await.unwrap().status, 504);
     assert_eq!(http_get(r.http, "a.test", "/patient?delay_ms=600").await.unwrap().status, 200);

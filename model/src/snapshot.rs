@@ -21,8 +21,9 @@ pub struct Snapshot {
     pub default_certificate: Option<String>,
     /// Which certificate each TLS host gets.
     pub tls_hosts: Vec<TlsHost>,
-    /// HTTP routing, one entry per distinct host.
-    pub virtual_hosts: Vec<VirtualHost>,
+    /// HTTP routing, one entry per distinct host. Shared: a host the controller did not
+    /// translate again is the same allocation in the next snapshot.
+    pub virtual_hosts: Vec<Arc<VirtualHost>>,
     /// Where requests go that match no rule of any host (an Ingress `defaultBackend`).
     pub default_backend: Option<Route>,
     /// TLS passthrough routes by SNI (port 15443).
@@ -85,7 +86,7 @@ pub struct GatewayPort {
     pub tls_hosts: Vec<TlsHost>,
     /// HTTP and HTTPS: routing by host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub virtual_hosts: Vec<VirtualHost>,
+    pub virtual_hosts: Vec<Arc<VirtualHost>>,
     /// TLS passthrough: routes by SNI.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passthrough: Vec<SniRoute>,

@@ -127,7 +127,7 @@ mod tests {
             edge: true,
             protocol,
             tls_hosts: vec![],
-            virtual_hosts,
+            virtual_hosts: virtual_hosts.into_iter().map(Into::into).collect(),
             passthrough: vec![],
             tcp: vec![],
         }
@@ -162,9 +162,12 @@ mod tests {
                         route("Ingress", "other", prefix("/other")),
                         route("Ingress", "apix", prefix("/apix")),
                     ],
-                },
-                VirtualHost { host: host("blog.example.com"), routes: vec![route("Ingress", "blog", prefix("/"))] },
-                VirtualHost { host: host("docs.example.org"), routes: vec![route("Ingress", "docs", prefix("/"))] },
+                }
+                .into(),
+                VirtualHost { host: host("blog.example.com"), routes: vec![route("Ingress", "blog", prefix("/"))] }
+                    .into(),
+                VirtualHost { host: host("docs.example.org"), routes: vec![route("Ingress", "docs", prefix("/"))] }
+                    .into(),
             ],
             gateway_ports: vec![
                 edge(
@@ -208,7 +211,8 @@ mod tests {
             virtual_hosts: vec![VirtualHost {
                 host: host("a.example.com"),
                 routes: vec![route("Ingress", "a", prefix("/"))],
-            }],
+            }
+            .into()],
             passthrough: vec![
                 SniRoute::passthrough(host("db.example.com"), "c", ObjectRef::new("Ingress", "web", "db")),
                 SniRoute::passthrough(host("mq.example.org"), "c", ObjectRef::new("Ingress", "web", "mq")),

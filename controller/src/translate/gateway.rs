@@ -7,6 +7,7 @@
 //! same port.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -1634,7 +1635,7 @@ fn ports(
                 edge,
                 protocol,
                 tls_hosts,
-                virtual_hosts,
+                virtual_hosts: virtual_hosts.into_iter().map(Arc::new).collect(),
                 passthrough: Vec::new(),
                 tcp: Vec::new(),
             })

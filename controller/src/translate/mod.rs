@@ -135,7 +135,7 @@ pub struct Translation {
 /// `previous` is the snapshot currently served: when a Secret turns bad, the certificate
 /// it held there keeps serving.
 pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> Translation {
-    parts::Incremental::default().translate(world, opts, previous, &parts::Changes::everything())
+    parts::Incremental::whole().translate(world, opts, previous, &parts::Changes::everything())
 }
 
 /// What translation reads besides the Ingresses, looked up once per translation.
@@ -208,9 +208,10 @@ fn ingress_part(
         }
     }
     routes.add_www_redirects();
+    let tls_hosts = tls_hosts.into_hosts();
     parts::Part {
-        virtual_hosts: routes.take_virtual_hosts(),
-        tls_hosts: tls_hosts.into_hosts(),
+        virtual_hosts: routes.take_virtual_hosts(&tls_hosts),
+        tls_hosts,
         default_backend: routes.default_backend.map(Box::new),
         passthrough: routes.passthrough.into_values().collect(),
         client_auth: t.snapshot.client_auth,
@@ -218,7 +219,6 @@ fn ingress_part(
         clusters: t.snapshot.clusters,
         diags: t.diags,
         served: served.iter().map(|(ing, _)| ingress_ref(ing)).collect(),
-        forced: routes.forced.into_iter().collect(),
         acme: t.acme.into_vec(),
         ..parts::Part::default()
     }
@@ -357,17 +357,22 @@ impl RouteTable {
         }
     }
 
-    /// The hosts and their routes, in order of precedence. A route's `https_redirect` says
-    /// whether its Ingress allows the redirect: whether its host has TLS is known once all
-    /// parts are merged (a wildcard TLS host of another part may cover it).
-    fn take_virtual_hosts(&mut self) -> Vec<VirtualHost> {
-        std::mem::take(&mut self.by_host)
+    fn take_virtual_hosts(&mut self, tls_hosts: &[wharf_model::TlsHost]) -> Vec<Arc<VirtualHost>> {
+        let by_host = std::mem::take(&mut self.by_host);
+        let tls = TlsCovered::new(tls_hosts);
+        by_host
             .into_iter()
             .map(|(host, mut routes)| {
                 routes.sort_by_key(|r| r.matches.precedence_key());
+                let has_tls = tls.covers(&host);
+                for r in &mut routes {
+                    // `https_redirect` holds "the Ingress allows it" until here; with
+                    // `force-ssl-redirect` its Ingress redirects without TLS too.
+                    r.https_redirect &= has_tls || self.forced.contains(&r.source);
+                }
                 // Most hosts have one route; the vector grew for four.
                 routes.shrink_to_fit();
-                VirtualHost { host, routes }
+                Arc::new(VirtualHost { host, routes })
             })
             .collect()
     }
@@ -386,19 +391,19 @@ fn push_route(routes: &mut Vec<Route>, route: Route) {
 /// Which hosts have TLS: an exact name when a TLS host is that name or a wildcard matching
 /// it, a wildcard when a TLS host is that same wildcard. The TLS hosts are indexed once, so
 /// that each host costs a lookup and a test of the (few) wildcard TLS hosts.
-pub(crate) struct TlsCovered<'a> {
+struct TlsCovered<'a> {
     all: HashSet<&'a Host>,
     wildcards: Vec<&'a Host>,
 }
 
 impl<'a> TlsCovered<'a> {
-    pub(crate) fn new(tls_hosts: &'a [wharf_model::TlsHost]) -> Self {
+    fn new(tls_hosts: &'a [wharf_model::TlsHost]) -> Self {
         let all: HashSet<&Host> = tls_hosts.iter().map(|t| &t.host).collect();
         let wildcards = all.iter().copied().filter(|h| !matches!(h, Host::Exact(_))).collect();
         TlsCovered { all, wildcards }
     }
 
-    pub(crate) fn covers(&self, host: &Host) -> bool {
+    fn covers(&self, host: &Host) -> bool {
         match host {
             Host::Exact(name) => self.all.contains(host) || self.wildcards.iter().any(|t| t.matches(name)),
             Host::Wildcard(_) | Host::Suffix(_) => self.all.contains(host),

@@ -1,25 +1,28 @@
 //! Translation by object. The Ingresses of our class fall into parts: sets of Ingresses
-//! that share nothing one Ingress's translation reads of another's (a host, the default
-//! backend, an ACME Secret). Each part is translated on its own and kept with the objects
+//! that share nothing one Ingress's translation reads of another's (a host, a wildcard TLS
+//! host covering one, the default backend, an ACME Secret). Each part is translated on its
+//! own and kept with the objects
 //! its translation looked up (Secrets, Services and their EndpointSlices, Pods,
 //! Namespaces); a change translates again only the parts of the Ingresses it touches and
 //! the parts that looked up an object it touches, and the parts are merged into the
 //! snapshot. Whatever is not an Ingress's (Gateway API, the default certificate, TCP
 //! services) is translated whole every time.
 //!
-//! A fresh translation ([`super::translate`]) goes through the same parts, so a snapshot
-//! never depends on which parts were kept: the tests translate random changes both ways
-//! and compare.
+//! A translation made once ([`super::translate`], standalone mode) translates all
+//! Ingresses as one part, through the same code. A snapshot never depends on which parts
+//! were kept or how the Ingresses fell into parts: the tests translate random changes by
+//! parts, afresh by parts and as one part, and compare.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::Ingress;
 use wharf_model::{
     Certificate, ClientAuthHost, Cluster, Host, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
 };
 
-use super::{annotations, HashMap, HashSet};
+use super::{annotations, HashMap};
 use super::{Diagnostic, Lookups, Options, Translation, World};
 
 /// `(namespace, name)`.
@@ -104,17 +107,25 @@ pub(super) enum Link {
     All,
 }
 
+/// What ties an Ingress to others: its links, and the wildcard suffixes of its hosts (a
+/// host `a.example.com` has TLS when a TLS host `*.example.com` covers it, so it is
+/// translated with the Ingresses of that wildcard, if any, but not with the other hosts
+/// under `.example.com`).
+#[derive(Debug, Default)]
+struct Ties {
+    links: Vec<Link>,
+    under: Vec<String>,
+}
+
 /// The translation of one part.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Part {
     /// The Ingresses of the part.
     pub(super) members: Vec<Key>,
-    pub(super) links: Vec<Link>,
-    pub(super) reads: Vec<Read>,
     /// The soonest expiry (Unix seconds) of a certificate the part serves that has not
     /// expired yet: past it, the part is translated again.
     pub(super) expires: Option<i64>,
-    pub(super) virtual_hosts: Vec<VirtualHost>,
+    pub(super) virtual_hosts: Vec<Arc<VirtualHost>>,
     pub(super) tls_hosts: Vec<TlsHost>,
     pub(super) default_backend: Option<Box<Route>>,
     pub(super) passthrough: Vec<SniRoute>,
@@ -124,8 +135,6 @@ pub(super) struct Part {
     pub(super) diags: Vec<Diagnostic>,
     /// The Ingresses served (their status is ours to write).
     pub(super) served: Vec<ObjectRef>,
-    /// The Ingresses whose routes redirect to HTTPS even without TLS (`force-ssl-redirect`).
-    pub(super) forced: Vec<ObjectRef>,
     pub(super) acme: Vec<crate::acme::Demand>,
 }
 
@@ -133,12 +142,20 @@ pub(super) struct Part {
 ///
 /// It is kept for one set of [`Options`] (the time aside): the controller's.
 #[derive(Debug, Default)]
+///
+/// The lookups from an Ingress, a link, a wildcard suffix or an object read to the parts
+/// are not cleaned when a part goes: an id whose part is gone is skipped, and the lookups
+/// are compacted once as many parts went as there are.
 pub struct Incremental {
     parts: HashMap<u64, Part>,
     next: u64,
+    /// Parts gone since the lookups were last compacted.
+    gone: usize,
     by_ingress: HashMap<Key, u64>,
     by_link: HashMap<Link, u64>,
-    readers: BTreeSet<(Read, u64)>,
+    /// The parts with a host under each wildcard suffix.
+    by_under: HashMap<String, Vec<u64>>,
+    readers: HashMap<Read, Vec<u64>>,
     /// The Ingresses that check requests with an external authentication service.
     external: BTreeSet<Key>,
     /// All Ingresses make one part.
@@ -160,8 +177,8 @@ impl Incremental {
         self.translated
     }
 
-    /// Translates all Ingresses as one part, as the reference the parts are tested against.
-    #[cfg(test)]
+    /// Translates all Ingresses as one part: a translation made once (no part is kept for
+    /// a next one), and the reference the parts are tested against.
     pub(super) fn whole() -> Incremental {
         Incremental { whole: true, ..Incremental::default() }
     }
@@ -199,8 +216,8 @@ impl Incremental {
         if !everything {
             let mut dirty: BTreeSet<Key> = changes.ingresses.clone();
             for read in &changes.reads {
-                let readers = self.readers.range((read.clone(), 0)..=(read.clone(), u64::MAX));
-                for part in readers.filter_map(|(_, id)| self.parts.get(id)) {
+                let readers = self.readers.get(read).into_iter().flatten();
+                for part in readers.filter_map(|id| self.parts.get(id)) {
                     dirty.extend(part.members.iter().cloned());
                 }
             }
@@ -217,7 +234,7 @@ impl Incremental {
                         self.external.insert(key.clone());
                     }
                     parsed.insert(key, p);
-                } else if let Some(id) = self.by_ingress.get(&key).copied() {
+                } else if let Some(id) = self.live(self.by_ingress.get(&key)) {
                     // Gone, or no longer ours: its part goes, the rest of it is translated
                     // again.
                     for member in self.remove(id) {
@@ -250,18 +267,25 @@ impl Incremental {
         // The parts the Ingresses to translate are in, or link to, go; their Ingresses are
         // translated again with them. Parts are closed: an Ingress outside them shares no
         // link with one inside.
-        let mut links: HashMap<Key, Vec<Link>> = HashMap::default();
+        let mut ties: HashMap<Key, Ties> = HashMap::default();
         let mut queue: Vec<Key> = parsed.keys().cloned().collect();
         while let Some(key) = queue.pop() {
             let Some(ing) = ours.get(&(key.0.as_str(), key.1.as_str())) else { continue };
             let Some((settings, _)) = parsed.get(&key) else { continue };
-            let own = links_of(ing, settings, opts, all);
-            let mut found = Vec::new();
-            if let Some(id) = self.by_ingress.get(&key) {
-                found.push(*id);
+            let own = ties_of(ing, settings, opts, all);
+            let mut found: Vec<u64> = Vec::new();
+            found.extend(self.live(self.by_ingress.get(&key)));
+            for link in &own.links {
+                found.extend(self.live(self.by_link.get(link)));
+                if let Link::Host(Host::Wildcard(suffix)) = link {
+                    let under = self.by_under.get(suffix).into_iter().flatten();
+                    found.extend(under.filter(|id| self.parts.contains_key(id)));
+                }
             }
-            found.extend(own.iter().filter_map(|l| self.by_link.get(l).copied()));
-            links.insert(key, own);
+            for suffix in &own.under {
+                found.extend(self.live(self.by_link.get(&Link::Host(Host::Wildcard(suffix.clone())))));
+            }
+            ties.insert(key, own);
             for id in found {
                 for member in self.remove(id) {
                     if let Some(ing) = ours.get(&(member.0.as_str(), member.1.as_str())) {
@@ -276,9 +300,9 @@ impl Incremental {
         }
 
         // The Ingresses to translate, in parts.
-        self.translated = links.len();
+        self.translated = ties.len();
         let mut users = super::auth::Users::default();
-        for component in components(&links) {
+        for component in components(&ties) {
             let mut members: Vec<(&Ingress, annotations::Settings)> = Vec::with_capacity(component.len());
             let mut diags = Vec::new();
             for key in &component {
@@ -291,52 +315,67 @@ impl Incremental {
                 diags.extend(d);
             }
             members.sort_by(|a, b| super::age_key(a.0).cmp(&super::age_key(b.0)));
-            lookups.secrets.reads.start();
-            lookups.backends.reads.start();
+            if !self.whole {
+                lookups.secrets.reads.start();
+                lookups.backends.reads.start();
+            }
             let mut part = super::ingress_part(&lookups, &mut users, &members, diags);
             let mut reads = lookups.secrets.reads.stop();
             reads.extend(lookups.backends.reads.stop());
             reads.sort_unstable();
             reads.dedup();
-            part.reads = reads;
             part.expires = part.certificates.values().map(|c| c.not_after).filter(|t| *t >= opts.now).min();
-            part.links = component.iter().flat_map(|k| links.get(k)).flatten().cloned().collect();
-            part.links.sort_unstable();
-            part.links.dedup();
+            let id = self.next;
+            self.next += 1;
+            for key in &component {
+                let Some(t) = ties.remove(key) else { continue };
+                for link in t.links {
+                    self.by_link.insert(link, id);
+                }
+                for suffix in t.under {
+                    self.by_under.entry(suffix).or_default().push(id);
+                }
+                self.by_ingress.insert(key.clone(), id);
+            }
+            for read in reads {
+                self.readers.entry(read).or_default().push(id);
+            }
             part.members = component;
-            self.insert(part);
+            self.parts.insert(id, part);
+        }
+        if self.gone > self.parts.len() {
+            self.compact();
         }
         self.merge(world, &lookups)
     }
 
-    /// Removes part `id` and returns its members.
-    fn remove(&mut self, id: u64) -> Vec<Key> {
-        let Some(part) = self.parts.remove(&id) else { return Vec::new() };
-        for key in &part.members {
-            self.by_ingress.remove(key);
-        }
-        for link in &part.links {
-            self.by_link.remove(link);
-        }
-        for read in part.reads {
-            self.readers.remove(&(read, id));
-        }
-        part.members
+    /// `id`, if its part is still there.
+    fn live(&self, id: Option<&u64>) -> Option<u64> {
+        id.copied().filter(|id| self.parts.contains_key(id))
     }
 
-    fn insert(&mut self, part: Part) {
-        let id = self.next;
-        self.next += 1;
-        for key in &part.members {
-            self.by_ingress.insert(key.clone(), id);
+    /// Drops the lookups of parts that are gone.
+    fn compact(&mut self) {
+        let parts = &self.parts;
+        self.by_ingress.retain(|_, id| parts.contains_key(id));
+        self.by_link.retain(|_, id| parts.contains_key(id));
+        for ids in self.by_under.values_mut().chain(self.readers.values_mut()) {
+            ids.retain(|id| parts.contains_key(id));
         }
-        for link in &part.links {
-            self.by_link.insert(link.clone(), id);
+        self.by_under.retain(|_, ids| !ids.is_empty());
+        self.readers.retain(|_, ids| !ids.is_empty());
+        self.gone = 0;
+    }
+
+    /// Removes part `id` and returns its members.
+    fn remove(&mut self, id: u64) -> Vec<Key> {
+        match self.parts.remove(&id) {
+            Some(part) => {
+                self.gone += 1;
+                part.members
+            }
+            None => Vec::new(),
         }
-        for read in &part.reads {
-            self.readers.insert((read.clone(), id));
-        }
-        self.parts.insert(id, part);
     }
 
     /// The snapshot of all parts, and of the rest of `world`.
@@ -349,7 +388,6 @@ impl Incremental {
         let mut clusters = Vec::with_capacity(parts().map(|p| p.clusters.len()).sum());
         let mut served = Vec::with_capacity(parts().map(|p| p.served.len()).sum());
         let mut diags = Vec::new();
-        let mut forced: HashSet<&ObjectRef> = HashSet::default();
         let mut demands = Vec::new();
         for part in parts() {
             virtual_hosts.extend(part.virtual_hosts.iter().cloned());
@@ -358,7 +396,6 @@ impl Incremental {
             clusters.extend(part.clusters.iter().map(|(k, v)| (k.clone(), v.clone())));
             served.extend(part.served.iter().cloned());
             diags.extend(part.diags.iter().cloned());
-            forced.extend(part.forced.iter());
             demands.extend(part.acme.iter().cloned());
             snapshot.passthrough.extend(part.passthrough.iter().cloned());
             snapshot.client_auth.extend(part.client_auth.iter().cloned());
@@ -368,20 +405,10 @@ impl Incremental {
         }
         // Parts share no host, certificate id or cluster id with different contents.
         tls_hosts.sort_unstable_by(|a: &TlsHost, b| a.host.cmp(&b.host));
-        virtual_hosts.sort_unstable_by(|a: &VirtualHost, b| a.host.cmp(&b.host));
+        virtual_hosts.sort_unstable_by(|a: &Arc<VirtualHost>, b| a.host.cmp(&b.host));
         snapshot.passthrough.sort_unstable_by(|a, b| a.host.cmp(&b.host));
         snapshot.client_auth.sort_by(|a, b| a.host.cmp(&b.host));
         served.sort_unstable();
-        let tls = super::TlsCovered::new(&tls_hosts);
-        for vh in &mut virtual_hosts {
-            if tls.covers(&vh.host) {
-                continue;
-            }
-            for r in &mut vh.routes {
-                // `force-ssl-redirect`: its Ingress redirects without TLS too.
-                r.https_redirect &= forced.contains(&r.source);
-            }
-        }
         snapshot.tls_hosts = tls_hosts;
         snapshot.virtual_hosts = virtual_hosts;
         snapshot.certificates = certificates.into_iter().collect();
@@ -391,12 +418,13 @@ impl Incremental {
     }
 }
 
-/// What `ing` shares with the Ingresses it is translated with.
-fn links_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all: bool) -> Vec<Link> {
+/// What ties `ing` to the Ingresses it is translated with.
+fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all: bool) -> Ties {
+    let mut out = Ties::default();
     if all {
-        return vec![Link::All];
+        out.links.push(Link::All);
+        return out;
     }
-    let mut out = Vec::new();
     let Some(spec) = &ing.spec else { return out };
     let host = |raw: Option<&str>| match raw {
         None | Some("") => Some(Host::Any),
@@ -404,31 +432,35 @@ fn links_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all
     };
     for rule in spec.rules.iter().flatten() {
         let Some(h) = host(rule.host.as_deref()) else { continue };
-        if let (true, Host::Exact(name)) = (settings.from_to_www, &h) {
-            let alias = match name.strip_prefix("www.") {
-                Some(bare) => bare.to_owned(),
-                None => format!("www.{name}"),
-            };
-            out.push(Link::Host(Host::Exact(alias)));
+        if let Host::Exact(name) = &h {
+            out.under.extend(Host::wildcard_key(name).map(str::to_owned));
+            if settings.from_to_www {
+                let alias = match name.strip_prefix("www.") {
+                    Some(bare) => bare.to_owned(),
+                    None => format!("www.{name}"),
+                };
+                out.under.extend(Host::wildcard_key(&alias).map(str::to_owned));
+                out.links.push(Link::Host(Host::Exact(alias)));
+            }
         }
-        out.push(Link::Host(h));
+        out.links.push(Link::Host(h));
     }
     let ns = ing.metadata.namespace.as_deref().unwrap_or("default");
     for entry in spec.tls.iter().flatten() {
-        out.extend(entry.hosts.iter().flatten().filter_map(|h| host(Some(h))).map(Link::Host));
+        out.links.extend(entry.hosts.iter().flatten().filter_map(|h| host(Some(h))).map(Link::Host));
         if let (false, Some(secret)) = (opts.acme.issuers.is_empty(), entry.secret_name.as_deref()) {
-            out.push(Link::AcmeSecret((ns.to_owned(), secret.to_owned())));
+            out.links.push(Link::AcmeSecret((ns.to_owned(), secret.to_owned())));
         }
     }
     if spec.default_backend.is_some() {
-        out.push(Link::DefaultBackend);
+        out.links.push(Link::DefaultBackend);
     }
     out
 }
 
-/// The sets of Ingresses linked directly or through others, each in key order.
-fn components(links: &HashMap<Key, Vec<Link>>) -> Vec<Vec<Key>> {
-    let keys: Vec<&Key> = links.keys().collect();
+/// The sets of Ingresses tied directly or through others, each in key order.
+fn components(ties: &HashMap<Key, Ties>) -> Vec<Vec<Key>> {
+    let keys: Vec<&Key> = ties.keys().collect();
     let mut parent: Vec<usize> = (0..keys.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -437,17 +469,25 @@ fn components(links: &HashMap<Key, Vec<Link>>) -> Vec<Vec<Key>> {
         }
         i
     }
+    fn join(parent: &mut [usize], i: usize, j: usize) {
+        let (a, b) = (root(parent, i), root(parent, j));
+        parent[a] = b;
+    }
     let mut first: HashMap<&Link, usize> = HashMap::default();
     for (i, key) in keys.iter().enumerate() {
-        for link in &links[*key] {
+        for link in &ties[*key].links {
             match first.get(link) {
-                Some(&j) => {
-                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-                    parent[a] = b;
-                }
+                Some(&j) => join(&mut parent, i, j),
                 None => {
                     first.insert(link, i);
                 }
+            }
+        }
+    }
+    for (i, key) in keys.iter().enumerate() {
+        for suffix in &ties[*key].under {
+            if let Some(&j) = first.get(&Link::Host(Host::Wildcard(suffix.clone()))) {
+                join(&mut parent, i, j);
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Translation by parts: random worlds changed one object at a time, translated by the
-//! parts a change touches, afresh, and whole (all Ingresses one part), must agree.
+//! parts a change touches, afresh by parts, and whole (all Ingresses one part, as
+//! [`translate`] does), must agree.
 
 use std::collections::BTreeMap;
 
@@ -248,8 +249,8 @@ fn translating_the_parts_a_change_touches_gives_what_translating_everything_give
             let world = objects.world();
             let previous = Some(&*last.snapshot);
             let got = parts.translate(&world, &opts, previous, &changes);
-            let fresh = translate(&world, &opts, previous);
-            let whole = Incremental::whole().translate(&world, &opts, previous, &Changes::everything());
+            let fresh = Incremental::default().translate(&world, &opts, previous, &Changes::everything());
+            let whole = translate(&world, &opts, previous);
             let what = format!("seed {seed} step {step} after {changes:?}");
             same(&got, &fresh, &what);
             same(&fresh, &whole, &format!("{what}, whole"));

@@ -89,7 +89,7 @@ pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {
 /// A snapshot with one virtual host per (host, routes) and the given clusters.
 pub fn snapshot(hosts: Vec<(Host, Vec<Route>)>, clusters: Vec<(&str, Cluster)>) -> Snapshot {
     Snapshot {
-        virtual_hosts: hosts.into_iter().map(|(host, routes)| VirtualHost { host, routes }).collect(),
+        virtual_hosts: hosts.into_iter().map(|(host, routes)| VirtualHost { host, routes }.into()).collect(),
         clusters: clusters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<BTreeMap<_, _>>(),
         ..Default::default()
     }
