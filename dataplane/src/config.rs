@@ -968,6 +968,7 @@ mod tests {
         let first = Snapshot {
             virtual_hosts: vec![
                 vh("keep.com", "/", "b"),
+                vh("equal.com", "/", "b"),
                 vh("edited.com", "/x", "b"),
                 vh("moved.com", "/", "c"),
                 vh("gone.com", "/", "a"),
@@ -978,7 +979,9 @@ mod tests {
             ..Default::default()
         };
         let mut second = first.clone();
-        second.virtual_hosts[1] = vh("edited.com", "/y", "b");
+        // Equal but not shared, as a snapshot translated afresh has it.
+        second.virtual_hosts[1] = vh("equal.com", "/", "b");
+        second.virtual_hosts[2] = vh("edited.com", "/y", "b");
         second.clusters = [("b", 2), ("c", 5), ("d", 6)].map(|(id, port)| (id.to_owned(), cluster(port))).into();
         let c = compiler();
         let one = c.compile(Arc::new(first), 1, None).unwrap();
@@ -986,6 +989,7 @@ mod tests {
         let routes =
             |config: &CompiledConfig, h: &str| Arc::clone(config.edge.router.hosts.get_host(&host(h)).unwrap());
         assert!(Arc::ptr_eq(&routes(&one, "keep.com"), &routes(&two, "keep.com")), "unchanged: reused");
+        assert!(Arc::ptr_eq(&routes(&one, "equal.com"), &routes(&two, "equal.com")), "equal: reused");
         let upstream = |config: &CompiledConfig, h: &str, path: &str| match get(config, h, path).map(|r| &r.action) {
             Some(CompiledAction::Forward(f)) => f.pick().map(Arc::clone),
             other => panic!("{h}{path}: {other:?}"),

@@ -62,10 +62,8 @@ impl Changes {
     /// Adds `other`'s changes.
     pub fn extend(&mut self, other: Changes) {
         self.all |= other.all;
-        if !self.all {
-            self.ingresses.extend(other.ingresses);
-            self.reads.extend(other.reads);
-        }
+        self.ingresses.extend(other.ingresses);
+        self.reads.extend(other.reads);
     }
 }
 
@@ -175,6 +173,14 @@ impl Incremental {
     /// How many Ingresses the last translation translated (the others' parts were kept).
     pub fn translated(&self) -> usize {
         self.translated
+    }
+
+    /// The entries of the lookups from Ingresses, links, wildcard suffixes and objects read
+    /// to parts, those of parts gone included.
+    #[cfg(test)]
+    pub(super) fn lookups(&self) -> usize {
+        let lists = self.by_under.values().chain(self.readers.values()).map(Vec::len).sum::<usize>();
+        self.by_ingress.len() + self.by_link.len() + lists
     }
 
     /// Translates all Ingresses as one part: a translation made once (no part is kept for
@@ -343,10 +349,15 @@ impl Incremental {
             part.members = component;
             self.parts.insert(id, part);
         }
+        self.compact_when_due();
+        self.merge(world, &lookups)
+    }
+
+    /// Compacts the lookups once as many parts went as there are.
+    fn compact_when_due(&mut self) {
         if self.gone > self.parts.len() {
             self.compact();
         }
-        self.merge(world, &lookups)
     }
 
     /// `id`, if its part is still there.

@@ -292,6 +292,36 @@ fn a_change_translates_only_the_parts_it_touches() {
     // Nothing of the Ingresses changed (a Gateway did): nothing is translated again.
     parts.translate(&objects.world(), &opts, None, &Changes::default());
     assert_eq!(parts.translated(), 0);
+    // A resync translates everything again.
+    parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert_eq!((parts.parts(), parts.translated()), (3, 4));
+
+    // Changed over and over, the lookups to parts gone are dropped now and then.
+    let bound = parts.lookups() * 3;
+    for round in 0..50 {
+        let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.example.com"), json!([path(&format!("/{round}"), "Prefix", "h2", json!({"number": 81}))]))]});
+        objects.ingresses.insert("i3".into(), ingress("i3", 1, json!({}), spec));
+        let changes = Changes { ingresses: [("web".into(), "i3".into())].into(), ..Changes::default() };
+        parts.translate(&objects.world(), &opts, None, &changes);
+        assert!(parts.lookups() <= bound, "round {round}: {} lookups", parts.lookups());
+    }
+
+    let mut whole = Incremental::whole();
+    whole.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert_eq!(whole.parts(), 1, "whole: one part");
+}
+
+#[test]
+fn changes_gather_until_translated() {
+    let key = |n: &str| ("web".to_owned(), n.to_owned());
+    let mut c = Changes { ingresses: [key("a")].into(), ..Changes::default() };
+    c.extend(Changes { reads: [Read::Secret(key("s"))].into(), ..Changes::default() });
+    assert!(!c.all);
+    assert_eq!((c.ingresses.len(), c.reads.len()), (1, 1));
+    c.extend(Changes::everything());
+    assert!(c.all);
+    c.extend(Changes::default());
+    assert!(c.all, "everything stays everything");
 }
 
 #[test]
@@ -310,6 +340,10 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
     let mut parts = Incremental::default();
     let before = parts.translate(&objects.world(), &opts, None, &Changes::everything());
     assert!(before.diagnostics.is_empty(), "{:?}", before.diagnostics);
+
+    opts.now = 1_798_761_600; // 2027-01-01, the last second it is valid
+    parts.translate(&objects.world(), &opts, Some(&before.snapshot), &Changes::default());
+    assert_eq!(parts.translated(), 0);
 
     opts.now = 1_800_000_000; // 2027-01-15
     let after = parts.translate(&objects.world(), &opts, Some(&before.snapshot), &Changes::default());
