@@ -257,7 +257,7 @@ impl Incremental {
             everything = had_external != has_external;
         }
         if everything {
-            *self = Incremental { next: self.next, whole: self.whole, ..Incremental::default() };
+            *self = Incremental { whole: self.whole, ..Incremental::default() };
             parsed.clear();
             for (&(ns, name), ing) in &ours {
                 let key = (ns.to_owned(), name.to_owned());
