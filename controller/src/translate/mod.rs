@@ -312,6 +312,14 @@ fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) 
     (m.creation_timestamp.as_ref().map(|t| t.0), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
 }
 
+/// The other name of `from-to-www-redirect`: `name` without `www.`, or with it.
+fn www_alias(name: &str) -> String {
+    match name.strip_prefix("www.") {
+        Some(bare) => bare.to_owned(),
+        None => format!("www.{name}"),
+    }
+}
+
 pub(crate) fn ingress_ref(ing: &Ingress) -> ObjectRef {
     ObjectRef::new(
         "Ingress",
@@ -636,10 +644,7 @@ impl<'a> Translator<'a> {
             }
             if settings.from_to_www {
                 if let Host::Exact(name) = &host {
-                    let alias = match name.strip_prefix("www.") {
-                        Some(bare) => bare.to_owned(),
-                        None => format!("www.{name}"),
-                    };
+                    let alias = www_alias(name);
                     routes.www_redirects.push((alias, name.clone(), src.clone()));
                 }
             }

@@ -446,10 +446,7 @@ fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all:
         if let Host::Exact(name) = &h {
             out.under.extend(Host::wildcard_key(name).map(str::to_owned));
             if settings.from_to_www {
-                let alias = match name.strip_prefix("www.") {
-                    Some(bare) => bare.to_owned(),
-                    None => format!("www.{name}"),
-                };
+                let alias = super::www_alias(name);
                 out.under.extend(Host::wildcard_key(&alias).map(str::to_owned));
                 out.links.push(Link::Host(Host::Exact(alias)));
             }
