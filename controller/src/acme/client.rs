@@ -68,6 +68,12 @@ impl From<instant_acme::Error> for OrderError {
     }
 }
 
+/// Whether a problem of this `type` would refuse a plain order as well as one naming the
+/// certificate it replaces (a rate limit).
+fn refuses_any_order(kind: Option<&str>) -> bool {
+    kind.is_some_and(|t| t.ends_with(":rateLimited"))
+}
+
 /// An account builder trusting the issuer's `ca-file` root, else the system's roots.
 fn builder(issuer: &Issuer) -> Result<instant_acme::AccountBuilder, OrderError> {
     match &issuer.ca_file {
@@ -143,27 +149,28 @@ pub async fn order<P: Publish + Sync>(
     publish: &P,
 ) -> Result<Issued, OrderError> {
     let identifiers: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
-    let mut new = NewOrder::new(&identifiers);
-    if let Some(p) = &issuer.profile {
-        new = new.profile(p);
-    }
+    let plain = || {
+        let new = NewOrder::new(&identifiers);
+        match &issuer.profile {
+            Some(p) => new.profile(p),
+            None => new,
+        }
+    };
     let quoted = replaces.map(|r| format!("\"{r}\""));
     let replaced = quoted.as_deref().and_then(|q| serde_json::from_str::<CertificateIdentifier<'_>>(q).ok());
     let mut order = match replaced {
-        Some(id) => match account.new_order(&new.replaces(id)).await {
-            // Replaced already (by an order a former leader made): a plain order.
-            Err(instant_acme::Error::Api(p))
-                if p.r#type.as_deref().is_some_and(|t| t.ends_with(":alreadyReplaced")) =>
-            {
-                let mut plain = NewOrder::new(&identifiers);
-                if let Some(p) = &issuer.profile {
-                    plain = plain.profile(p);
-                }
-                account.new_order(&plain).await?
+        Some(id) => match account.new_order(&plain().replaces(id)).await {
+            // Naming the replaced certificate is a courtesy to the server (ARI), not a
+            // condition of the renewal: when the server refuses it (replaced already by an
+            // order a former leader made, issued to another account, unknown to it), a
+            // plain order. A rate limit would refuse the plain order as well.
+            Err(instant_acme::Error::Api(p)) if !refuses_any_order(p.r#type.as_deref()) => {
+                tracing::info!(issuer = %issuer.name, problem = %p, "the ACME server refused the renewal naming the certificate it replaces; ordering without naming it");
+                account.new_order(&plain()).await?
             }
             other => other?,
         },
-        None => account.new_order(&new).await?,
+        None => account.new_order(&plain()).await?,
     };
     let kind = match issuer.challenge {
         ChallengeKind::Http01 => ChallengeType::Http01,
@@ -298,5 +305,24 @@ pub async fn renewal_window(account: &Account, ari_id: &str) -> Result<Option<(i
         }
         Err(instant_acme::Error::Unsupported(_)) => Ok(None),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_rate_limit_keeps_a_renewal_from_ordering_without_naming_what_it_replaces() {
+        assert!(refuses_any_order(Some("urn:ietf:params:acme:error:rateLimited")));
+        for kind in [
+            Some("urn:ietf:params:acme:error:alreadyReplaced"),
+            Some("urn:ietf:params:acme:error:unauthorized"),
+            Some("urn:ietf:params:acme:error:serverInternal"),
+            Some("urn:ietf:params:acme:error:malformed"),
+            None,
+        ] {
+            assert!(!refuses_any_order(kind), "{kind:?}");
+        }
     }
 }
