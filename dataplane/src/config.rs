@@ -2,7 +2,6 @@
 //! tables and upstreams. Done off the hot path; the result is swapped in whole.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -20,6 +19,10 @@ pub use crate::routing::{
     Router,
 };
 use crate::tls::{self, Resumption, SniResolver};
+
+/// Hashing for maps keyed by configuration (not by what a client sends).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// Why a snapshot was refused. The previous config keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -243,8 +246,8 @@ impl Compiler {
         previous: Option<&CompiledConfig>,
     ) -> Result<CompiledConfig, CompileError> {
         let certs = self.certificates(&snapshot, previous)?;
-        let mut endpoints = HashMap::new();
-        let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::new();
+        let mut endpoints = HashMap::default();
+        let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::default();
         // An unchanged cluster keeps its upstream; the hosts whose routes look up a changed
         // one (or one that came or went) are compiled again, the others are reused.
         // Both snapshots hold their clusters in id order, and the previous config its
@@ -254,7 +257,7 @@ impl Compiler {
             .flat_map(|p| p.snapshot.clusters.iter().zip(&p.upstreams))
             .map(|((id, cluster), upstream)| (id.as_str(), cluster, upstream))
             .peekable();
-        let mut changed: HashSet<&str> = HashSet::new();
+        let mut changed: HashSet<&str> = HashSet::default();
         let mut kept = Vec::with_capacity(snapshot.clusters.len());
         for (id, cluster) in &snapshot.clusters {
             while let Some((gone, _, _)) = before.next_if(|(old, _, _)| *old < id.as_str()) {
@@ -309,7 +312,7 @@ impl Compiler {
         changed.extend(before.map(|(gone, _, _)| gone));
         let upstreams = Upstreams { by_id: upstreams, changed, looked_up: RefCell::default() };
 
-        let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::new();
+        let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::default();
         // The edge HTTPS listener serves the certificates of the edge Gateway's HTTPS
         // listeners first: theirs for a host both name, a listener without hostname's as
         // the default.
@@ -340,13 +343,13 @@ impl Compiler {
                 tcp: snapshot.tcp_routes.iter().map(|r| (r.port, vec![(r.cluster.as_str(), 1, false)])).collect(),
                 client_auth: &snapshot.client_auth,
             },
-            previous.map(|p| (&p.edge, p.snapshot.virtual_hosts.as_slice())),
+            previous.map(|p| &p.edge),
             &certs,
             &upstreams,
             &mut route_metrics,
         )?;
-        let mut ports = HashMap::with_capacity(snapshot.gateway_ports.len());
-        let mut edge_gateway = HashMap::new();
+        let mut ports = HashMap::with_capacity_and_hasher(snapshot.gateway_ports.len(), Default::default());
+        let mut edge_gateway = HashMap::default();
         for p in &snapshot.gateway_ports {
             // A listener without hostname takes every name, also clients without SNI.
             let catch_all = p.tls_hosts.iter().find(|t| t.host == Host::Any).map(|t| t.certificate.as_str());
@@ -365,16 +368,9 @@ impl Compiler {
                     },
                     client_auth: &[],
                 },
-                previous.and_then(|prev| {
-                    let tables = match p.edge {
-                        true => prev.edge_gateway.get(&p.protocol)?,
-                        false => prev.ports.get(&p.bind)?,
-                    };
-                    let port = prev.snapshot.gateway_ports.iter().find(|q| match p.edge {
-                        true => q.edge && q.protocol == p.protocol,
-                        false => !q.edge && q.bind == p.bind,
-                    })?;
-                    Some((tables, port.virtual_hosts.as_slice()))
+                previous.and_then(|prev| match p.edge {
+                    true => prev.edge_gateway.get(&p.protocol),
+                    false => prev.ports.get(&p.bind),
                 }),
                 &certs,
                 &upstreams,
@@ -396,7 +392,7 @@ impl Compiler {
     fn tables(
         &self,
         src: TableSource<'_>,
-        previous: Option<(&Tables, &[Arc<VirtualHost>])>,
+        previous: Option<&Tables>,
         certs: &CertCache,
         upstreams: &Upstreams<'_>,
         route_metrics: &mut HashMap<String, RouteMetrics>,
@@ -482,21 +478,33 @@ impl Compiler {
             }
         };
         let mut router = Router::default();
-        let before: HashMap<&Host, &Arc<VirtualHost>> =
-            previous.iter().flat_map(|(_, hosts)| hosts.iter()).map(|vh| (&vh.host, vh)).collect();
         for vh in src.virtual_hosts {
-            // The same host, shared with the previous snapshot, or equal to its.
-            let same = |b: &&Arc<VirtualHost>| Arc::ptr_eq(b, vh) || *b == vh;
+            // Compiled from the same host (shared with the previous snapshot, or equal to
+            // its), and no cluster its routes look up changed.
+            let same = |old: &HostRoutes| match &*old.source.load() {
+                // By pointer first (`VirtualHost` is `Eq`).
+                Some(b) if b == vh => {
+                    if !Arc::ptr_eq(b, vh) {
+                        old.source.store(Some(Arc::clone(vh)));
+                    }
+                    true
+                }
+                _ => false,
+            };
             let unchanged = previous
-                .and_then(|(tables, _)| tables.router.hosts.get_host(&vh.host))
-                .filter(|old| before.get(&vh.host).is_some_and(same) && !upstreams.any_changed(&old.clusters));
+                .and_then(|tables| tables.router.hosts.get_host(&vh.host))
+                .filter(|old| !upstreams.any_changed(&old.clusters) && same(old));
             let host = match unchanged {
                 Some(old) => Arc::clone(old),
                 None => {
                     upstreams.looked_up.borrow_mut().clear();
                     let routes = vh.routes.iter().map(&mut compile_route).collect();
                     let clusters = upstreams.looked_up.borrow_mut().drain(..).collect();
-                    Arc::new(HostRoutes { routes, clusters })
+                    Arc::new(HostRoutes {
+                        routes,
+                        clusters,
+                        source: arc_swap::ArcSwapOption::new(Some(Arc::clone(vh))),
+                    })
                 }
             };
             router.hosts.insert(&vh.host, host);
@@ -540,7 +548,7 @@ impl Compiler {
     }
 
     fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
-        let mut out = HashMap::with_capacity(snapshot.certificates.len());
+        let mut out = HashMap::with_capacity_and_hasher(snapshot.certificates.len(), Default::default());
         for (id, c) in &snapshot.certificates {
             // The key validation parsed; else the previous config's, when the PEM is the same.
             let reused = || {
@@ -990,6 +998,9 @@ mod tests {
             |config: &CompiledConfig, h: &str| Arc::clone(config.edge.router.hosts.get_host(&host(h)).unwrap());
         assert!(Arc::ptr_eq(&routes(&one, "keep.com"), &routes(&two, "keep.com")), "unchanged: reused");
         assert!(Arc::ptr_eq(&routes(&one, "equal.com"), &routes(&two, "equal.com")), "equal: reused");
+        // ... and from then on compared with the host of the second snapshot, by pointer.
+        let source = routes(&two, "equal.com").source.load_full().unwrap();
+        assert!(Arc::ptr_eq(&source, &two.snapshot.virtual_hosts[1]));
         let upstream = |config: &CompiledConfig, h: &str, path: &str| match get(config, h, path).map(|r| &r.action) {
             Some(CompiledAction::Forward(f)) => f.pick().map(Arc::clone),
             other => panic!("{h}{path}: {other:?}"),

@@ -1,7 +1,8 @@
 //! Values by host, looked up most specific first: the one table shape behind HTTP routing,
 //! certificate selection and passthrough by SNI.
 
-use std::collections::HashMap;
+/// Keyed by configured names; lookups hash what a client sends, but never insert it.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use wharf_model::Host;
 
@@ -29,7 +30,7 @@ pub struct HostMap<T> {
 
 impl<T> Default for HostMap<T> {
     fn default() -> Self {
-        HostMap { exact: HashMap::new(), wildcard: HashMap::new(), suffix: HashMap::new(), any: None }
+        HostMap { exact: HashMap::default(), wildcard: HashMap::default(), suffix: HashMap::default(), any: None }
     }
 }
 

@@ -406,13 +406,17 @@ pub struct HostRoutes {
     pub(crate) routes: Vec<CompiledRoute>,
     /// The clusters its routes looked up (found or not).
     pub(crate) clusters: Box<[Box<str>]>,
+    /// The host they were compiled from: a next snapshot with the same host (shared, or
+    /// equal: then the next snapshot's is kept, to be found shared the time after) reuses
+    /// them. Only compilation reads it.
+    pub(crate) source: arc_swap::ArcSwapOption<wharf_model::VirtualHost>,
 }
 
 impl HostRoutes {
     /// Routes that depend on no cluster, compiled from nothing (tests).
     #[cfg(test)]
     pub(crate) fn new(routes: Vec<CompiledRoute>) -> Arc<HostRoutes> {
-        Arc::new(HostRoutes { routes, clusters: Box::default() })
+        Arc::new(HostRoutes { routes, clusters: Box::default(), source: Default::default() })
     }
 }
 

@@ -201,6 +201,12 @@ pub struct VirtualHost {
     pub routes: Vec<Route>,
 }
 
+/// Every field of a host compares reflexively (the model holds no floating-point number),
+/// and as `Eq` two `Arc<VirtualHost>` that share their allocation compare equal by pointer,
+/// without looking at the routes: a snapshot compared with the last one it shares most
+/// hosts with costs a pointer per shared host.
+impl Eq for VirtualHost {}
+
 /// One HTTP route: the requests it takes and what it does with them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Route {
