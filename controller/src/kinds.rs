@@ -225,47 +225,111 @@ pub(crate) fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
 
 /// Objects of one kind in a [`World`], shared with the index that holds them: a world taken
 /// from the index costs a pointer per object, not a copy of it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Objects<T>(Vec<Arc<T>>);
+///
+/// Objects in key order (namespace, then name, each key once), as the index keeps them,
+/// are found by binary search ([`Objects::get`]); a world in any other order (one built by
+/// hand) is looked up through maps built per translation.
+#[derive(Debug, Clone)]
+pub struct Objects<T> {
+    items: Vec<Arc<T>>,
+    by_key: bool,
+}
 
 /// The iterator of [`Objects::iter`].
 pub type Iter<'a, T> = std::iter::Map<std::slice::Iter<'a, Arc<T>>, fn(&Arc<T>) -> &T>;
 
+/// `(namespace, name)` of an object, empty where it has none.
+pub(crate) fn key_of<T: kube::Resource>(o: &T) -> (&str, &str) {
+    let m = o.meta();
+    (m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
+}
+
 impl<T> Objects<T> {
     /// The objects, in order.
     pub fn iter(&self) -> Iter<'_, T> {
-        self.0.iter().map(|o| &**o)
+        self.items.iter().map(|o| &**o)
     }
 
     /// How many there are.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.items.len()
     }
 
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.items.is_empty()
+    }
+}
+
+impl<T: kube::Resource> Objects<T> {
+    fn new(items: Vec<Arc<T>>) -> Self {
+        let by_key = items.windows(2).all(|w| key_of(&*w[0]) < key_of(&*w[1]));
+        Objects { items, by_key }
     }
 
     /// Adds one.
     pub fn push(&mut self, obj: T) {
-        self.0.push(Arc::new(obj));
+        self.by_key &= self.items.last().is_none_or(|last| key_of(&**last) < key_of(&obj));
+        self.items.push(Arc::new(obj));
+    }
+
+    /// Object `ns/name` (`ns` empty for a cluster-scoped kind), when the objects are in
+    /// key order; `None` when they are not (look them up some other way).
+    pub fn get(&self, ns: &str, name: &str) -> Option<Option<&T>> {
+        self.by_key.then(|| {
+            let found = self.items.binary_search_by(|o| key_of(&**o).cmp(&(ns, name)));
+            found.ok().map(|i| &*self.items[i])
+        })
+    }
+}
+
+/// Objects of one kind by `(namespace, name)` (`namespace` empty for a cluster-scoped
+/// kind): found in the [`Objects`] themselves when they are in key order (a world taken
+/// from the index: nothing to build), else through a map built once.
+pub(crate) enum ByKey<'a, T> {
+    /// In key order.
+    Ordered(&'a Objects<T>),
+    /// A map; of two objects with one key, the later.
+    Map(crate::translate::HashMap<(&'a str, &'a str), &'a T>),
+}
+
+impl<'a, T: kube::Resource> ByKey<'a, T> {
+    pub(crate) fn new(objects: &'a Objects<T>) -> Self {
+        match objects.by_key {
+            true => ByKey::Ordered(objects),
+            false => ByKey::of(objects.iter()),
+        }
+    }
+
+    /// A map of `objects`, in any order.
+    pub(crate) fn of(objects: impl IntoIterator<Item = &'a T>) -> Self {
+        let objects = objects.into_iter();
+        let mut map = crate::translate::HashMap::with_capacity_and_hasher(objects.size_hint().0, Default::default());
+        map.extend(objects.map(|o| (key_of(o), o)));
+        ByKey::Map(map)
+    }
+
+    pub(crate) fn get(&self, ns: &str, name: &str) -> Option<&'a T> {
+        match self {
+            ByKey::Ordered(o) => o.get(ns, name).flatten(),
+            ByKey::Map(m) => m.get(&(ns, name)).copied(),
+        }
     }
 }
 
 impl<T> Default for Objects<T> {
     fn default() -> Self {
-        Objects(Vec::new())
+        Objects { items: Vec::new(), by_key: true }
     }
 }
 
-impl<T> FromIterator<T> for Objects<T> {
+impl<T: kube::Resource> FromIterator<T> for Objects<T> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Objects(iter.into_iter().map(Arc::new).collect())
+        Objects::new(iter.into_iter().map(Arc::new).collect())
     }
 }
 
-impl<T> From<Vec<T>> for Objects<T> {
+impl<T: kube::Resource> From<Vec<T>> for Objects<T> {
     fn from(v: Vec<T>) -> Self {
         v.into_iter().collect()
     }
@@ -284,14 +348,16 @@ impl<T> std::ops::Index<usize> for Objects<T> {
     type Output = T;
 
     fn index(&self, i: usize) -> &T {
-        &self.0[i]
+        &self.items[i]
     }
 }
 
-/// Changing an object shared with the index changes a copy of it.
+/// Changing an object shared with the index changes a copy of it (which may leave the
+/// objects out of key order).
 impl<T: Clone> std::ops::IndexMut<usize> for Objects<T> {
     fn index_mut(&mut self, i: usize) -> &mut T {
-        Arc::make_mut(&mut self.0[i])
+        self.by_key = false;
+        Arc::make_mut(&mut self.items[i])
     }
 }
 
@@ -341,7 +407,7 @@ macro_rules! kinds {
 
             /// The objects of every kind.
             pub(crate) fn world(&self) -> World {
-                World { $( $field: Objects(self.$field.objects.values().cloned().collect()), )* }
+                World { $( $field: Objects::new(self.$field.objects.values().cloned().collect()), )* }
             }
         }
 
@@ -438,12 +504,37 @@ mod tests {
         assert_eq!(names(&a), ["a", "b", "c"]);
         assert_eq!((&a).into_iter().count(), 3);
         let shared = a.clone();
-        assert!(Arc::ptr_eq(&a.0[1], &shared.0[1]), "a clone copies pointers, not objects");
+        assert!(Arc::ptr_eq(&a.items[1], &shared.items[1]), "a clone copies pointers, not objects");
         a[1] = named("z");
         assert_eq!(a[1].metadata.name.as_deref(), Some("z"));
         assert_eq!(names(&shared), ["a", "b", "c"], "the other holder keeps its object");
         let collected: Objects<Namespace> = ["x"].into_iter().map(named).collect();
         assert_eq!(names(&collected), ["x"]);
+    }
+
+    #[test]
+    fn objects_in_key_order_are_found_by_key_and_others_say_they_cannot_be() {
+        let secret = |ns: &str, n: &str| Secret {
+            metadata: ObjectMeta { name: Some(n.to_owned()), namespace: Some(ns.to_owned()), ..Default::default() },
+            ..Default::default()
+        };
+        let mut o: Objects<Secret> = vec![secret("a", "z"), secret("b", "a"), secret("b", "b")].into();
+        let name =
+            |o: &Objects<Secret>, ns: &str, n: &str| o.get(ns, n).map(|s| s.and_then(|s| s.metadata.name.clone()));
+        assert_eq!(name(&o, "b", "b"), Some(Some("b".to_owned())));
+        assert_eq!(name(&o, "a", "z"), Some(Some("z".to_owned())));
+        assert_eq!(name(&o, "a", "a"), Some(None), "not there");
+        assert_eq!(name(&o, "c", "a"), Some(None), "past the last");
+        o.push(secret("c", "a"));
+        assert_eq!(name(&o, "c", "a"), Some(Some("a".to_owned())), "pushed in order");
+        o.push(secret("c", "a"));
+        assert_eq!(name(&o, "c", "a"), None, "a key twice: not in key order");
+        let unordered: Objects<Secret> = vec![secret("b", "a"), secret("a", "z")].into();
+        assert_eq!(name(&unordered, "a", "z"), None);
+        let mut changed: Objects<Secret> = vec![secret("a", "a"), secret("a", "b")].into();
+        changed[0] = secret("z", "z");
+        assert_eq!(name(&changed, "a", "b"), None, "changed by index: no longer known to be in order");
+        assert!(Objects::<Secret>::default().get("a", "a") == Some(None));
     }
 
     #[test]

@@ -223,7 +223,7 @@ mod tests {
 
     fn resolve(secrets: &[Secret], (name, map): (&str, bool)) -> (Auth, Vec<String>) {
         let mut diags = Vec::new();
-        let index = Secrets::new(secrets, None, 0);
+        let index = Secrets::new(crate::kinds::ByKey::of(secrets), None, 0);
         let src = ObjectRef::new("Ingress", "web", "app");
         let auth = Users::default().resolve(&index, &src, "staff", ("web", name), map, &mut diags);
         (auth, diags.into_iter().map(|d| format!("{}: {}", d.reason, d.message)).collect())
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn a_secret_named_by_several_ingresses_is_read_once_and_reported_to_each() {
         let s = secret("users", &[("auth", "alice:{PLAIN}a\ncarol:xyz\n")]);
-        let index = Secrets::new(std::slice::from_ref(&s), None, 0);
+        let index = Secrets::new(crate::kinds::ByKey::of(std::slice::from_ref(&s)), None, 0);
         let mut users = Users::default();
         let mut diags = Vec::new();
         let (a, b) = (ObjectRef::new("Ingress", "web", "a"), ObjectRef::new("Ingress", "web", "b"));

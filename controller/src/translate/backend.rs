@@ -1,5 +1,6 @@
 //! Service backends: Service port resolution and EndpointSlice endpoints.
 
+use crate::kinds::ByKey;
 use std::collections::BTreeMap;
 
 use super::HashMap;
@@ -57,11 +58,13 @@ pub const HBONE_PORT: u16 = 15008;
 
 /// Lookup tables over the Services, EndpointSlices, Pods and Namespaces of a [`World`].
 pub(super) struct Backends<'a> {
-    services: HashMap<(&'a str, &'a str), &'a Service>,
-    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
-    pods: HashMap<(&'a str, &'a str), &'a Pod>,
-    ambient_namespaces: std::collections::HashSet<&'a str>,
-    namespaces: HashMap<&'a str, &'a Namespace>,
+    services: ByKey<'a, Service>,
+    /// The first EndpointSlice of each Service (most have one: no list to allocate) ...
+    slices: HashMap<(&'a str, &'a str), &'a EndpointSlice>,
+    /// ... and its others.
+    more_slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    pods: ByKey<'a, Pod>,
+    namespaces: ByKey<'a, Namespace>,
     trust_domain: &'a str,
     cluster_domain: &'a str,
     /// BackendTLSPolicies, for Gateway API backends.
@@ -76,40 +79,28 @@ fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMet
 
 impl<'a> Backends<'a> {
     pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str) -> Self {
-        let mut services = HashMap::with_capacity_and_hasher(world.services.len(), Default::default());
-        for svc in &world.services {
-            if let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) {
-                services.insert((ns, name), svc);
-            }
-        }
-        let mut slices: HashMap<_, Vec<_>> =
-            HashMap::with_capacity_and_hasher(world.endpoint_slices.len(), Default::default());
+        let mut slices = HashMap::with_capacity_and_hasher(world.endpoint_slices.len(), Default::default());
+        let mut more_slices: HashMap<_, Vec<_>> = HashMap::default();
         for slice in &world.endpoint_slices {
             let ns = slice.metadata.namespace.as_deref();
             let svc = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
             if let (Some(ns), Some(svc)) = (ns, svc) {
-                slices.entry((ns, svc.as_str())).or_default().push(slice);
+                let key = (ns, svc.as_str());
+                match slices.entry(key) {
+                    std::collections::hash_map::Entry::Vacant(first) => {
+                        first.insert(slice);
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => more_slices.entry(key).or_default().push(slice),
+                }
             }
         }
-        let pods = world
-            .pods
-            .iter()
-            .filter_map(|p| Some(((p.metadata.namespace.as_deref()?, p.metadata.name.as_deref()?), p)))
-            .collect();
-        let ambient_namespaces = world
-            .namespaces
-            .iter()
-            .filter(|n: &&Namespace| label(&n.metadata, DATAPLANE_MODE) == Some("ambient"))
-            .filter_map(|n| n.metadata.name.as_deref())
-            .collect();
-        let namespaces = world.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
         let tls_policies = super::backend_tls::Policies::new(world);
         Backends {
-            services,
+            services: ByKey::new(&world.services),
             slices,
-            pods,
-            ambient_namespaces,
-            namespaces,
+            more_slices,
+            pods: ByKey::new(&world.pods),
+            namespaces: ByKey::new(&world.namespaces),
             trust_domain,
             cluster_domain,
             tls_policies,
@@ -120,31 +111,31 @@ impl<'a> Backends<'a> {
     /// Service `ns/name`.
     fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
         self.reads.read(|| Read::Service((ns.to_owned(), name.to_owned())));
-        self.services.get(&(ns, name)).copied()
+        self.services.get(ns, name)
     }
 
     /// The EndpointSlices of Service `ns/name`.
-    fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> &'s [&'s EndpointSlice] {
+    fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> impl Iterator<Item = &'a EndpointSlice> + 's {
         self.reads.read(|| Read::Service((ns.to_owned(), name.to_owned())));
-        self.slices.get(&(ns, name)).map(Vec::as_slice).unwrap_or_default()
+        let first = self.slices.get(&(ns, name)).copied();
+        first.into_iter().chain(self.more_slices.get(&(ns, name)).into_iter().flatten().copied())
     }
 
     /// Pod `ns/name`.
     fn pod(&self, ns: &str, name: &str) -> Option<&'a Pod> {
         self.reads.read(|| Read::Pod((ns.to_owned(), name.to_owned())));
-        self.pods.get(&(ns, name)).copied()
+        self.pods.get(ns, name)
     }
 
     /// Namespace `name`.
     fn namespace(&self, name: &str) -> Option<&'a Namespace> {
         self.reads.read(|| Read::Namespace(name.to_owned()));
-        self.namespaces.get(name).copied()
+        self.namespaces.get("", name)
     }
 
     /// Namespace `name` is in the ambient mesh.
     fn ambient(&self, name: &str) -> bool {
-        self.reads.read(|| Read::Namespace(name.to_owned()));
-        self.ambient_namespaces.contains(name)
+        self.namespace(name).is_some_and(|n| label(&n.metadata, DATAPLANE_MODE) == Some("ambient"))
     }
 
     /// How to reach a slice endpoint: through HBONE when its pod is in the ambient mesh

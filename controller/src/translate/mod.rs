@@ -149,7 +149,7 @@ impl<'a> Lookups<'a> {
     fn new(world: &'a World, opts: &'a Options, previous: Option<&'a Snapshot>) -> Self {
         Lookups {
             opts,
-            secrets: tls::Secrets::new(&world.secrets, previous, opts.now),
+            secrets: tls::Secrets::new(crate::kinds::ByKey::new(&world.secrets), previous, opts.now),
             backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain),
         }
     }

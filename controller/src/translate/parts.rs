@@ -160,6 +160,67 @@ pub struct Incremental {
     whole: bool,
     /// How many Ingresses the last translation translated.
     translated: usize,
+    /// What the parts add to the snapshot, merged.
+    merged: Merged,
+}
+
+/// What the parts add to the snapshot, kept merged and in order: a part that goes takes its
+/// own out, a new part puts its own in, and the snapshot copies what is there. Parts share
+/// no host; they share a certificate or a cluster when they look up the same Secret or
+/// Service, always with the same contents, so those are counted.
+#[derive(Debug, Default)]
+struct Merged {
+    virtual_hosts: BTreeMap<Host, Arc<VirtualHost>>,
+    tls_hosts: BTreeMap<Host, TlsHost>,
+    certificates: BTreeMap<String, (Certificate, usize)>,
+    clusters: BTreeMap<String, (Cluster, usize)>,
+    served: BTreeSet<ObjectRef>,
+}
+
+impl Merged {
+    fn add(&mut self, part: &Part) {
+        for vh in &part.virtual_hosts {
+            self.virtual_hosts.insert(vh.host.clone(), Arc::clone(vh));
+        }
+        for t in &part.tls_hosts {
+            self.tls_hosts.insert(t.host.clone(), t.clone());
+        }
+        for (id, c) in &part.certificates {
+            let entry = self.certificates.entry(id.clone()).or_insert_with(|| (c.clone(), 0));
+            entry.1 += 1;
+        }
+        for (id, c) in &part.clusters {
+            let entry = self.clusters.entry(id.clone()).or_insert_with(|| (c.clone(), 0));
+            entry.1 += 1;
+        }
+        self.served.extend(part.served.iter().cloned());
+    }
+
+    fn remove(&mut self, part: &Part) {
+        for vh in &part.virtual_hosts {
+            self.virtual_hosts.remove(&vh.host);
+        }
+        for t in &part.tls_hosts {
+            self.tls_hosts.remove(&t.host);
+        }
+        fn release<T>(map: &mut BTreeMap<String, (T, usize)>, id: &str) {
+            if let Some((_, n)) = map.get_mut(id) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(id);
+                }
+            }
+        }
+        for id in part.certificates.keys() {
+            release(&mut self.certificates, id);
+        }
+        for id in part.clusters.keys() {
+            release(&mut self.clusters, id);
+        }
+        for served in &part.served {
+            self.served.remove(served);
+        }
+    }
 }
 
 type Parsed = (annotations::Settings, Vec<Diagnostic>);
@@ -347,6 +408,7 @@ impl Incremental {
                 self.readers.entry(read).or_default().push(id);
             }
             part.members = component;
+            self.merged.add(&part);
             self.parts.insert(id, part);
         }
         self.compact_when_due();
@@ -383,6 +445,7 @@ impl Incremental {
         match self.parts.remove(&id) {
             Some(part) => {
                 self.gone += 1;
+                self.merged.remove(&part);
                 part.members
             }
             None => Vec::new(),
@@ -391,21 +454,10 @@ impl Incremental {
 
     /// The snapshot of all parts, and of the rest of `world`.
     fn merge(&self, world: &World, lookups: &Lookups<'_>) -> Translation {
-        let parts = || self.parts.values();
         let mut snapshot = Snapshot::default();
-        let mut virtual_hosts = Vec::with_capacity(parts().map(|p| p.virtual_hosts.len()).sum());
-        let mut tls_hosts = Vec::with_capacity(parts().map(|p| p.tls_hosts.len()).sum());
-        let mut certificates = Vec::with_capacity(parts().map(|p| p.certificates.len()).sum());
-        let mut clusters = Vec::with_capacity(parts().map(|p| p.clusters.len()).sum());
-        let mut served = Vec::with_capacity(parts().map(|p| p.served.len()).sum());
         let mut diags = Vec::new();
         let mut demands = Vec::new();
-        for part in parts() {
-            virtual_hosts.extend(part.virtual_hosts.iter().cloned());
-            tls_hosts.extend(part.tls_hosts.iter().cloned());
-            certificates.extend(part.certificates.iter().map(|(k, v)| (k.clone(), v.clone())));
-            clusters.extend(part.clusters.iter().map(|(k, v)| (k.clone(), v.clone())));
-            served.extend(part.served.iter().cloned());
+        for part in self.parts.values() {
             diags.extend(part.diags.iter().cloned());
             demands.extend(part.acme.iter().cloned());
             snapshot.passthrough.extend(part.passthrough.iter().cloned());
@@ -414,16 +466,14 @@ impl Incremental {
                 snapshot.default_backend = Some(Route::clone(route));
             }
         }
-        // Parts share no host, certificate id or cluster id with different contents.
-        tls_hosts.sort_unstable_by(|a: &TlsHost, b| a.host.cmp(&b.host));
-        virtual_hosts.sort_unstable_by(|a: &Arc<VirtualHost>, b| a.host.cmp(&b.host));
         snapshot.passthrough.sort_unstable_by(|a, b| a.host.cmp(&b.host));
         snapshot.client_auth.sort_by(|a, b| a.host.cmp(&b.host));
-        served.sort_unstable();
-        snapshot.tls_hosts = tls_hosts;
-        snapshot.virtual_hosts = virtual_hosts;
-        snapshot.certificates = certificates.into_iter().collect();
-        snapshot.clusters = clusters.into_iter().collect();
+        let m = &self.merged;
+        snapshot.tls_hosts = m.tls_hosts.values().cloned().collect();
+        snapshot.virtual_hosts = m.virtual_hosts.values().cloned().collect();
+        snapshot.certificates = m.certificates.iter().map(|(id, (c, _))| (id.clone(), c.clone())).collect();
+        snapshot.clusters = m.clusters.iter().map(|(id, (c, _))| (id.clone(), c.clone())).collect();
+        let served = m.served.iter().cloned().collect();
         let acme = super::acme::Demands::from_demands(demands);
         super::finish(world, lookups, snapshot, diags, acme, served)
     }

@@ -13,7 +13,7 @@ use super::{Diagnostic, Translator};
 
 /// The Secrets of a [`super::World`], validated on first use.
 pub(super) struct Secrets<'a> {
-    by_name: HashMap<(&'a str, &'a str), &'a Secret>,
+    by_name: crate::kinds::ByKey<'a, Secret>,
     previous: Option<&'a Snapshot>,
     now: i64,
     checked: std::cell::RefCell<HashMap<String, Result<Certificate, CertError>>>,
@@ -22,18 +22,14 @@ pub(super) struct Secrets<'a> {
 }
 
 impl<'a> Secrets<'a> {
-    pub(super) fn new(secrets: impl IntoIterator<Item = &'a Secret>, previous: Option<&'a Snapshot>, now: i64) -> Self {
-        let secrets = secrets.into_iter();
-        let mut by_name = HashMap::with_capacity_and_hasher(secrets.size_hint().0, Default::default());
-        by_name
-            .extend(secrets.filter_map(|s| Some(((s.metadata.namespace.as_deref()?, s.metadata.name.as_deref()?), s))));
+    pub(super) fn new(by_name: crate::kinds::ByKey<'a, Secret>, previous: Option<&'a Snapshot>, now: i64) -> Self {
         Secrets { by_name, previous, now, checked: Default::default(), reads: Default::default() }
     }
 
     /// Secret `ns/name`, of any type.
     pub(super) fn get(&self, ns: &str, name: &str) -> Option<&'a Secret> {
         self.reads.read(|| super::parts::Read::Secret((ns.to_owned(), name.to_owned())));
-        self.by_name.get(&(ns, name)).copied()
+        self.by_name.get(ns, name)
     }
 
     /// Adds the certificate of Secret `ns/name` to the snapshot and returns its id. When the
