@@ -267,6 +267,13 @@ impl<T: kube::Resource> Objects<T> {
         Objects { items, by_key }
     }
 
+    /// Puts the objects in key order (of two with one key, the later stays later).
+    pub fn sort_by_key(&mut self) {
+        let mut items = std::mem::take(&mut self.items);
+        items.sort_by(|a, b| key_of(&**a).cmp(&key_of(&**b)));
+        *self = Objects::new(items);
+    }
+
     /// Adds one.
     pub fn push(&mut self, obj: T) {
         self.by_key &= self.items.last().is_none_or(|last| key_of(&**last) < key_of(&obj));
@@ -294,8 +301,10 @@ pub(crate) enum ByKey<'a, T> {
 }
 
 impl<'a, T: kube::Resource> ByKey<'a, T> {
-    pub(crate) fn new(objects: &'a Objects<T>) -> Self {
-        match objects.by_key {
+    /// `few`: few lookups will be made, so objects in key order are searched where they
+    /// are; else a map is built.
+    pub(crate) fn new(objects: &'a Objects<T>, few: bool) -> Self {
+        match objects.by_key && few {
             true => ByKey::Ordered(objects),
             false => ByKey::of(objects.iter()),
         }
@@ -368,6 +377,14 @@ macro_rules! kinds {
         #[derive(Debug, Clone, Default)]
         pub struct World {
             $( $(#[doc = $doc])* pub $field: Objects<$ty>, )*
+        }
+
+        impl World {
+            /// Puts the objects of every kind in key order, as the controller's index
+            /// holds them (and finds them by key without building maps).
+            pub fn sort_by_key(&mut self) {
+                $( self.$field.sort_by_key(); )*
+            }
         }
 
         /// A watch event of one of the kinds Wharf reads.
@@ -529,8 +546,11 @@ mod tests {
         assert_eq!(name(&o, "c", "a"), Some(Some("a".to_owned())), "pushed in order");
         o.push(secret("c", "a"));
         assert_eq!(name(&o, "c", "a"), None, "a key twice: not in key order");
-        let unordered: Objects<Secret> = vec![secret("b", "a"), secret("a", "z")].into();
+        let mut unordered: Objects<Secret> = vec![secret("b", "a"), secret("a", "z")].into();
         assert_eq!(name(&unordered, "a", "z"), None);
+        unordered.sort_by_key();
+        assert_eq!(name(&unordered, "a", "z"), Some(Some("z".to_owned())), "sorted");
+        assert_eq!(name(&unordered, "b", "a"), Some(Some("a".to_owned())));
         let mut changed: Objects<Secret> = vec![secret("a", "a"), secret("a", "b")].into();
         changed[0] = secret("z", "z");
         assert_eq!(name(&changed, "a", "b"), None, "changed by index: no longer known to be in order");

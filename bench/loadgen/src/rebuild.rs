@@ -17,6 +17,8 @@ pub fn run(file: PathBuf, rounds: usize, change: bool) -> Result<()> {
     let mut world = wharf_controller::files::load(&[file])
         .map_err(|errs| anyhow!("{}", errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?
         .world;
+    // In key order, as the controller's index holds the objects.
+    world.sort_by_key();
     let opts = wharf_controller::Options { now: wharf_controller::unix_now(), ..Default::default() };
     let gateway = wharf_dataplane::Gateway::new(Default::default())?;
     let mut last: Option<wharf_controller::Translation> = None;

@@ -78,7 +78,7 @@ fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMet
 }
 
 impl<'a> Backends<'a> {
-    pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str) -> Self {
+    pub(super) fn new(world: &'a World, trust_domain: &'a str, cluster_domain: &'a str, few: bool) -> Self {
         let mut slices = HashMap::with_capacity_and_hasher(world.endpoint_slices.len(), Default::default());
         let mut more_slices: HashMap<_, Vec<_>> = HashMap::default();
         for slice in &world.endpoint_slices {
@@ -96,11 +96,11 @@ impl<'a> Backends<'a> {
         }
         let tls_policies = super::backend_tls::Policies::new(world);
         Backends {
-            services: ByKey::new(&world.services),
+            services: ByKey::new(&world.services, few),
             slices,
             more_slices,
-            pods: ByKey::new(&world.pods),
-            namespaces: ByKey::new(&world.namespaces),
+            pods: ByKey::new(&world.pods, few),
+            namespaces: ByKey::new(&world.namespaces, few),
             trust_domain,
             cluster_domain,
             tls_policies,

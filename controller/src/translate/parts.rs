@@ -259,7 +259,6 @@ impl Incremental {
         previous: Option<&Snapshot>,
         changes: &Changes,
     ) -> Translation {
-        let lookups = Lookups::new(world, opts, previous);
         let classes = super::class::Classes::new(&world.ingress_classes, opts);
         let mut ours: HashMap<(&str, &str), &Ingress> =
             HashMap::with_capacity_and_hasher(world.ingresses.len(), Default::default());
@@ -366,8 +365,11 @@ impl Incremental {
             }
         }
 
-        // The Ingresses to translate, in parts.
+        // The Ingresses to translate, in parts. A few (with the Gateway API routes, which
+        // are translated whole) look the objects they refer to up where they are; many,
+        // through maps built first.
         self.translated = ties.len();
+        let lookups = Lookups::new(world, opts, previous, search_in_place(world, ties.len()));
         let mut users = super::auth::Users::default();
         for component in components(&ties) {
             let mut members: Vec<(&Ingress, annotations::Settings)> = Vec::with_capacity(component.len());
@@ -477,6 +479,17 @@ impl Incremental {
         let acme = super::acme::Demands::from_demands(demands);
         super::finish(world, lookups, snapshot, diags, acme, served)
     }
+}
+
+/// Whether the objects are better searched where they are than through maps built first,
+/// when `translated` Ingresses and all Gateway API routes look up the Secrets and Services
+/// they refer to: a search touches about twice the log of the number of objects, a map is
+/// built by touching each once.
+pub(super) fn search_in_place(world: &World, translated: usize) -> bool {
+    let w = world;
+    let routes = w.http_routes.len() + w.grpc_routes.len() + w.tls_routes.len() + w.tcp_routes.len();
+    let objects = w.secrets.len().max(w.services.len());
+    (translated + routes).saturating_mul(32) < objects
 }
 
 /// What ties `ing` to the Ingresses it is translated with.

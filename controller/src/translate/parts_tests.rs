@@ -352,3 +352,39 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
     assert_eq!(reasons, ["CertificateExpired"]);
     same(&after, &translate(&objects.world(), &opts, Some(&before.snapshot)), "expired");
 }
+
+#[test]
+fn few_lookups_search_the_objects_where_they_are_many_build_maps() {
+    use super::parts::search_in_place;
+    let mut w = World::default();
+    for i in 0..96 {
+        w.secrets.push(secret(&format!("s{i:03}"), "", ""));
+    }
+    assert!(search_in_place(&w, 2), "2 x 32 < 96");
+    assert!(!search_in_place(&w, 3), "3 x 32 is not below 96");
+    assert!(!search_in_place(&w, usize::MAX));
+    let mut services = World::default();
+    for i in 0..96 {
+        services.services.push(service(&format!("a{i:03}"), json!([{"port": 80}])));
+    }
+    services.secrets.push(secret("one", "", ""));
+    assert!(search_in_place(&services, 2), "the larger of Secrets and Services counts");
+    // The Gateway API routes look up as well (translated whole each time).
+    let route = |kind: &str| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+        "metadata": {"name": "r", "namespace": "web"}, "spec": {"rules": [], "hostnames": []}})
+    };
+    for kind in ["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute"] {
+        let mut with = w.clone();
+        for _ in 0..2 {
+            match kind {
+                "HTTPRoute" => with.http_routes.push(obj(route(kind))),
+                "GRPCRoute" => with.grpc_routes.push(obj(route(kind))),
+                "TLSRoute" => with.tls_routes.push(obj(route(kind))),
+                _ => with.tcp_routes.push(obj(route(kind))),
+            }
+        }
+        assert!(!search_in_place(&with, 1), "{kind}: (1 + 2) x 32 is not below 96");
+        assert!(search_in_place(&with, 0), "{kind}: 2 x 32 < 96");
+    }
+}
