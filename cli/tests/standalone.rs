@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -24,20 +24,7 @@ struct Wharf {
     admin: u16,
 }
 
-/// A free port below the kernel's ephemeral range (32768–60999 by default), where every
-/// outgoing connection of the tests takes its local port: a port found free here stays free
-/// until Wharf binds it. Ports the kernel hands out (`:0`) were taken by a client
-/// connection before Wharf could bind them.
-fn free_port() -> u16 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    loop {
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let port = 20_000 + ((std::process::id().wrapping_mul(7_919).wrapping_add(n)) % 12_000) as u16;
-        if StdListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
+use wharf_dataplane::testing::free_port;
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))

@@ -628,3 +628,19 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A loopback port free now, below the kernel's ephemeral range (32768–60999 by default),
+/// where every outgoing connection takes its local port: a port found free here stays free
+/// until the process it is meant for binds it (one the kernel hands out for `:0` can be
+/// taken by a client connection first). Never the same port twice in one process; the
+/// process id spreads processes over the range.
+pub fn free_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = 20_000 + (std::process::id().wrapping_mul(7_919).wrapping_add(n) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}

@@ -5,7 +5,7 @@
 pub mod pod;
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
@@ -272,9 +272,7 @@ impl Scope {
     }
 }
 
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
-}
+use wharf_dataplane::testing::free_port;
 
 /// A process whose stderr is collected; killed on drop.
 #[derive(Debug)]

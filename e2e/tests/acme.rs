@@ -22,19 +22,7 @@ fn tools() -> PathBuf {
     pebble.expect("pebble is on PATH: run the suite with e2e/run.sh")
 }
 
-/// A port nothing listens on, never handed out twice by this process (the tests run side
-/// by side, each with a Pebble of its own).
-fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap();
-        let mut given = GIVEN.lock().unwrap();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
-}
+use wharf_dataplane::testing::free_port;
 
 /// Pebble and its DNS server, validating on `http_port` and `tls_port` of 127.0.0.1 (or
 /// of the address given to [`Pebble::start_at`]).
