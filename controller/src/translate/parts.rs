@@ -139,11 +139,11 @@ pub(super) struct Part {
 /// The parts of the last translation, kept for the next.
 ///
 /// It is kept for one set of [`Options`] (the time aside): the controller's.
-#[derive(Debug, Default)]
 ///
 /// The lookups from an Ingress, a link, a wildcard suffix or an object read to the parts
 /// are not cleaned when a part goes: an id whose part is gone is skipped, and the lookups
 /// are compacted once as many parts went as there are.
+#[derive(Debug, Default)]
 pub struct Incremental {
     parts: HashMap<u64, Part>,
     next: u64,
