@@ -129,7 +129,10 @@ impl Objects {
             ]
             .into(),
             ingresses: self.ingresses.values().cloned().collect(),
-            secrets: self.secrets.values().cloned().collect(),
+            // Secrets no Ingress names, enough that a translation of a few parts searches
+            // the objects where they are (in key order); the references below look them
+            // up through maps, so the two ways are compared too.
+            secrets: self.secrets.values().cloned().chain((0..FILLER).map(filler)).collect(),
             services: self.services.values().cloned().collect(),
             endpoint_slices: self.slices.values().cloned().collect(),
             namespaces: vec![obj::<Namespace>(json!({"metadata": {"name": "web",
@@ -205,6 +208,13 @@ impl Objects {
     }
 }
 
+/// How many Secrets no Ingress names a world holds besides its own.
+const FILLER: usize = 300;
+
+fn filler(i: usize) -> Secret {
+    obj(json!({"metadata": {"name": format!("f{i:03}"), "namespace": "zz-unused"}, "type": "Opaque"}))
+}
+
 fn endpoints(ips: &[&str]) -> EndpointSlice {
     let eps: Vec<Value> = ips
         .iter()
@@ -247,10 +257,16 @@ fn translating_the_parts_a_change_touches_gives_what_translating_everything_give
         for step in 0..40 {
             let changes = objects.change(&mut g);
             let world = objects.world();
+            assert!(super::parts::search_in_place(&world, 8), "a change of up to 8 Ingresses searches in place");
             let previous = Some(&*last.snapshot);
             let got = parts.translate(&world, &opts, previous, &changes);
-            let fresh = Incremental::default().translate(&world, &opts, previous, &Changes::everything());
-            let whole = translate(&world, &opts, previous);
+            // The references look the objects up through maps: out of key order.
+            let mut maps = world.clone();
+            maps.secrets = world.secrets.iter().rev().cloned().collect();
+            maps.services = world.services.iter().rev().cloned().collect();
+            maps.pods = world.pods.iter().rev().cloned().collect();
+            let fresh = Incremental::default().translate(&maps, &opts, previous, &Changes::everything());
+            let whole = translate(&maps, &opts, previous);
             let what = format!("seed {seed} step {step} after {changes:?}");
             same(&got, &fresh, &what);
             same(&fresh, &whole, &format!("{what}, whole"));
