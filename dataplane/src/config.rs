@@ -190,8 +190,8 @@ impl CompiledConfig {
 /// The parts of a snapshot one [`Tables`] is built from.
 struct TableSource<'a> {
     default_certificate: Option<&'a str>,
-    tls_hosts: &'a [TlsHost],
-    virtual_hosts: &'a [Arc<VirtualHost>],
+    tls_hosts: Vec<&'a TlsHost>,
+    virtual_hosts: Vec<&'a Arc<VirtualHost>>,
     default_backend: Option<&'a wharf_model::Route>,
     /// See [`Router::route`].
     isolated: bool,
@@ -318,13 +318,12 @@ impl Compiler {
         // the default.
         let gateway_https = snapshot.gateway_ports.iter().find(|p| p.edge && p.protocol == PortProtocol::Https);
         let gateway_tls = gateway_https.map(|p| p.tls_hosts.as_slice()).unwrap_or_default();
-        let tls_hosts: std::borrow::Cow<'_, [TlsHost]> = match gateway_tls {
-            [] => std::borrow::Cow::Borrowed(&snapshot.tls_hosts),
+        let tls_hosts: Vec<&TlsHost> = match gateway_tls {
+            [] => snapshot.tls_hosts.iter().collect(),
             _ => gateway_tls
                 .iter()
                 .filter(|t| t.host != Host::Any)
                 .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
-                .cloned()
                 .collect(),
         };
         let default_certificate = gateway_tls
@@ -335,8 +334,8 @@ impl Compiler {
         let edge = self.tables(
             TableSource {
                 default_certificate,
-                tls_hosts: &tls_hosts,
-                virtual_hosts: &snapshot.virtual_hosts,
+                tls_hosts,
+                virtual_hosts: snapshot.virtual_hosts.iter().collect(),
                 default_backend: snapshot.default_backend.as_ref(),
                 isolated: false,
                 passthrough: &snapshot.passthrough,
@@ -356,8 +355,8 @@ impl Compiler {
             let tables = self.tables(
                 TableSource {
                     default_certificate: catch_all,
-                    tls_hosts: &p.tls_hosts,
-                    virtual_hosts: &p.virtual_hosts,
+                    tls_hosts: p.tls_hosts.iter().collect(),
+                    virtual_hosts: p.virtual_hosts.iter().collect(),
                     default_backend: None,
                     isolated: true,
                     passthrough: &p.passthrough,
@@ -725,8 +724,9 @@ mod tests {
                     with("/ext", Some(external)),
                 ],
             }
-            .into()],
-            clusters: [("c".to_owned(), cluster(1))].into(),
+            .into()]
+            .into(),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
@@ -753,9 +753,10 @@ mod tests {
                     "",
                     vec![route("any-api", prefix("/api"), "c"), route("any", PathMatch::exact("/only").unwrap(), "c")],
                 ),
-            ],
+            ]
+            .into(),
             default_backend: Some(route("default", prefix("/"), "c")),
-            clusters: [("c".to_owned(), cluster(1))].into(),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
@@ -768,7 +769,7 @@ mod tests {
         assert_eq!(get(&config, "a.com", "/api").and_then(upstream_id), Some("c"));
 
         let no_default = Snapshot {
-            virtual_hosts: vec![vh("a.com", vec![route("exact", prefix("/api"), "c")])],
+            virtual_hosts: vec![vh("a.com", vec![route("exact", prefix("/api"), "c")])].into(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(no_default), 1, None).unwrap();
@@ -790,7 +791,8 @@ mod tests {
                 pt("ghost.example.com", "missing"),
             ],
             clusters: [("db".to_owned(), cluster(1)), ("pg".to_owned(), cluster(2)), ("w".to_owned(), cluster(3))]
-                .into(),
+                .into_iter()
+                .collect(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
@@ -830,8 +832,9 @@ mod tests {
                     parsed: Default::default(),
                 },
             )]
-            .into(),
-            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/cert".into() }],
+            .into_iter()
+            .collect(),
+            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/cert".into() }].into(),
             ..Default::default()
         })
     }
@@ -880,7 +883,7 @@ mod tests {
     #[test]
     fn refused_snapshots_say_why() {
         let missing = Snapshot {
-            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/none".into() }],
+            tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/none".into() }].into(),
             ..Default::default()
         };
         let err = compiler().compile(Arc::new(missing), 1, None).err();
@@ -921,10 +924,12 @@ mod tests {
                 ("infra/gateway".to_owned(), gateway.certificate()),
                 ("infra/any".to_owned(), any.certificate()),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
             tls_hosts: ["a.example.com", "b.example.com"]
                 .map(|h| TlsHost { host: host(h), certificate: "web/ingress".into() })
-                .to_vec(),
+                .to_vec()
+                .into(),
             gateway_ports: vec![
                 edge_port(PortProtocol::Http, vec![]),
                 edge_port(
@@ -932,7 +937,7 @@ mod tests {
                     vec![TlsHost { host: host("a.example.com"), certificate: "infra/gateway".into() }],
                 ),
             ],
-            clusters: [("c".to_owned(), cluster(1))].into(),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot.clone()), 1, None).unwrap();
@@ -982,15 +987,20 @@ mod tests {
                 vh("gone.com", "/", "a"),
                 vh("later.com", "/", "d"),
                 vh("tail.com", "/", "z"),
-            ],
-            clusters: [("a", 1), ("b", 2), ("c", 3), ("z", 4)].map(|(id, port)| (id.to_owned(), cluster(port))).into(),
+            ]
+            .into(),
+            clusters: [("a", 1), ("b", 2), ("c", 3), ("z", 4)]
+                .map(|(id, port)| (id.to_owned(), cluster(port)))
+                .into_iter()
+                .collect(),
             ..Default::default()
         };
         let mut second = first.clone();
         // Equal but not shared, as a snapshot translated afresh has it.
-        second.virtual_hosts[1] = vh("equal.com", "/", "b");
-        second.virtual_hosts[2] = vh("edited.com", "/y", "b");
-        second.clusters = [("b", 2), ("c", 5), ("d", 6)].map(|(id, port)| (id.to_owned(), cluster(port))).into();
+        second.virtual_hosts.insert(vh("equal.com", "/", "b"));
+        second.virtual_hosts.insert(vh("edited.com", "/y", "b"));
+        second.clusters =
+            [("b", 2), ("c", 5), ("d", 6)].map(|(id, port)| (id.to_owned(), cluster(port))).into_iter().collect();
         let c = compiler();
         let one = c.compile(Arc::new(first), 1, None).unwrap();
         let two = c.compile(Arc::new(second), 2, Some(&one)).unwrap();
@@ -1000,7 +1010,7 @@ mod tests {
         assert!(Arc::ptr_eq(&routes(&one, "equal.com"), &routes(&two, "equal.com")), "equal: reused");
         // ... and from then on compared with the host of the second snapshot, by pointer.
         let source = routes(&two, "equal.com").source.load_full().unwrap();
-        assert!(Arc::ptr_eq(&source, &two.snapshot.virtual_hosts[1]));
+        assert!(Arc::ptr_eq(&source, two.snapshot.virtual_hosts.get(&host("equal.com")).unwrap()));
         let upstream = |config: &CompiledConfig, h: &str, path: &str| match get(config, h, path).map(|r| &r.action) {
             Some(CompiledAction::Forward(f)) => f.pick().map(Arc::clone),
             other => panic!("{h}{path}: {other:?}"),
@@ -1039,14 +1049,15 @@ mod tests {
         let snapshot = Snapshot {
             virtual_hosts: vec![
                 VirtualHost { host: host("same.com"), routes: vec![route("edge", prefix("/"), "c")] }.into()
-            ],
+            ]
+            .into(),
             gateway_ports: vec![
                 port(a, false, PortProtocol::Http, "a"),
                 port(b, false, PortProtocol::Http, "b"),
                 port(a, true, PortProtocol::Http, "edge-http"),
                 port(a, true, PortProtocol::Https, "edge-https"),
             ],
-            clusters: [("c".to_owned(), cluster(1))].into(),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
         let c = compiler();
@@ -1088,7 +1099,8 @@ mod tests {
         };
         let snapshot = Snapshot {
             certificates: [("web/exact".to_owned(), exact.certificate()), ("web/any".to_owned(), any.certificate())]
-                .into(),
+                .into_iter()
+                .collect(),
             gateway_ports: vec![GatewayPort {
                 gateway: ObjectRef::new("Gateway", "web", "gw"),
                 bind,
@@ -1106,7 +1118,7 @@ mod tests {
                 tcp: Vec::new(),
                 edge: false,
             }],
-            clusters: [("c".to_owned(), cluster(1))].into(),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();

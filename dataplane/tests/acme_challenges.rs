@@ -37,7 +37,7 @@ fn site_snapshot(ca: &TestCa, backend: std::net::SocketAddr) -> wharf_model::Sna
         vec![("site", cluster(&[backend]))],
     );
     s.certificates.insert("shop".into(), ca.leaf(&["shop.test"]).certificate());
-    s.tls_hosts = vec![TlsHost { host: host("shop.test"), certificate: "shop".into() }];
+    s.tls_hosts = vec![TlsHost { host: host("shop.test"), certificate: "shop".into() }].into();
     s
 }
 

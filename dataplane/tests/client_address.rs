@@ -44,8 +44,8 @@ async fn routes(r: &Running) {
     routes.sort_by_key(|r| r.matches.precedence_key());
     let ca = TestCa::new("client address CA");
     let mut s = snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))]);
-    s.certificates = [("web/a".to_owned(), ca.leaf(&["a.test"]).certificate())].into();
-    s.tls_hosts = vec![wharf_model::TlsHost { host: host("a.test"), certificate: "web/a".into() }];
+    s.certificates = [("web/a".to_owned(), ca.leaf(&["a.test"]).certificate())].into_iter().collect();
+    s.tls_hosts = vec![wharf_model::TlsHost { host: host("a.test"), certificate: "web/a".into() }].into();
     r.gw.apply(s).unwrap();
 }
 

@@ -35,7 +35,7 @@ async fn hosts_ask_for_certificates_of_their_ca_and_routes_require_them() {
         ],
         vec![("app", cluster(&[echo("app").await]))],
     );
-    s.certificates = [("web/all".to_owned(), server_ca.leaf(&names).certificate())].into();
+    s.certificates = [("web/all".to_owned(), server_ca.leaf(&names).certificate())].into_iter().collect();
     s.tls_hosts = names.iter().map(|n| TlsHost { host: common::host(n), certificate: "web/all".into() }).collect();
     let ca = ClientCa {
         source: "web/client-ca".into(),
@@ -113,7 +113,7 @@ async fn subjects_must_match_and_chains_stay_within_the_verify_depth() {
         ],
         vec![("app", cluster(&[echo("app").await]))],
     );
-    s.certificates = [("web/all".to_owned(), server_ca.leaf(&names).certificate())].into();
+    s.certificates = [("web/all".to_owned(), server_ca.leaf(&names).certificate())].into_iter().collect();
     s.tls_hosts = names.iter().map(|n| TlsHost { host: common::host(n), certificate: "web/all".into() }).collect();
     let ca = |verify_depth| ClientCa {
         source: "web/client-ca".into(),

@@ -79,7 +79,7 @@ async fn ports_open_and_close_with_the_snapshot_and_serve_only_their_gateway() {
     let mut tcp1 = port("one", one_tcp, PortProtocol::Tcp);
     tcp1.tcp = vec![wharf_model::WeightedBackend::new("echo", 1)];
     let base = Snapshot {
-        certificates: [("infra/wild".to_owned(), leaf.certificate())].into(),
+        certificates: [("infra/wild".to_owned(), leaf.certificate())].into_iter().collect(),
         clusters: [("a", cluster(&[a])), ("b", cluster(&[b])), ("echo", cluster(&[tcp_backend]))]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
@@ -197,17 +197,20 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
             ("web/ingress".to_owned(), ingress_leaf.certificate()),
             ("infra/gateway".to_owned(), gateway_leaf.certificate()),
         ]
-        .into(),
+        .into_iter()
+        .collect(),
         tls_hosts: ["shop.example.com", "other.example.com"]
             .map(|h| TlsHost { host: host(h), certificate: "web/ingress".into() })
-            .to_vec(),
+            .to_vec()
+            .into(),
         virtual_hosts: ["shop.example.com", "other.example.com"]
             .map(|h| {
                 VirtualHost { host: host(h), routes: vec![route(PathMatch::prefix("/").unwrap(), "ingress", false)] }
                     .into()
             })
-            .to_vec(),
-        clusters: [("ingress".to_owned(), cluster(&[a])), ("gateway".to_owned(), cluster(&[b]))].into(),
+            .to_vec()
+            .into(),
+        clusters: [("ingress".to_owned(), cluster(&[a])), ("gateway".to_owned(), cluster(&[b]))].into_iter().collect(),
         gateway_ports: vec![http, https],
         ..Default::default()
     };

@@ -150,7 +150,8 @@ async fn two_tenants() -> (Running, TestCa) {
         TlsHost { host: host("a.test"), certificate: "ac".into() },
         TlsHost { host: host("c.test"), certificate: "ac".into() },
         TlsHost { host: host("b.test"), certificate: "b".into() },
-    ];
+    ]
+    .into();
     r.gw.apply(s).unwrap();
     (r, ca)
 }

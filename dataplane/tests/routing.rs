@@ -23,7 +23,7 @@ async fn tls_host_to_echo(https_redirect: bool) -> (Running, TestCa) {
         vec![("app", cluster(&[backend]))],
     );
     s.certificates.insert("a".into(), leaf.certificate());
-    s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }];
+    s.tls_hosts = vec![TlsHost { host: host("a.test"), certificate: "a".into() }].into();
     r.gw.apply(s).unwrap();
     (r, ca)
 }
@@ -135,8 +135,10 @@ async fn upstream_failures_map_to_502_503_504_and_failover() {
         ..route(PathMatch::prefix(path).unwrap(), "mixed", false)
     };
     let mut timed = s.clone();
-    std::sync::Arc::make_mut(&mut timed.virtual_hosts[0]).routes.insert(0, own("/hasty", 50));
-    std::sync::Arc::make_mut(&mut timed.virtual_hosts[0]).routes.insert(0, own("/patient", 0));
+    let mut vh = std::sync::Arc::clone(timed.virtual_hosts.first().unwrap());
+    std::sync::Arc::make_mut(&mut vh).routes.insert(0, own("/hasty", 50));
+    std::sync::Arc::make_mut(&mut vh).routes.insert(0, own("/patient", 0));
+    timed.virtual_hosts.insert(vh);
     r.gw.apply(timed).unwrap();
     assert_eq!(http_get(r.http, "a.test", "/hasty?delay_ms=150").await.unwrap().status, 504);
     assert_eq!(http_get(r.http, "a.test", "/patient?delay_ms=600").await.unwrap().status, 200);
@@ -243,7 +245,7 @@ async fn bad_snapshot_is_rejected_whole_and_previous_keeps_serving() {
     ))
     .unwrap();
     let mut bad = snapshot(vec![], vec![]);
-    bad.tls_hosts = vec![TlsHost { host: host("x.test"), certificate: "nope".into() }];
+    bad.tls_hosts = vec![TlsHost { host: host("x.test"), certificate: "nope".into() }].into();
     let err = r.gw.apply(bad).unwrap_err();
     assert_eq!(err.reason(), "missing_certificate");
     assert_eq!(http_get(r.http, "a.test", "/").await.unwrap().echo_name(), "v1");

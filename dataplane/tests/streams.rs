@@ -109,8 +109,8 @@ async fn one_tls_port_terminates_some_names_and_passes_others_through() {
     let (backend_leaf, gateway_leaf) = (ca.leaf(&["db.test"]), ca.leaf(&["plain.test"]));
     let (tls, plain) = (tls_backend(&backend_leaf).await, tcp_echo().await);
     let mut s = snapshot(vec![], vec![("tls", cluster(&[tls])), ("plain", cluster(&[plain]))]);
-    s.certificates = [("infra/plain".to_owned(), gateway_leaf.certificate())].into();
-    s.tls_hosts = vec![wharf_model::TlsHost { host: host("plain.test"), certificate: "infra/plain".into() }];
+    s.certificates = [("infra/plain".to_owned(), gateway_leaf.certificate())].into_iter().collect();
+    s.tls_hosts = vec![wharf_model::TlsHost { host: host("plain.test"), certificate: "infra/plain".into() }].into();
     s.passthrough = vec![
         SniRoute::passthrough(Host::parse("db.test").unwrap(), "tls", src("db")),
         SniRoute {

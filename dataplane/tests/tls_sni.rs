@@ -26,7 +26,8 @@ async fn each_sni_gets_its_certificate() {
         TlsHost { host: host("a.test"), certificate: "a".into() },
         TlsHost { host: host("b.test"), certificate: "b".into() },
         TlsHost { host: host("*.w.test"), certificate: "w".into() },
-    ];
+    ]
+    .into();
     s.default_certificate = Some("def".into());
     r.gw.apply(s).unwrap();
 

@@ -6,6 +6,7 @@ mod auth;
 mod client_auth;
 mod cors;
 mod host;
+mod hosts;
 pub mod identity;
 mod net;
 mod path;
@@ -24,6 +25,7 @@ pub use client_auth::{
 };
 pub use cors::Cors;
 pub use host::{is_dns_name, Host, HostError};
+pub use hosts::{Change, Hosted, Hosts};
 pub use identity::Identity;
 pub use net::{ClientFilter, IpNet, IpNetError, RateLimit};
 pub use path::{PathMatch, PathMatchError};

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use imbl::OrdMap;
 use serde::{Serialize, Serializer};
 
 use crate::{
-    Action, Auth, ClientAuthHost, ClientCertCheck, ClientFilter, Cors, Host, PathMatch, RateLimit, RouteMatch,
+    Action, Auth, ClientAuthHost, ClientCertCheck, ClientFilter, Cors, Host, Hosts, PathMatch, RateLimit, RouteMatch,
     WeightedBackend,
 };
 
@@ -16,14 +17,14 @@ use crate::{
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Snapshot {
     /// Certificates by id (`namespace/secret-name`), already validated.
-    pub certificates: BTreeMap<String, Certificate>,
+    pub certificates: OrdMap<String, Certificate>,
     /// The certificate served when no TLS host matches the SNI (or there is no SNI).
     pub default_certificate: Option<String>,
     /// Which certificate each TLS host gets.
-    pub tls_hosts: Vec<TlsHost>,
+    pub tls_hosts: Hosts<TlsHost>,
     /// HTTP routing, one entry per distinct host. Shared: a host the controller did not
     /// translate again is the same allocation in the next snapshot.
-    pub virtual_hosts: Vec<Arc<VirtualHost>>,
+    pub virtual_hosts: Hosts<Arc<VirtualHost>>,
     /// Where requests go that match no rule of any host (an Ingress `defaultBackend`).
     pub default_backend: Option<Route>,
     /// TLS passthrough routes by SNI (port 15443).
@@ -35,7 +36,7 @@ pub struct Snapshot {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gateway_ports: Vec<GatewayPort>,
     /// Upstream clusters (a Service port and its endpoints) by id.
-    pub clusters: BTreeMap<String, Cluster>,
+    pub clusters: OrdMap<String, Cluster>,
     /// Hosts of the HTTPS port whose handshakes ask for a client certificate.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub client_auth: Vec<ClientAuthHost>,

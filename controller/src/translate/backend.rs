@@ -183,7 +183,7 @@ impl<'a> Backends<'a> {
         port: &ServicePortRef,
         src: &ObjectRef,
         diags: &mut Vec<Diagnostic>,
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut imbl::OrdMap<String, Cluster>,
     ) -> Option<String> {
         self.cluster_for(ns, name, port, false, src, diags, clusters)
     }
@@ -199,7 +199,7 @@ impl<'a> Backends<'a> {
         h2: bool,
         src: &ObjectRef,
         diags: &mut Vec<Diagnostic>,
-        clusters: &mut BTreeMap<String, Cluster>,
+        clusters: &mut imbl::OrdMap<String, Cluster>,
     ) -> Option<String> {
         let Some(svc) = self.service(ns, name) else {
             diags.push(Diagnostic {

@@ -295,7 +295,7 @@ fn a_change_translates_only_the_parts_it_touches() {
     let changes = Changes { ingresses: [("web".into(), "i3".into())].into(), ..Changes::default() };
     let t = parts.translate(&objects.world(), &opts, None, &changes);
     assert_eq!((parts.parts(), parts.translated()), (3, 2), "i0 and i3 translated, together");
-    assert_eq!(t.snapshot.virtual_hosts[0].routes.len(), 2);
+    assert_eq!(t.snapshot.virtual_hosts.first().unwrap().routes.len(), 2);
 
     // Every part reads Service app but i3's: a change to h2 translates only i0 and i3.
     let changes = Changes { reads: [Read::Service(("web".into(), "h2".into()))].into(), ..Changes::default() };

@@ -176,7 +176,8 @@ fn paths_ordered_by_kubernetes_precedence() {
         ]))]}),
     );
     let t = translate(&world(vec![ing]), &opts(), None);
-    let got: Vec<String> = t.snapshot.virtual_hosts[0].routes.iter().map(|r| format!("{:?}", r.matches.path)).collect();
+    let got: Vec<String> =
+        t.snapshot.virtual_hosts.first().unwrap().routes.iter().map(|r| format!("{:?}", r.matches.path)).collect();
     // Exact paths first (Gateway API's order); for the requests both can match, the same
     // as Kubernetes' longest-first, since a matching prefix is never longer than the path.
     assert_eq!(got, [r#"Exact("/foo")"#, r#"Prefix("/foo/bar")"#, r#"Prefix("/foo")"#, r#"Prefix("/")"#]);
@@ -195,7 +196,7 @@ fn conflicts_oldest_wins_loser_told() {
         &opts(),
         None,
     );
-    let routes = &t.snapshot.virtual_hosts[0].routes;
+    let routes = &t.snapshot.virtual_hosts.first().unwrap().routes;
     assert_eq!(routes.iter().map(|r| r.source.name.as_str()).collect::<Vec<_>>(), ["other-path", "older"]);
     assert_eq!(reasons(&t), [("newer", "HostPathConflict")]);
     assert!(t.diagnostics[0].message.contains("Ingress web/older"), "{}", t.diagnostics[0].message);
@@ -217,7 +218,7 @@ fn service_ports_by_number_and_name_and_endpoints() {
         ]))]}),
     );
     let t = translate(&world(vec![ing]), &opts(), None);
-    let routes = &t.snapshot.virtual_hosts[0].routes;
+    let routes = &t.snapshot.virtual_hosts.first().unwrap().routes;
     let cluster_of = |p: &str| routes.iter().find(|r| r.matches.path.path() == p).map(cluster);
     assert_eq!(cluster_of("/num"), Some("web/app:80"));
     assert_eq!(cluster_of("/name"), Some("web/app:80"));

@@ -90,7 +90,7 @@ pub fn route(path: PathMatch, cluster: &str, redirect: bool) -> Route {
 pub fn snapshot(hosts: Vec<(Host, Vec<Route>)>, clusters: Vec<(&str, Cluster)>) -> Snapshot {
     Snapshot {
         virtual_hosts: hosts.into_iter().map(|(host, routes)| VirtualHost { host, routes }.into()).collect(),
-        clusters: clusters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect::<BTreeMap<_, _>>(),
+        clusters: clusters.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
         ..Default::default()
     }
 }
