@@ -86,7 +86,7 @@ mod tests {
                 ..Default::default()
             }),
             diagnostics: Vec::new(),
-            ingresses: vec![ObjectRef::new("Ingress", "web", "a")],
+            ingresses: vec![ObjectRef::new("Ingress", "web", "a")].into(),
             ..Default::default()
         }
     }

@@ -123,7 +123,7 @@ pub struct Translation {
     /// Problems found, in a stable order.
     pub diagnostics: Vec<Diagnostic>,
     /// The Ingresses of our class (their status is ours to write).
-    pub ingresses: Vec<ObjectRef>,
+    pub ingresses: imbl::OrdSet<ObjectRef>,
     /// The status Gateway API objects of our controller should show.
     pub gateway_status: gateway::Statuses,
     /// The certificates to obtain from ACME.
@@ -236,7 +236,7 @@ fn finish(
     snapshot: Snapshot,
     diags: Vec<Diagnostic>,
     acme: acme::Demands,
-    ingresses: Vec<ObjectRef>,
+    ingresses: imbl::OrdSet<ObjectRef>,
 ) -> Translation {
     let opts = l.opts;
     let mut t = Translator { opts, diags, snapshot, backends: &l.backends, acme };

@@ -17,9 +17,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use imbl::{OrdMap, OrdSet};
 use k8s_openapi::api::networking::v1::Ingress;
 use wharf_model::{
-    Certificate, ClientAuthHost, Cluster, Host, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
+    Certificate, ClientAuthHost, Cluster, Host, Hosts, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
 };
 
 use super::{annotations, HashMap};
@@ -170,30 +171,42 @@ pub struct Incremental {
 /// Service, always with the same contents, so those are counted.
 #[derive(Debug, Default)]
 struct Merged {
-    virtual_hosts: BTreeMap<Host, Arc<VirtualHost>>,
-    tls_hosts: BTreeMap<Host, TlsHost>,
-    certificates: BTreeMap<String, (Certificate, usize)>,
-    clusters: BTreeMap<String, (Cluster, usize)>,
-    served: BTreeSet<ObjectRef>,
+    virtual_hosts: Hosts<Arc<VirtualHost>>,
+    tls_hosts: Hosts<TlsHost>,
+    certificates: OrdMap<String, Certificate>,
+    clusters: OrdMap<String, Cluster>,
+    /// How many parts hold each certificate and each cluster.
+    holders: HashMap<(Held, String), usize>,
+    served: OrdSet<ObjectRef>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Held {
+    Certificate,
+    Cluster,
 }
 
 impl Merged {
     fn add(&mut self, part: &Part) {
         for vh in &part.virtual_hosts {
-            self.virtual_hosts.insert(vh.host.clone(), Arc::clone(vh));
+            self.virtual_hosts.insert(Arc::clone(vh));
         }
         for t in &part.tls_hosts {
-            self.tls_hosts.insert(t.host.clone(), t.clone());
+            self.tls_hosts.insert(t.clone());
         }
         for (id, c) in &part.certificates {
-            let entry = self.certificates.entry(id.clone()).or_insert_with(|| (c.clone(), 0));
-            entry.1 += 1;
+            if self.hold(Held::Certificate, id) {
+                self.certificates.insert(id.clone(), c.clone());
+            }
         }
         for (id, c) in &part.clusters {
-            let entry = self.clusters.entry(id.clone()).or_insert_with(|| (c.clone(), 0));
-            entry.1 += 1;
+            if self.hold(Held::Cluster, id) {
+                self.clusters.insert(id.clone(), c.clone());
+            }
         }
-        self.served.extend(part.served.iter().cloned());
+        for served in &part.served {
+            self.served.insert(served.clone());
+        }
     }
 
     fn remove(&mut self, part: &Part) {
@@ -203,22 +216,41 @@ impl Merged {
         for t in &part.tls_hosts {
             self.tls_hosts.remove(&t.host);
         }
-        fn release<T>(map: &mut BTreeMap<String, (T, usize)>, id: &str) {
-            if let Some((_, n)) = map.get_mut(id) {
-                *n -= 1;
-                if *n == 0 {
-                    map.remove(id);
-                }
+        for id in part.certificates.keys() {
+            if self.release(Held::Certificate, id) {
+                self.certificates.remove(id);
             }
         }
-        for id in part.certificates.keys() {
-            release(&mut self.certificates, id);
-        }
         for id in part.clusters.keys() {
-            release(&mut self.clusters, id);
+            if self.release(Held::Cluster, id) {
+                self.clusters.remove(id);
+            }
         }
         for served in &part.served {
             self.served.remove(served);
+        }
+    }
+
+    /// One more part holds `id`; true for the first.
+    fn hold(&mut self, what: Held, id: &str) -> bool {
+        let n = self.holders.entry((what, id.to_owned())).or_insert(0);
+        *n += 1;
+        *n == 1
+    }
+
+    /// One part fewer holds `id`; true for the last.
+    fn release(&mut self, what: Held, id: &str) -> bool {
+        let key = (what, id.to_owned());
+        match self.holders.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                self.holders.remove(&key);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -470,12 +502,13 @@ impl Incremental {
         }
         snapshot.passthrough.sort_unstable_by(|a, b| a.host.cmp(&b.host));
         snapshot.client_auth.sort_by(|a, b| a.host.cmp(&b.host));
+        // Clones of persistent maps: they share every entry with the merged ones.
         let m = &self.merged;
-        snapshot.tls_hosts = m.tls_hosts.values().cloned().collect();
-        snapshot.virtual_hosts = m.virtual_hosts.values().cloned().collect();
-        snapshot.certificates = m.certificates.iter().map(|(id, (c, _))| (id.clone(), c.clone())).collect();
-        snapshot.clusters = m.clusters.iter().map(|(id, (c, _))| (id.clone(), c.clone())).collect();
-        let served = m.served.iter().cloned().collect();
+        snapshot.tls_hosts = m.tls_hosts.clone();
+        snapshot.virtual_hosts = m.virtual_hosts.clone();
+        snapshot.certificates = m.certificates.clone();
+        snapshot.clusters = m.clusters.clone();
+        let served = m.served.clone();
         let acme = super::acme::Demands::from_demands(demands);
         super::finish(world, lookups, snapshot, diags, acme, served)
     }
