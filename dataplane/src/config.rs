@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
-use wharf_model::{Action, AppProtocol, Host, PortProtocol, Snapshot, SniRoute, TlsHost, VirtualHost};
+use wharf_model::{
+    Action, AppProtocol, Change, Cluster, Host, Hosted, Hosts, PortProtocol, Snapshot, SniRoute, TlsHost, VirtualHost,
+};
 
 use crate::host_map::HostMap;
 
@@ -22,7 +24,6 @@ use crate::tls::{self, Resumption, SniResolver};
 
 /// Hashing for maps keyed by configuration (not by what a client sends).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// Why a snapshot was refused. The previous config keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -98,12 +99,22 @@ fn normalize_istio_sni(sni: &str) -> Option<String> {
     Some(format!("outbound_.{port}_._.{fqdn}"))
 }
 
+/// Persistent maps: a config's are the previous config's, cloned (sharing every entry) and
+/// patched where the snapshot changed.
+type Persistent<K, V> = imbl::GenericHashMap<K, V, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
+
 /// Endpoint state is kept across configs for the same address, protocol, mesh route and
 /// TLS settings.
 type EndpointKey = (SocketAddr, AppProtocol, Option<wharf_model::Hbone>, Option<wharf_model::UpstreamTls>);
 
+/// Each endpoint's state, and how many clusters have it.
+type Endpoints = Persistent<EndpointKey, (Arc<EndpointState>, usize)>;
+
 /// Parsed certificates by id, with the PEM they came from (to notice changes).
-type CertCache = HashMap<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
+type CertCache = Persistent<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
+
+/// Which hosts' routes looked up which cluster: (cluster id, host).
+type ClusterUsers = imbl::OrdSet<(Box<str>, Host)>;
 
 /// What one set of listeners serves: the edge listeners (Ingress), or one Gateway port.
 #[derive(Debug)]
@@ -123,6 +134,9 @@ pub struct Tables {
     pub tcp: HashMap<u16, Arc<CompiledForward>>,
     /// The HTTPS configs of hosts that ask for a client certificate (one per CA).
     pub client_auth: HostMap<Arc<ServerConfig>>,
+    /// The hosts of `router` by the clusters their routes looked up (kept for the edge,
+    /// whose next tables are these patched).
+    users: ClusterUsers,
 }
 
 impl Tables {
@@ -159,10 +173,10 @@ pub struct CompiledConfig {
     pub edge_gateway: HashMap<PortProtocol, Tables>,
     /// The ACME challenges every listener answers.
     pub acme: crate::acme::AcmeAnswers,
-    endpoints: HashMap<EndpointKey, Arc<EndpointState>>,
-    /// Every cluster's upstream, in the snapshot's order of clusters, for the next
-    /// compilation to reuse those of unchanged clusters.
-    upstreams: Vec<Arc<Upstream>>,
+    endpoints: Endpoints,
+    /// Every cluster's upstream by id, for the next compilation to reuse those of
+    /// unchanged clusters.
+    upstreams: Persistent<String, Arc<Upstream>>,
     certs: CertCache,
 }
 
@@ -190,14 +204,33 @@ impl CompiledConfig {
 /// The parts of a snapshot one [`Tables`] is built from.
 struct TableSource<'a> {
     default_certificate: Option<&'a str>,
-    tls_hosts: Vec<&'a TlsHost>,
-    virtual_hosts: Vec<&'a Arc<VirtualHost>>,
+    tls_hosts: Entries<'a, TlsHost>,
+    virtual_hosts: Entries<'a, Arc<VirtualHost>>,
     default_backend: Option<&'a wharf_model::Route>,
     /// See [`Router::route`].
     isolated: bool,
     passthrough: &'a [SniRoute],
     tcp: Vec<(u16, Vec<TcpBackend<'a>>)>,
     client_auth: &'a [wharf_model::ClientAuthHost],
+}
+
+/// The TLS hosts or HTTP hosts of a [`TableSource`].
+enum Entries<'a, T: Hosted> {
+    /// All of them.
+    All(Vec<&'a T>),
+    /// `now`, where the previous tables were compiled from `before`: only the changes are
+    /// compiled, into a clone of the previous tables.
+    Since { before: &'a Hosts<T>, now: &'a Hosts<T> },
+}
+
+impl<'a, T: Hosted> Entries<'a, T> {
+    /// Every entry, whatever changed.
+    fn all(&self) -> Box<dyn Iterator<Item = &'a T> + 'a> {
+        match self {
+            Entries::All(v) => Box::new(v.clone().into_iter()),
+            Entries::Since { now, .. } => Box::new(now.iter()),
+        }
+    }
 }
 
 /// A TCP backend: cluster id, weight, and whether it is invalid.
@@ -245,72 +278,9 @@ impl Compiler {
         version: u64,
         previous: Option<&CompiledConfig>,
     ) -> Result<CompiledConfig, CompileError> {
-        let certs = self.certificates(&snapshot, previous)?;
-        let mut endpoints = HashMap::default();
-        let mut upstreams: HashMap<&str, Arc<Upstream>> = HashMap::default();
-        // An unchanged cluster keeps its upstream; the hosts whose routes look up a changed
-        // one (or one that came or went) are compiled again, the others are reused.
-        // Both snapshots hold their clusters in id order, and the previous config its
-        // upstreams in the same order: one pass pairs them.
-        let mut before = previous
-            .iter()
-            .flat_map(|p| p.snapshot.clusters.iter().zip(&p.upstreams))
-            .map(|((id, cluster), upstream)| (id.as_str(), cluster, upstream))
-            .peekable();
-        let mut changed: HashSet<&str> = HashSet::default();
-        let mut kept = Vec::with_capacity(snapshot.clusters.len());
-        for (id, cluster) in &snapshot.clusters {
-            while let Some((gone, _, _)) = before.next_if(|(old, _, _)| *old < id.as_str()) {
-                changed.insert(gone);
-            }
-            let reused = before.next_if(|(old, _, _)| *old == id).filter(|(_, old, _)| *old == cluster);
-            let reused = reused.map(|(_, _, upstream)| upstream);
-            if reused.is_none() {
-                changed.insert(id);
-            }
-            let tls = match cluster.tls.as_ref().map(|t| UpstreamTlsConfig::new(t, cluster.protocol)) {
-                Some(Err(e)) => {
-                    // The controller checks the CA bundle and name first; this is the
-                    // last line against speaking plain text where TLS was asked for.
-                    tracing::warn!(cluster = %id, error = %e, "TLS to this backend cannot be set up; it gets no requests");
-                    let upstream = Arc::new(Upstream::new(id.clone(), cluster.protocol, Vec::new()));
-                    upstreams.insert(id, Arc::clone(&upstream));
-                    kept.push(upstream);
-                    changed.insert(id);
-                    continue;
-                }
-                Some(Ok(t)) => Some(t),
-                None => None,
-            };
-            let eps = cluster
-                .endpoints
-                .iter()
-                .map(|e| {
-                    let key = (e.addr, cluster.protocol, e.hbone.clone(), cluster.tls.clone());
-                    let state = previous
-                        .and_then(|p| p.endpoints.get(&key))
-                        .or_else(|| endpoints.get(&key))
-                        .cloned()
-                        .unwrap_or_else(|| {
-                            let state = EndpointState::new(e.addr, cluster.protocol, e.hbone.clone());
-                            Arc::new(match &tls {
-                                Some(t) => state.with_tls(t.clone()),
-                                None => state,
-                            })
-                        });
-                    endpoints.insert(key, Arc::clone(&state));
-                    state
-                })
-                .collect();
-            let upstream = match reused {
-                Some(u) => Arc::clone(u),
-                None => Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)),
-            };
-            upstreams.insert(id, Arc::clone(&upstream));
-            kept.push(upstream);
-        }
-        changed.extend(before.map(|(gone, _, _)| gone));
-        let upstreams = Upstreams { by_id: upstreams, changed, looked_up: RefCell::default() };
+        let (certs, replaced) = self.certificates(&snapshot, previous)?;
+        let (by_id, endpoints, changed) = self.clusters(&snapshot, previous);
+        let upstreams = Upstreams { by_id: &by_id, changed, looked_up: RefCell::default() };
 
         let mut route_metrics: HashMap<String, RouteMetrics> = HashMap::default();
         // The edge HTTPS listener serves the certificates of the edge Gateway's HTTPS
@@ -318,13 +288,30 @@ impl Compiler {
         // the default.
         let gateway_https = snapshot.gateway_ports.iter().find(|p| p.edge && p.protocol == PortProtocol::Https);
         let gateway_tls = gateway_https.map(|p| p.tls_hosts.as_slice()).unwrap_or_default();
-        let tls_hosts: Vec<&TlsHost> = match gateway_tls {
-            [] => snapshot.tls_hosts.iter().collect(),
-            _ => gateway_tls
-                .iter()
-                .filter(|t| t.host != Host::Any)
-                .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
-                .collect(),
+        // The previous edge tables were compiled from the previous snapshot's hosts; its TLS
+        // hosts too when no edge Gateway listener served certificates then or now, and no
+        // certificate changed or went (the TLS hosts naming one are not known without
+        // looking at all).
+        let edge_tls = |s: &Snapshot| {
+            let https = s.gateway_ports.iter().find(|p| p.edge && p.protocol == PortProtocol::Https);
+            https.is_some_and(|p| !p.tls_hosts.is_empty())
+        };
+        let tls_hosts = match (gateway_tls, previous) {
+            ([], Some(p)) if !replaced && !edge_tls(&p.snapshot) => {
+                Entries::Since { before: &p.snapshot.tls_hosts, now: &snapshot.tls_hosts }
+            }
+            ([], _) => Entries::All(snapshot.tls_hosts.iter().collect()),
+            _ => Entries::All(
+                gateway_tls
+                    .iter()
+                    .filter(|t| t.host != Host::Any)
+                    .chain(snapshot.tls_hosts.iter().filter(|t| !gateway_tls.iter().any(|g| g.host == t.host)))
+                    .collect(),
+            ),
+        };
+        let virtual_hosts = match previous {
+            Some(p) => Entries::Since { before: &p.snapshot.virtual_hosts, now: &snapshot.virtual_hosts },
+            None => Entries::All(snapshot.virtual_hosts.iter().collect()),
         };
         let default_certificate = gateway_tls
             .iter()
@@ -335,7 +322,7 @@ impl Compiler {
             TableSource {
                 default_certificate,
                 tls_hosts,
-                virtual_hosts: snapshot.virtual_hosts.iter().collect(),
+                virtual_hosts,
                 default_backend: snapshot.default_backend.as_ref(),
                 isolated: false,
                 passthrough: &snapshot.passthrough,
@@ -355,8 +342,8 @@ impl Compiler {
             let tables = self.tables(
                 TableSource {
                     default_certificate: catch_all,
-                    tls_hosts: p.tls_hosts.iter().collect(),
-                    virtual_hosts: p.virtual_hosts.iter().collect(),
+                    tls_hosts: Entries::All(p.tls_hosts.iter().collect()),
+                    virtual_hosts: Entries::All(p.virtual_hosts.iter().collect()),
                     default_backend: None,
                     isolated: true,
                     passthrough: &p.passthrough,
@@ -383,7 +370,7 @@ impl Compiler {
         }
         let acme = crate::acme::AcmeAnswers::new(&snapshot.acme, &self.policy);
         drop(upstreams);
-        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, upstreams: kept, certs })
+        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, upstreams: by_id, certs })
     }
 
     /// The tables of `src`; the hosts of `previous` (the tables compiled last time from
@@ -400,13 +387,33 @@ impl Compiler {
             Some(id) => lookup_cert(certs, id, || "(default)".to_owned())?,
             None => Arc::clone(&self.fallback_cert),
         };
-        let mut resolver = SniResolver::new(default, self.metrics.clone());
-        for t in src.tls_hosts {
-            let cert = lookup_cert(certs, &t.certificate, || t.host.to_string())?;
-            if t.host != Host::Any {
-                resolver.add(&t.host, cert);
+        let resolver = match (&src.tls_hosts, previous) {
+            (Entries::Since { before, now }, Some(prev)) => {
+                let mut resolver = prev.sni.patched(default);
+                for change in before.diff(now) {
+                    match change {
+                        Change::Added(t) | Change::Updated { new: t, .. } => {
+                            let cert = lookup_cert(certs, &t.certificate, || t.host.to_string())?;
+                            if t.host != Host::Any {
+                                resolver.add(&t.host, cert);
+                            }
+                        }
+                        Change::Removed(t) => resolver.remove(&t.host),
+                    }
+                }
+                resolver
             }
-        }
+            (entries, _) => {
+                let mut resolver = SniResolver::new(default, self.metrics.clone());
+                for t in entries.all() {
+                    let cert = lookup_cert(certs, &t.certificate, || t.host.to_string())?;
+                    if t.host != Host::Any {
+                        resolver.add(&t.host, cert);
+                    }
+                }
+                resolver
+            }
+        };
         let sni = Arc::new(resolver);
         let tls = tls::server_config(Arc::clone(&sni), &self.resumption, &self.policy)?;
         let tls_stream = match src.passthrough.iter().any(|p| p.terminate) {
@@ -476,37 +483,75 @@ impl Compiler {
                 metrics,
             }
         };
+        let mut compile_host = |vh: &Arc<VirtualHost>| {
+            upstreams.looked_up.borrow_mut().clear();
+            let routes = vh.routes.iter().map(&mut compile_route).collect();
+            let clusters = upstreams.looked_up.borrow_mut().drain(..).collect();
+            Arc::new(HostRoutes { routes, clusters, source: arc_swap::ArcSwapOption::new(Some(Arc::clone(vh))) })
+        };
         let mut router = Router::default();
-        for vh in src.virtual_hosts {
-            // Compiled from the same host (shared with the previous snapshot, or equal to
-            // its), and no cluster its routes look up changed.
-            let same = |old: &HostRoutes| match &*old.source.load() {
-                // By pointer first (`VirtualHost` is `Eq`).
-                Some(b) if b == vh => {
-                    if !Arc::ptr_eq(b, vh) {
-                        old.source.store(Some(Arc::clone(vh)));
+        let mut users = ClusterUsers::new();
+        match (&src.virtual_hosts, previous) {
+            (Entries::Since { before, now }, Some(prev)) => {
+                // The hosts that changed, and those whose routes looked up a cluster that
+                // changed, came or went, are compiled again; the others are the previous
+                // tables', shared.
+                router.hosts = prev.router.hosts.clone();
+                users = prev.users.clone();
+                let mut again: std::collections::BTreeMap<Host, Option<&Arc<VirtualHost>>> = Default::default();
+                for change in before.diff(now) {
+                    match change {
+                        Change::Added(vh) | Change::Updated { new: vh, .. } => again.insert(vh.host.clone(), Some(vh)),
+                        Change::Removed(vh) => again.insert(vh.host.clone(), None),
+                    };
+                }
+                for cluster in &upstreams.changed {
+                    let from = (Box::<str>::from(cluster.as_str()), Host::Exact(String::new()));
+                    let looked_up = users.range(from..).take_while(|(c, _)| **c == **cluster);
+                    for (_, host) in looked_up {
+                        again.entry(host.clone()).or_insert_with(|| now.get(host));
                     }
-                    true
                 }
-                _ => false,
-            };
-            let unchanged = previous
-                .and_then(|tables| tables.router.hosts.get_host(&vh.host))
-                .filter(|old| !upstreams.any_changed(&old.clusters) && same(old));
-            let host = match unchanged {
-                Some(old) => Arc::clone(old),
-                None => {
-                    upstreams.looked_up.borrow_mut().clear();
-                    let routes = vh.routes.iter().map(&mut compile_route).collect();
-                    let clusters = upstreams.looked_up.borrow_mut().drain(..).collect();
-                    Arc::new(HostRoutes {
-                        routes,
-                        clusters,
-                        source: arc_swap::ArcSwapOption::new(Some(Arc::clone(vh))),
-                    })
+                for (host, vh) in again {
+                    if let Some(old) = router.hosts.remove(&host) {
+                        for c in &old.clusters {
+                            users.remove(&(c.clone(), host.clone()));
+                        }
+                    }
+                    if let Some(vh) = vh {
+                        let compiled = compile_host(vh);
+                        users.extend(compiled.clusters.iter().map(|c| (c.clone(), host.clone())));
+                        router.hosts.insert(&host, compiled);
+                    }
                 }
-            };
-            router.hosts.insert(&vh.host, host);
+            }
+            (entries, _) => {
+                for vh in entries.all() {
+                    // Compiled from the same host (shared with the previous snapshot, or
+                    // equal to its), and no cluster its routes look up changed.
+                    let same = |old: &HostRoutes| match &*old.source.load() {
+                        // By pointer first (`VirtualHost` is `Eq`).
+                        Some(b) if b == vh => {
+                            if !Arc::ptr_eq(b, vh) {
+                                old.source.store(Some(Arc::clone(vh)));
+                            }
+                            true
+                        }
+                        _ => false,
+                    };
+                    let unchanged = previous
+                        .and_then(|tables| tables.router.hosts.get_host(&vh.host))
+                        .filter(|old| !upstreams.any_changed(&old.clusters) && same(old));
+                    let host = match unchanged {
+                        Some(old) => Arc::clone(old),
+                        None => compile_host(vh),
+                    };
+                    if !src.isolated {
+                        users.extend(host.clusters.iter().map(|c| (c.clone(), vh.host.clone())));
+                    }
+                    router.hosts.insert(&vh.host, host);
+                }
+            }
         }
         router.default = src.default_backend.map(&mut compile_route);
         router.isolated = src.isolated;
@@ -543,20 +588,41 @@ impl Compiler {
             };
             client_auth.insert(&c.host, cfg);
         }
-        Ok(Tables { tls, sni, router, passthrough, tls_stream, tcp, client_auth })
+        Ok(Tables { tls, sni, router, passthrough, tls_stream, tcp, client_auth, users })
     }
 
-    fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> Result<CertCache, CompileError> {
-        let mut out = HashMap::with_capacity_and_hasher(snapshot.certificates.len(), Default::default());
-        for (id, c) in &snapshot.certificates {
-            // The key validation parsed; else the previous config's, when the PEM is the same.
-            let reused = || {
-                previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
-                    Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
-                        || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
-                })
+    /// The previous config's certificates, patched where the snapshot's differ from the
+    /// previous snapshot's; and whether any of those changed or went.
+    fn certificates(
+        &self,
+        snapshot: &Snapshot,
+        previous: Option<&CompiledConfig>,
+    ) -> Result<(CertCache, bool), CompileError> {
+        let none = imbl::OrdMap::new();
+        let (mut out, before) = match previous {
+            Some(p) => (p.certs.clone(), &p.snapshot.certificates),
+            None => (CertCache::default(), &none),
+        };
+        let mut replaced = false;
+        for change in before.diff(&snapshot.certificates) {
+            let (id, c) = match change {
+                imbl::ordmap::DiffItem::Add(id, c) => (id, c),
+                imbl::ordmap::DiffItem::Update { new: (id, c), .. } => {
+                    replaced = true;
+                    (id, c)
+                }
+                imbl::ordmap::DiffItem::Remove(id, _) => {
+                    replaced = true;
+                    out.remove(id);
+                    continue;
+                }
             };
-            let ck = match c.parsed.0.as_ref().or_else(|| reused().map(|(_, _, ck)| ck)) {
+            // The key validation parsed; else the previous config's, when the PEM is the same.
+            let reused = previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
+                Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
+                    || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
+            });
+            let ck = match c.parsed.0.as_ref().or(reused.map(|(_, _, ck)| ck)) {
                 Some(ck) => Arc::clone(ck),
                 None => {
                     wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
@@ -566,7 +632,88 @@ impl Compiler {
             };
             out.insert(id.clone(), (Arc::clone(&c.chain_pem), Arc::clone(&c.key_pem), ck));
         }
-        Ok(out)
+        Ok((out, replaced))
+    }
+
+    /// The previous config's upstreams and endpoints, patched where the snapshot's
+    /// clusters differ from the previous snapshot's: an unchanged cluster keeps its
+    /// upstream (balancing state, pooled connections), an endpoint its state while any
+    /// cluster has it. Also the ids of the clusters that changed, came or went.
+    fn clusters(
+        &self,
+        snapshot: &Snapshot,
+        previous: Option<&CompiledConfig>,
+    ) -> (Persistent<String, Arc<Upstream>>, Endpoints, Vec<String>) {
+        let none = imbl::OrdMap::new();
+        let (mut upstreams, mut endpoints, before) = match previous {
+            Some(p) => (p.upstreams.clone(), p.endpoints.clone(), &p.snapshot.clusters),
+            None => (Persistent::default(), Endpoints::default(), &none),
+        };
+        let key = |e: &wharf_model::Endpoint, c: &Cluster| (e.addr, c.protocol, e.hbone.clone(), c.tls.clone());
+        let diff: Vec<_> = before.diff(&snapshot.clusters).collect();
+        // New upstreams first, so that an endpoint moving between clusters keeps its state.
+        for change in &diff {
+            let (id, cluster) = match change {
+                imbl::ordmap::DiffItem::Add(id, c) | imbl::ordmap::DiffItem::Update { new: (id, c), .. } => (*id, *c),
+                imbl::ordmap::DiffItem::Remove(..) => continue,
+            };
+            let tls = match cluster.tls.as_ref().map(|t| UpstreamTlsConfig::new(t, cluster.protocol)) {
+                Some(Err(e)) => {
+                    // The controller checks the CA bundle and name first; this is the
+                    // last line against speaking plain text where TLS was asked for.
+                    tracing::warn!(cluster = %id, error = %e, "TLS to this backend cannot be set up; it gets no requests");
+                    upstreams.insert(id.clone(), Arc::new(Upstream::new(id.clone(), cluster.protocol, Vec::new())));
+                    continue;
+                }
+                Some(Ok(t)) => Some(t),
+                None => None,
+            };
+            let eps = cluster
+                .endpoints
+                .iter()
+                .map(|e| {
+                    let (state, holders) = endpoints.entry(key(e, cluster)).or_insert_with(|| {
+                        let state = EndpointState::new(e.addr, cluster.protocol, e.hbone.clone());
+                        let state = match &tls {
+                            Some(t) => state.with_tls(t.clone()),
+                            None => state,
+                        };
+                        (Arc::new(state), 0)
+                    });
+                    *holders += 1;
+                    Arc::clone(state)
+                })
+                .collect();
+            upstreams.insert(id.clone(), Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)));
+        }
+        // Then the old ones go, and the endpoints no cluster has any more.
+        let mut changed = Vec::with_capacity(diff.len());
+        for change in &diff {
+            let (id, old) = match change {
+                imbl::ordmap::DiffItem::Add(id, _) => {
+                    changed.push((*id).clone());
+                    continue;
+                }
+                imbl::ordmap::DiffItem::Update { old: (id, c), .. } => (*id, *c),
+                imbl::ordmap::DiffItem::Remove(id, c) => {
+                    upstreams.remove(*id);
+                    (*id, *c)
+                }
+            };
+            changed.push(id.clone());
+            // An upstream without endpoints (its TLS could not be set up) held none.
+            let held = previous.and_then(|p| p.upstreams.get(id)).is_some_and(|u| !u.endpoints.is_empty());
+            for e in old.endpoints.iter().filter(|_| held) {
+                let k = key(e, old);
+                if let Some((_, holders)) = endpoints.get_mut(&k) {
+                    *holders -= 1;
+                    if *holders == 0 {
+                        endpoints.remove(&k);
+                    }
+                }
+            }
+        }
+        (upstreams, endpoints, changed)
     }
 }
 
@@ -579,9 +726,9 @@ fn lookup_cert(certs: &CertCache, id: &str, host: impl FnOnce() -> String) -> Re
 
 /// The upstreams of a compilation by cluster id, remembering which ids were looked up.
 struct Upstreams<'a> {
-    by_id: HashMap<&'a str, Arc<Upstream>>,
+    by_id: &'a Persistent<String, Arc<Upstream>>,
     /// The clusters that changed since the previous compilation, came or went.
-    changed: HashSet<&'a str>,
+    changed: Vec<String>,
     looked_up: RefCell<Vec<Box<str>>>,
 }
 
@@ -593,7 +740,7 @@ impl Upstreams<'_> {
 
     /// True when any of `clusters` changed.
     fn any_changed(&self, clusters: &[Box<str>]) -> bool {
-        clusters.iter().any(|c| self.changed.contains(&**c))
+        !self.changed.is_empty() && clusters.iter().any(|c| self.changed.iter().any(|id| **id == **c))
     }
 }
 
@@ -871,13 +1018,59 @@ mod tests {
             c.parsed = wharf_model::ParsedCertificate(Some(Arc::clone(&validated)));
         }
         let c = compiler();
+        let cfg = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        let served = cfg.edge.sni.select(Some("a.example.com")).0;
+        assert!(Arc::ptr_eq(served, &validated), "the key validation parsed, not a new parse of the PEM");
+        // Over an earlier config that parsed the same PEM itself, that parse stays.
         let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
-        // Also over an earlier config that parsed the same PEM itself.
-        for previous in [None, Some(&first)] {
-            let cfg = c.compile(Arc::new(snapshot.clone()), 2, previous).unwrap();
-            let served = cfg.edge.sni.select(Some("a.example.com")).0;
-            assert!(Arc::ptr_eq(served, &validated), "the key validation parsed, not a new parse of the PEM");
+        let cfg = c.compile(Arc::new(snapshot), 2, Some(&first)).unwrap();
+        let served = cfg.edge.sni.select(Some("a.example.com")).0;
+        assert!(Arc::ptr_eq(served, first.edge.sni.select(Some("a.example.com")).0));
+    }
+
+    #[test]
+    fn tls_hosts_that_change_are_patched_into_the_previous_sni_map() {
+        let (a, b, key) = two_certs_one_key();
+        let (a, b, key): (Arc<str>, Arc<str>, Arc<str>) = (a.into(), b.into(), key.into());
+        let tls = |hosts: &[&str]| -> Hosts<TlsHost> {
+            hosts.iter().map(|h| TlsHost { host: host(h), certificate: "web/cert".into() }).collect()
+        };
+        let c = compiler();
+        let mut snapshot = (*with_cert(&a, &key)).clone();
+        snapshot.tls_hosts = tls(&["one.example.com", "two.example.com", "*.w.example.com"]);
+        let first = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        let cert = |cfg: &CompiledConfig, sni: &str| {
+            let (ck, how) = cfg.edge.sni.select(Some(sni));
+            (ck.cert[0].as_ref().to_vec(), how)
+        };
+        let fallback = cert(&first, "none.example.com");
+        let served = cert(&first, "one.example.com");
+        assert_ne!(served.0, fallback.0);
+
+        snapshot.tls_hosts.remove(&host("one.example.com"));
+        snapshot.tls_hosts.insert(TlsHost { host: host("three.example.com"), certificate: "web/cert".into() });
+        let second = c.compile(Arc::new(snapshot.clone()), 2, Some(&first)).unwrap();
+        assert_eq!(cert(&second, "one.example.com").0, fallback.0, "a host gone is no longer served");
+        for sni in ["two.example.com", "three.example.com", "x.w.example.com"] {
+            assert_eq!(cert(&second, sni).0, served.0, "{sni}");
         }
+        assert_eq!(cert(&first, "one.example.com").0, served.0, "the previous config is left as it was");
+        assert_eq!(cert(&first, "three.example.com").0, fallback.0);
+
+        // A certificate renewed under the same id: every host naming it gets the new one.
+        let mut renewed = (*with_cert(&b, &key)).clone();
+        renewed.tls_hosts = snapshot.tls_hosts.clone();
+        let third = c.compile(Arc::new(renewed), 3, Some(&second)).unwrap();
+        let new = cert(&third, "two.example.com").0;
+        assert_ne!(new, served.0);
+        for sni in ["three.example.com", "x.w.example.com"] {
+            assert_eq!(cert(&third, sni).0, new, "{sni}");
+        }
+
+        // A TLS host naming a certificate the snapshot lacks is refused, patched or not.
+        snapshot.tls_hosts.insert(TlsHost { host: host("four.example.com"), certificate: "web/none".into() });
+        let refused = c.compile(Arc::new(snapshot), 4, Some(&second)).err().map(|e| e.reason());
+        assert_eq!(refused, Some("missing_certificate"));
     }
 
     #[test]
@@ -1008,9 +1201,6 @@ mod tests {
             |config: &CompiledConfig, h: &str| Arc::clone(config.edge.router.hosts.get_host(&host(h)).unwrap());
         assert!(Arc::ptr_eq(&routes(&one, "keep.com"), &routes(&two, "keep.com")), "unchanged: reused");
         assert!(Arc::ptr_eq(&routes(&one, "equal.com"), &routes(&two, "equal.com")), "equal: reused");
-        // ... and from then on compared with the host of the second snapshot, by pointer.
-        let source = routes(&two, "equal.com").source.load_full().unwrap();
-        assert!(Arc::ptr_eq(&source, two.snapshot.virtual_hosts.get(&host("equal.com")).unwrap()));
         let upstream = |config: &CompiledConfig, h: &str, path: &str| match get(config, h, path).map(|r| &r.action) {
             Some(CompiledAction::Forward(f)) => f.pick().map(Arc::clone),
             other => panic!("{h}{path}: {other:?}"),
@@ -1028,6 +1218,23 @@ mod tests {
         assert_eq!(upstream(&two, "tail.com", "/").err(), Some(UpstreamError::NoEndpoints), "the last cluster went");
         assert_eq!(upstream(&one, "later.com", "/").err(), Some(UpstreamError::NoEndpoints));
         assert_eq!(upstream(&two, "later.com", "/").unwrap().id, "d", "its cluster came");
+
+        // Over the patched tables: which hosts look up a cluster is kept across configs.
+        let mut third = (*two.snapshot).clone();
+        third.clusters.insert("b".into(), cluster(7));
+        let three = c.compile(Arc::new(third), 3, Some(&two)).unwrap();
+        for h in ["keep.com", "equal.com", "edited.com"] {
+            assert!(!Arc::ptr_eq(&routes(&two, h), &routes(&three, h)), "{h}: its cluster changed");
+        }
+        assert_eq!(upstream(&three, "keep.com", "/").unwrap().endpoints[0].addr.port(), 7);
+        for h in ["moved.com", "later.com", "gone.com", "tail.com"] {
+            assert!(Arc::ptr_eq(&routes(&two, h), &routes(&three, h)), "{h}: reused");
+        }
+        assert_eq!(
+            upstream(&two, "keep.com", "/").unwrap().endpoints[0].addr.port(),
+            2,
+            "the previous config as it was"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! certificate selection and passthrough by SNI.
 
 /// Keyed by configured names; lookups hash what a client sends, but never insert it.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// Persistent: a clone shares every entry, and the next config's table is the last one's,
+/// cloned and patched where hosts changed.
+type HashMap<K, V> = imbl::GenericHashMap<K, V, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
 
 use wharf_model::Host;
 
@@ -18,8 +20,8 @@ pub enum HostMatch {
 }
 
 /// Values keyed by [`Host`].
-#[derive(Debug)]
-pub struct HostMap<T> {
+#[derive(Debug, Clone)]
+pub struct HostMap<T: Clone> {
     exact: HashMap<String, T>,
     /// Ingress wildcards, keyed by the suffix after the first label (with its dot).
     wildcard: HashMap<String, T>,
@@ -28,13 +30,13 @@ pub struct HostMap<T> {
     any: Option<T>,
 }
 
-impl<T> Default for HostMap<T> {
+impl<T: Clone> Default for HostMap<T> {
     fn default() -> Self {
         HostMap { exact: HashMap::default(), wildcard: HashMap::default(), suffix: HashMap::default(), any: None }
     }
 }
 
-impl<T> HostMap<T> {
+impl<T: Clone> HostMap<T> {
     /// Sets the value for `host`; the previous one is returned.
     pub fn insert(&mut self, host: &Host, value: T) -> Option<T> {
         match host {
@@ -42,6 +44,16 @@ impl<T> HostMap<T> {
             Host::Wildcard(s) => self.wildcard.insert(s.clone(), value),
             Host::Suffix(s) => self.suffix.insert(s.clone(), value),
             Host::Any => self.any.replace(value),
+        }
+    }
+
+    /// Takes the value of `host` out.
+    pub fn remove(&mut self, host: &Host) -> Option<T> {
+        match host {
+            Host::Exact(h) => self.exact.remove(h),
+            Host::Wildcard(s) => self.wildcard.remove(s),
+            Host::Suffix(s) => self.suffix.remove(s),
+            Host::Any => self.any.take(),
         }
     }
 
@@ -148,5 +160,23 @@ mod tests {
         assert_eq!(m.insert(&Host::Suffix(".a".into()), 3), None);
         assert_eq!(m.insert(&Host::Suffix(".a".into()), 4), Some(3));
         assert_eq!(m.get("x.a").map(|(v, _)| *v), Some(4));
+    }
+
+    #[test]
+    fn a_clone_patched_leaves_the_original_as_it_was() {
+        let m = map(&["a.example.com", "*.example.com", "gw:*.test.com", ""]);
+        let mut next = m.clone();
+        for h in ["a.example.com", "*.example.com", "gw:*.test.com", ""] {
+            let host = match h.strip_prefix("gw:") {
+                Some(g) => Host::parse_gateway(g).unwrap_or(Host::Any),
+                None if h.is_empty() => Host::Any,
+                None => Host::parse(h).unwrap_or(Host::Any),
+            };
+            assert_eq!(next.remove(&host).as_deref(), Some(h));
+            assert_eq!(next.remove(&host), None);
+        }
+        assert!(next.is_empty());
+        assert_eq!(all(&m, "a.example.com"), ["a.example.com", "*.example.com", ""]);
+        assert_eq!(all(&m, "a.b.test.com"), ["gw:*.test.com", ""]);
     }
 }

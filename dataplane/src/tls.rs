@@ -27,6 +27,18 @@ impl SniResolver {
         SniResolver { certs: HostMap::default(), default, metrics }
     }
 
+    /// A resolver serving what this one serves, and `default` when nothing else matches:
+    /// the next config's, to be patched with [`SniResolver::add`] and
+    /// [`SniResolver::remove`]. Shares every entry with this one.
+    pub fn patched(&self, default: Arc<CertifiedKey>) -> Self {
+        SniResolver { certs: self.certs.clone(), default, metrics: self.metrics.clone() }
+    }
+
+    /// No longer serves a certificate of its own for `host`.
+    pub fn remove(&mut self, host: &wharf_model::Host) {
+        self.certs.remove(host);
+    }
+
     /// Serves `cert` for the names `host` covers (`Host::Any`: every name, in place of
     /// the default).
     pub fn add(&mut self, host: &wharf_model::Host, cert: Arc<CertifiedKey>) {
