@@ -1237,6 +1237,100 @@ mod tests {
         );
     }
 
+    /// Random snapshots changed one entry at a time, as the controller patches its own:
+    /// each config compiled over the previous one serves what a config compiled from
+    /// nothing serves (every certificate by SNI, every route's upstream and endpoints).
+    #[test]
+    fn a_config_patched_over_the_previous_one_serves_what_one_compiled_afresh_serves() {
+        let (a, b, key) = two_certs_one_key();
+        let pems: [Arc<str>; 2] = [a.into(), b.into()];
+        let key: Arc<str> = key.into();
+        let certificate = |pem: &Arc<str>| {
+            let loaded = wharf_model::tls::load(pem.as_bytes(), key.as_bytes(), 0).unwrap();
+            Certificate {
+                chain_pem: Arc::clone(pem),
+                key_pem: Arc::clone(&key),
+                dns_names: loaded.info.dns_names.into(),
+                not_after: loaded.info.not_after,
+                parsed: Default::default(),
+            }
+        };
+        let names = ["h0.example.com", "h1.example.com", "h2.example.com", "h3.example.com", "*.w.example.com"];
+        let asked = [
+            "h0.example.com",
+            "h1.example.com",
+            "h2.example.com",
+            "h3.example.com",
+            "x.w.example.com",
+            "o.example.com",
+        ];
+        let (certs, clusters) = (["web/c0", "web/c1", "web/c2"], ["k0", "k1", "k2", "k3"]);
+        let served = |cfg: &CompiledConfig| {
+            let sni = asked.map(|n| {
+                let (ck, how) = cfg.edge.sni.select(Some(n));
+                (ck.cert[0].as_ref().to_vec(), format!("{how:?}"))
+            });
+            let routes = asked.map(|n| {
+                ["/", "/p"].map(|path| {
+                    get(cfg, n, path).map(|r| {
+                        let to = match &r.action {
+                            CompiledAction::Forward(f) => f
+                                .pick()
+                                .map(|u| (u.id.clone(), u.endpoints.iter().map(|e| e.addr.port()).collect::<Vec<_>>())),
+                            other => panic!("{other:?}"),
+                        };
+                        (r.source.clone(), to)
+                    })
+                })
+            });
+            (sni, routes)
+        };
+        let c = compiler();
+        for seed in 0..40 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut snapshot = Snapshot::default();
+            let mut previous: Option<CompiledConfig> = None;
+            for step in 0..40 {
+                let host = host(names[rng.usize(..names.len())]);
+                match rng.u8(..4) {
+                    0 if rng.bool() => {
+                        let routes = ["/", "/p"][..rng.usize(1..=2)]
+                            .iter()
+                            .map(|p| route(&format!("s{step}"), prefix(p), clusters[rng.usize(..clusters.len())]))
+                            .collect();
+                        snapshot.virtual_hosts.insert(Arc::new(VirtualHost { host, routes }));
+                    }
+                    0 => drop(snapshot.virtual_hosts.remove(&host)),
+                    1 if rng.bool() => {
+                        let present: Vec<&String> = snapshot.certificates.keys().collect();
+                        if let Some(id) = (!present.is_empty()).then(|| present[rng.usize(..present.len())].clone()) {
+                            snapshot.tls_hosts.insert(TlsHost { host, certificate: id });
+                        }
+                    }
+                    1 => drop(snapshot.tls_hosts.remove(&host)),
+                    2 if rng.bool() => {
+                        let id = clusters[rng.usize(..clusters.len())];
+                        snapshot.clusters.insert(id.into(), cluster(rng.u16(1..4)));
+                    }
+                    2 => drop(snapshot.clusters.remove(clusters[rng.usize(..clusters.len())])),
+                    _ => {
+                        let id = certs[rng.usize(..certs.len())];
+                        let named = snapshot.tls_hosts.iter().any(|t| t.certificate == id);
+                        match rng.bool() {
+                            false if !named => drop(snapshot.certificates.remove(id)),
+                            _ => drop(snapshot.certificates.insert(id.into(), certificate(&pems[rng.usize(..2)]))),
+                        }
+                    }
+                }
+                let s = Arc::new(snapshot.clone());
+                let patched = c.compile(Arc::clone(&s), step, previous.as_ref()).unwrap();
+                let afresh = c.compile(s, step, None).unwrap();
+                assert_eq!(served(&patched), served(&afresh), "seed {seed} step {step}");
+                previous = Some(patched);
+            }
+        }
+    }
+
     #[test]
     fn gateway_ports_reuse_their_own_hosts() {
         use wharf_model::GatewayPort;
