@@ -163,6 +163,9 @@ pub struct Incremental {
     translated: usize,
     /// What the parts add to the snapshot, merged.
     merged: Merged,
+    /// No part's certificate expires before this (Unix seconds); a part that went may
+    /// have set it earlier than need be.
+    soonest: Option<i64>,
 }
 
 /// What the parts add to the snapshot, kept merged and in order: a part that goes takes its
@@ -178,6 +181,9 @@ struct Merged {
     /// How many parts hold each certificate and each cluster.
     holders: HashMap<(Held, String), usize>,
     served: OrdSet<ObjectRef>,
+    /// The parts with diagnostics, ACME demands, passthrough or client-certificate hosts,
+    /// or the default backend: the rest the snapshot gathers from them.
+    extras: BTreeSet<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,7 +193,15 @@ enum Held {
 }
 
 impl Merged {
-    fn add(&mut self, part: &Part) {
+    fn add(&mut self, id: u64, part: &Part) {
+        if !(part.diags.is_empty()
+            && part.acme.is_empty()
+            && part.passthrough.is_empty()
+            && part.client_auth.is_empty()
+            && part.default_backend.is_none())
+        {
+            self.extras.insert(id);
+        }
         for vh in &part.virtual_hosts {
             self.virtual_hosts.insert(Arc::clone(vh));
         }
@@ -209,7 +223,8 @@ impl Merged {
         }
     }
 
-    fn remove(&mut self, part: &Part) {
+    fn remove(&mut self, id: u64, part: &Part) {
+        self.extras.remove(&id);
         for vh in &part.virtual_hosts {
             self.virtual_hosts.remove(&vh.host);
         }
@@ -292,12 +307,7 @@ impl Incremental {
         changes: &Changes,
     ) -> Translation {
         let classes = super::class::Classes::new(&world.ingress_classes, opts);
-        let mut ours: HashMap<(&str, &str), &Ingress> =
-            HashMap::with_capacity_and_hasher(world.ingresses.len(), Default::default());
-        for ing in world.ingresses.iter().filter(|i| classes.is_ours(i)) {
-            let m = &ing.metadata;
-            ours.insert((m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or("")), ing);
-        }
+        let ours = Ours::new(world, &classes, changes.all || self.parts.is_empty());
         let parse = |key: &Key, ing: &Ingress| -> Parsed {
             let mut diags = Vec::new();
             let src = ObjectRef::new("Ingress", &key.0, &key.1);
@@ -320,13 +330,20 @@ impl Incremental {
                 }
             }
             let now = opts.now;
-            for part in self.parts.values().filter(|p| p.expires.is_some_and(|e| now > e)) {
-                dirty.extend(part.members.iter().cloned());
+            if self.soonest.is_some_and(|e| now > e) {
+                self.soonest = None;
+                for part in self.parts.values() {
+                    match part.expires {
+                        Some(e) if now > e => dirty.extend(part.members.iter().cloned()),
+                        Some(e) => self.soonest = Some(self.soonest.map_or(e, |s| s.min(e))),
+                        None => {}
+                    }
+                }
             }
             let had_external = !self.external.is_empty();
             for key in dirty {
                 self.external.remove(&key);
-                if let Some(ing) = ours.get(&(key.0.as_str(), key.1.as_str())) {
+                if let Some(ing) = ours.get(&key.0, &key.1) {
                     let p = parse(&key, ing);
                     if external(&p.0) {
                         self.external.insert(key.clone());
@@ -336,7 +353,7 @@ impl Incremental {
                     // Gone, or no longer ours: its part goes, the rest of it is translated
                     // again.
                     for member in self.remove(id) {
-                        let Some(ing) = ours.get(&(member.0.as_str(), member.1.as_str())) else { continue };
+                        let Some(ing) = ours.get(&member.0, &member.1) else { continue };
                         if !parsed.contains_key(&member) {
                             parsed.insert(member.clone(), parse(&member, ing));
                         }
@@ -351,7 +368,7 @@ impl Incremental {
         if everything {
             *self = Incremental { whole: self.whole, ..Incremental::default() };
             parsed.clear();
-            for (&(ns, name), ing) in &ours {
+            for ((ns, name), ing) in ours.all() {
                 let key = (ns.to_owned(), name.to_owned());
                 let p = parse(&key, ing);
                 if external(&p.0) {
@@ -368,7 +385,7 @@ impl Incremental {
         let mut ties: HashMap<Key, Ties> = HashMap::default();
         let mut queue: Vec<Key> = parsed.keys().cloned().collect();
         while let Some(key) = queue.pop() {
-            let Some(ing) = ours.get(&(key.0.as_str(), key.1.as_str())) else { continue };
+            let Some(ing) = ours.get(&key.0, &key.1) else { continue };
             let Some((settings, _)) = parsed.get(&key) else { continue };
             let own = ties_of(ing, settings, opts, all);
             let mut found: Vec<u64> = Vec::new();
@@ -386,7 +403,7 @@ impl Incremental {
             ties.insert(key, own);
             for id in found {
                 for member in self.remove(id) {
-                    if let Some(ing) = ours.get(&(member.0.as_str(), member.1.as_str())) {
+                    if let Some(ing) = ours.get(&member.0, &member.1) {
                         if !parsed.contains_key(&member) {
                             let p = parse(&member, ing);
                             parsed.insert(member.clone(), p);
@@ -407,9 +424,7 @@ impl Incremental {
             let mut members: Vec<(&Ingress, annotations::Settings)> = Vec::with_capacity(component.len());
             let mut diags = Vec::new();
             for key in &component {
-                let (Some(ing), Some((settings, d))) =
-                    (ours.get(&(key.0.as_str(), key.1.as_str())), parsed.remove(key))
-                else {
+                let (Some(ing), Some((settings, d))) = (ours.get(&key.0, &key.1), parsed.remove(key)) else {
                     continue;
                 };
                 members.push((ing, settings));
@@ -442,7 +457,10 @@ impl Incremental {
                 self.readers.entry(read).or_default().push(id);
             }
             part.members = component;
-            self.merged.add(&part);
+            self.merged.add(id, &part);
+            if let Some(e) = part.expires {
+                self.soonest = Some(self.soonest.map_or(e, |s| s.min(e)));
+            }
             self.parts.insert(id, part);
         }
         self.compact_when_due();
@@ -479,7 +497,7 @@ impl Incremental {
         match self.parts.remove(&id) {
             Some(part) => {
                 self.gone += 1;
-                self.merged.remove(&part);
+                self.merged.remove(id, &part);
                 part.members
             }
             None => Vec::new(),
@@ -491,7 +509,7 @@ impl Incremental {
         let mut snapshot = Snapshot::default();
         let mut diags = Vec::new();
         let mut demands = Vec::new();
-        for part in self.parts.values() {
+        for part in self.merged.extras.iter().filter_map(|id| self.parts.get(id)) {
             diags.extend(part.diags.iter().cloned());
             demands.extend(part.acme.iter().cloned());
             snapshot.passthrough.extend(part.passthrough.iter().cloned());
@@ -511,6 +529,54 @@ impl Incremental {
         let served = m.served.clone();
         let acme = super::acme::Demands::from_demands(demands);
         super::finish(world, lookups, snapshot, diags, acme, served)
+    }
+}
+
+/// The Ingresses of our class by `(namespace, name)`, a missing namespace taken as
+/// `default`: searched where they are when they are in key order and few will be looked
+/// up (a change), else through a map built first.
+enum Ours<'a> {
+    Ordered(&'a crate::kinds::Objects<Ingress>, &'a super::class::Classes<'a>),
+    Map(HashMap<(&'a str, &'a str), &'a Ingress>),
+}
+
+impl<'a> Ours<'a> {
+    fn new(world: &'a World, classes: &'a super::class::Classes<'a>, many: bool) -> Self {
+        // (`get` answers only when the objects are in key order.)
+        if !many && world.ingresses.get("", "").is_some() {
+            return Ours::Ordered(&world.ingresses, classes);
+        }
+        let mut map = HashMap::with_capacity_and_hasher(world.ingresses.len(), Default::default());
+        for ing in world.ingresses.iter().filter(|i| classes.is_ours(i)) {
+            map.insert(Self::key(ing), ing);
+        }
+        Ours::Map(map)
+    }
+
+    fn key(ing: &Ingress) -> (&str, &str) {
+        let m = &ing.metadata;
+        (m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or(""))
+    }
+
+    fn get(&self, ns: &str, name: &str) -> Option<&'a Ingress> {
+        match self {
+            Ours::Ordered(all, classes) => {
+                let found = all.get(ns, name).flatten();
+                // Stored without a namespace, its key is `("", name)`.
+                let found = found.or_else(|| all.get("", name).flatten().filter(|_| ns == "default"));
+                found.filter(|i| Self::key(i) == (ns, name) && classes.is_ours(i))
+            }
+            Ours::Map(m) => m.get(&(ns, name)).copied(),
+        }
+    }
+
+    fn all(&self) -> Box<dyn Iterator<Item = ((&'a str, &'a str), &'a Ingress)> + '_> {
+        match self {
+            Ours::Ordered(all, classes) => {
+                Box::new(all.iter().filter(|i| classes.is_ours(i)).map(|i| (Self::key(i), i)))
+            }
+            Ours::Map(m) => Box::new(m.iter().map(|(k, i)| (*k, *i))),
+        }
     }
 }
 
