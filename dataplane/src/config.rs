@@ -24,6 +24,7 @@ use crate::tls::{self, Resumption, SniResolver};
 
 /// Hashing for maps keyed by configuration (not by what a client sends).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// Why a snapshot was refused. The previous config keeps serving.
 #[derive(Debug, thiserror::Error)]
@@ -643,7 +644,7 @@ impl Compiler {
         &self,
         snapshot: &Snapshot,
         previous: Option<&CompiledConfig>,
-    ) -> (Persistent<String, Arc<Upstream>>, Endpoints, Vec<String>) {
+    ) -> (Persistent<String, Arc<Upstream>>, Endpoints, HashSet<String>) {
         let none = imbl::OrdMap::new();
         let (mut upstreams, mut endpoints, before) = match previous {
             Some(p) => (p.upstreams.clone(), p.endpoints.clone(), &p.snapshot.clusters),
@@ -687,11 +688,11 @@ impl Compiler {
             upstreams.insert(id.clone(), Arc::new(Upstream::new(id.clone(), cluster.protocol, eps)));
         }
         // Then the old ones go, and the endpoints no cluster has any more.
-        let mut changed = Vec::with_capacity(diff.len());
+        let mut changed = HashSet::with_capacity_and_hasher(diff.len(), Default::default());
         for change in &diff {
             let (id, old) = match change {
                 imbl::ordmap::DiffItem::Add(id, _) => {
-                    changed.push((*id).clone());
+                    changed.insert((*id).clone());
                     continue;
                 }
                 imbl::ordmap::DiffItem::Update { old: (id, c), .. } => (*id, *c),
@@ -700,7 +701,7 @@ impl Compiler {
                     (*id, *c)
                 }
             };
-            changed.push(id.clone());
+            changed.insert(id.clone());
             // An upstream without endpoints (its TLS could not be set up) held none.
             let held = previous.and_then(|p| p.upstreams.get(id)).is_some_and(|u| !u.endpoints.is_empty());
             for e in old.endpoints.iter().filter(|_| held) {
@@ -728,7 +729,7 @@ fn lookup_cert(certs: &CertCache, id: &str, host: impl FnOnce() -> String) -> Re
 struct Upstreams<'a> {
     by_id: &'a Persistent<String, Arc<Upstream>>,
     /// The clusters that changed since the previous compilation, came or went.
-    changed: Vec<String>,
+    changed: HashSet<String>,
     looked_up: RefCell<Vec<Box<str>>>,
 }
 
@@ -740,7 +741,7 @@ impl Upstreams<'_> {
 
     /// True when any of `clusters` changed.
     fn any_changed(&self, clusters: &[Box<str>]) -> bool {
-        !self.changed.is_empty() && clusters.iter().any(|c| self.changed.iter().any(|id| **id == **c))
+        !self.changed.is_empty() && clusters.iter().any(|c| self.changed.contains(&**c))
     }
 }
 
