@@ -111,8 +111,8 @@ type EndpointKey = (SocketAddr, AppProtocol, Option<wharf_model::Hbone>, Option<
 /// Each endpoint's state, and how many clusters have it.
 type Endpoints = Persistent<EndpointKey, (Arc<EndpointState>, usize)>;
 
-/// Parsed certificates by id, with the PEM they came from (to notice changes).
-type CertCache = Persistent<String, (Arc<str>, Arc<str>, Arc<CertifiedKey>)>;
+/// Parsed certificates by id.
+type CertCache = Persistent<String, Arc<CertifiedKey>>;
 
 /// Which hosts' routes looked up which cluster: (cluster id, host).
 type ClusterUsers = imbl::OrdSet<(Box<str>, Host)>;
@@ -618,12 +618,9 @@ impl Compiler {
                     continue;
                 }
             };
-            // The key validation parsed; else the previous config's, when the PEM is the same.
-            let reused = previous.and_then(|p| p.certs.get(id)).filter(|(chain, key, _)| {
-                Arc::ptr_eq(chain, &c.chain_pem) && Arc::ptr_eq(key, &c.key_pem)
-                    || (chain.as_ref() == c.chain_pem.as_ref() && key.as_ref() == c.key_pem.as_ref())
-            });
-            let ck = match c.parsed.0.as_ref().or(reused.map(|(_, _, ck)| ck)) {
+            // The key validation parsed, else parsed here. (An unchanged certificate is
+            // not among the differences: its entry of the previous cache stays.)
+            let ck = match c.parsed.0.as_ref() {
                 Some(ck) => Arc::clone(ck),
                 None => {
                     wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
@@ -631,7 +628,7 @@ impl Compiler {
                         .certified_key
                 }
             };
-            out.insert(id.clone(), (Arc::clone(&c.chain_pem), Arc::clone(&c.key_pem), ck));
+            out.insert(id.clone(), ck);
         }
         Ok((out, replaced))
     }
@@ -719,10 +716,7 @@ impl Compiler {
 }
 
 fn lookup_cert(certs: &CertCache, id: &str, host: impl FnOnce() -> String) -> Result<Arc<CertifiedKey>, CompileError> {
-    certs
-        .get(id)
-        .map(|(_, _, ck)| Arc::clone(ck))
-        .ok_or_else(|| CompileError::MissingCertificate { host: host(), id: id.to_owned() })
+    certs.get(id).map(Arc::clone).ok_or_else(|| CompileError::MissingCertificate { host: host(), id: id.to_owned() })
 }
 
 /// The upstreams of a compilation by cluster id, remembering which ids were looked up.
@@ -993,7 +987,7 @@ mod tests {
         let (a, b, key): (Arc<str>, Arc<str>, Arc<str>) = (a.into(), b.into(), key.into());
         let c = compiler();
         let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
-        let parsed = |cfg: &CompiledConfig| Arc::clone(&cfg.certs["web/cert"].2);
+        let parsed = |cfg: &CompiledConfig| Arc::clone(&cfg.certs["web/cert"]);
         let reused = |cfg: &CompiledConfig| Arc::ptr_eq(&parsed(&first), &parsed(cfg));
 
         let same = c.compile(with_cert(&a, &key), 2, Some(&first)).unwrap();
@@ -1134,7 +1128,8 @@ mod tests {
             clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
             ..Default::default()
         };
-        let config = compiler().compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        let c = compiler();
+        let config = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
         assert!(config.ports.is_empty() && config.tables(Some(bind)).is_none(), "no socket of its own");
         assert!(config.edge_gateway(None, PortProtocol::Http).is_some());
         assert!(config.edge_gateway(None, PortProtocol::Https).is_some());
@@ -1154,7 +1149,7 @@ mod tests {
         assert_ne!(leaf(&config, None), any.leaf_der());
         // A Gateway listener without hostname is the default.
         snapshot.gateway_ports[1].tls_hosts.push(TlsHost { host: Host::Any, certificate: "infra/any".into() });
-        let config = compiler().compile(Arc::new(snapshot.clone()), 2, None).unwrap();
+        let config = c.compile(Arc::new(snapshot.clone()), 2, Some(&config)).unwrap();
         assert_eq!(leaf(&config, None), any.leaf_der());
         assert_eq!(leaf(&config, Some("b.example.com")), ingress.leaf_der());
         // Not on the edge: neither the edge's certificates nor its tables.
@@ -1162,7 +1157,8 @@ mod tests {
             p.edge = false;
         }
         snapshot.gateway_ports[0].bind = ([0, 0, 0, 0], 8080).into();
-        let config = compiler().compile(Arc::new(snapshot), 3, None).unwrap();
+        // Compiled over the config whose SNI map held the Gateway's certificates: rebuilt.
+        let config = c.compile(Arc::new(snapshot), 3, Some(&config)).unwrap();
         assert_eq!(leaf(&config, Some("a.example.com")), ingress.leaf_der());
         assert!(config.edge_gateway(None, PortProtocol::Http).is_none() && config.ports.len() == 2);
     }
@@ -1327,6 +1323,18 @@ mod tests {
                 let patched = c.compile(Arc::clone(&s), step, previous.as_ref()).unwrap();
                 let afresh = c.compile(s, step, None).unwrap();
                 assert_eq!(served(&patched), served(&afresh), "seed {seed} step {step}");
+                // Each endpoint counted once per cluster that has it, and its state kept.
+                let endpoints = |cfg: &CompiledConfig| {
+                    let mut all: Vec<_> = cfg.endpoints.iter().map(|(k, (_, n))| (k.0, *n)).collect();
+                    all.sort();
+                    all
+                };
+                assert_eq!(endpoints(&patched), endpoints(&afresh), "seed {seed} step {step}");
+                for (k, (state, _)) in previous.iter().flat_map(|p| &p.endpoints) {
+                    if let Some((now, _)) = patched.endpoints.get(k) {
+                        assert!(Arc::ptr_eq(state, now), "seed {seed} step {step}: {k:?} kept");
+                    }
+                }
                 previous = Some(patched);
             }
         }
@@ -1376,6 +1384,28 @@ mod tests {
         let sources: Vec<&str> = after.iter().map(|h| h.routes[0].source.as_str()).collect();
         assert_eq!(sources, ["web/a", "web/b", "web/edge-http", "web/edge-https", "web/edge"]);
         assert!(before.iter().zip(&after).all(|(x, y)| Arc::ptr_eq(x, y)), "each table its own hosts, reused");
+
+        // A Gateway port's hosts are compiled whole, reusing those that did not change:
+        // an equal host (kept from then on as the one to compare by pointer), not an
+        // edited one, not one whose cluster changed.
+        let routes_of = |config: &CompiledConfig, bind: SocketAddr| {
+            Arc::clone(config.ports.get(&bind).unwrap().router.hosts.get_host(&host("same.com")).unwrap())
+        };
+        let mut third = (*two.snapshot).clone();
+        third.gateway_ports[0] = port(a, false, PortProtocol::Http, "a");
+        third.gateway_ports[1].virtual_hosts[0] =
+            VirtualHost { host: host("same.com"), routes: vec![route("b", prefix("/b"), "c")] }.into();
+        let three = c.compile(Arc::new(third), 3, Some(&two)).unwrap();
+        assert!(Arc::ptr_eq(&routes_of(&two, a), &routes_of(&three, a)), "equal: reused");
+        let source = routes_of(&three, a).source.load_full().unwrap();
+        assert!(Arc::ptr_eq(&source, &three.snapshot.gateway_ports[0].virtual_hosts[0]));
+        assert!(!Arc::ptr_eq(&routes_of(&two, b), &routes_of(&three, b)), "edited: compiled again");
+        let mut fourth = (*three.snapshot).clone();
+        fourth.clusters.insert("c".into(), cluster(9));
+        let four = c.compile(Arc::new(fourth), 4, Some(&three)).unwrap();
+        assert!(!Arc::ptr_eq(&routes_of(&three, a), &routes_of(&four, a)), "its cluster changed");
+        let CompiledAction::Forward(f) = &routes_of(&four, a).routes[0].action else { panic!() };
+        assert_eq!(f.pick().unwrap().endpoints[0].addr.port(), 9);
     }
 
     #[test]

@@ -171,6 +171,10 @@ mod tests {
         let entries: Vec<_> = t.iter().map(|e| (e.host.to_string(), e.certificate.as_str())).collect();
         assert_eq!(entries, [("a.com".to_owned(), "2"), ("b.com".to_owned(), "3")], "the later b.com wins");
         assert_eq!(t.len(), 2);
+        assert!(!t.is_empty() && Hosts::<TlsHost>::new().is_empty());
+        assert_eq!(t.first().map(|e| e.certificate.as_str()), Some("2"));
+        assert_eq!(Hosts::<TlsHost>::default().first(), None);
+        assert_eq!(format!("{t:?}"), format!("{:?}", [tls("a.com", "2"), tls("b.com", "3")]));
         assert_eq!(t.get(&Host::parse("a.com").unwrap()).map(|e| e.certificate.as_str()), Some("2"));
         assert_eq!(
             serde_json::to_string(&t).unwrap(),
@@ -185,6 +189,7 @@ mod tests {
         assert!(next.ptr_eq(&base) && next == base);
         assert_eq!(next.diff(&base).count(), 0);
         next.insert(tls("h0007.com", "d"));
+        assert!(!next.ptr_eq(&base), "patched, no longer the same table");
         next.insert(tls("new.com", "c"));
         next.remove(&Host::parse("h1999.com").unwrap());
         next.insert(tls("h0100.com", "c")); // equal to the old entry: not a change

@@ -307,7 +307,10 @@ impl Incremental {
         changes: &Changes,
     ) -> Translation {
         let classes = super::class::Classes::new(&world.ingress_classes, opts);
-        let ours = Ours::new(world, &classes, changes.all || self.parts.is_empty());
+        // Nothing kept: everything is translated (and that costs nothing when there are no
+        // Ingresses).
+        let mut everything = changes.all || self.parts.is_empty();
+        let ours = Ours::new(world, &classes, everything);
         let parse = |key: &Key, ing: &Ingress| -> Parsed {
             let mut diags = Vec::new();
             let src = ObjectRef::new("Ingress", &key.0, &key.1);
@@ -318,9 +321,6 @@ impl Incremental {
 
         // The Ingresses to translate again, read.
         let mut parsed: HashMap<Key, Parsed> = HashMap::default();
-        // Nothing kept: everything is translated (and that costs nothing when there are no
-        // Ingresses).
-        let mut everything = changes.all || self.parts.is_empty();
         if !everything {
             let mut dirty: BTreeSet<Key> = changes.ingresses.clone();
             for read in &changes.reads {
@@ -329,17 +329,7 @@ impl Incremental {
                     dirty.extend(part.members.iter().cloned());
                 }
             }
-            let now = opts.now;
-            if self.soonest.is_some_and(|e| now > e) {
-                self.soonest = None;
-                for part in self.parts.values() {
-                    match part.expires {
-                        Some(e) if now > e => dirty.extend(part.members.iter().cloned()),
-                        Some(e) => self.soonest = Some(self.soonest.map_or(e, |s| s.min(e))),
-                        None => {}
-                    }
-                }
-            }
+            dirty.extend(self.expired(opts.now));
             let had_external = !self.external.is_empty();
             for key in dirty {
                 self.external.remove(&key);
@@ -474,6 +464,22 @@ impl Incremental {
         }
     }
 
+    /// The members of the parts that serve a certificate expired at `now` (Unix seconds).
+    fn expired(&mut self, now: i64) -> Vec<Key> {
+        let mut out = Vec::new();
+        if self.soonest.is_some_and(|e| now > e) {
+            self.soonest = None;
+            for part in self.parts.values() {
+                match part.expires {
+                    Some(e) if now > e => out.extend(part.members.iter().cloned()),
+                    Some(e) => self.soonest = Some(self.soonest.map_or(e, |s| s.min(e))),
+                    None => {}
+                }
+            }
+        }
+        out
+    }
+
     /// `id`, if its part is still there.
     fn live(&self, id: Option<&u64>) -> Option<u64> {
         id.copied().filter(|id| self.parts.contains_key(id))
@@ -535,13 +541,13 @@ impl Incremental {
 /// The Ingresses of our class by `(namespace, name)`, a missing namespace taken as
 /// `default`: searched where they are when they are in key order and few will be looked
 /// up (a change), else through a map built first.
-enum Ours<'a> {
+pub(super) enum Ours<'a> {
     Ordered(&'a crate::kinds::Objects<Ingress>, &'a super::class::Classes<'a>),
     Map(HashMap<(&'a str, &'a str), &'a Ingress>),
 }
 
 impl<'a> Ours<'a> {
-    fn new(world: &'a World, classes: &'a super::class::Classes<'a>, many: bool) -> Self {
+    pub(super) fn new(world: &'a World, classes: &'a super::class::Classes<'a>, many: bool) -> Self {
         // (`get` answers only when the objects are in key order.)
         if !many && world.ingresses.get("", "").is_some() {
             return Ours::Ordered(&world.ingresses, classes);
@@ -558,7 +564,7 @@ impl<'a> Ours<'a> {
         (m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or(""))
     }
 
-    fn get(&self, ns: &str, name: &str) -> Option<&'a Ingress> {
+    pub(super) fn get(&self, ns: &str, name: &str) -> Option<&'a Ingress> {
         match self {
             Ours::Ordered(all, classes) => {
                 let found = all.get(ns, name).flatten();
@@ -570,7 +576,7 @@ impl<'a> Ours<'a> {
         }
     }
 
-    fn all(&self) -> Box<dyn Iterator<Item = ((&'a str, &'a str), &'a Ingress)> + '_> {
+    pub(super) fn all(&self) -> Box<dyn Iterator<Item = ((&'a str, &'a str), &'a Ingress)> + '_> {
         match self {
             Ours::Ordered(all, classes) => {
                 Box::new(all.iter().filter(|i| classes.is_ours(i)).map(|i| (Self::key(i), i)))

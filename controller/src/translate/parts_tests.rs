@@ -351,6 +351,14 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
     let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.example.com"], "secretName": "short"}],
                       "rules": [rule(Some("a.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
     objects.ingresses.insert("i0".into(), ingress("i0", 0, json!({}), spec));
+    // Another part, whose certificate lasts longer.
+    params.not_after = rcgen::date_time_ymd(2028, 1, 1);
+    params.subject_alt_names = vec![rcgen::SanType::DnsName("b.example.com".try_into().unwrap())];
+    let long = params.self_signed(&key).unwrap();
+    objects.secrets.insert("long".into(), secret("long", &long.pem(), &key.serialize_pem()));
+    let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["b.example.com"], "secretName": "long"}],
+                      "rules": [rule(Some("b.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    objects.ingresses.insert("i1".into(), ingress("i1", 1, json!({}), spec));
     let mut opts = opts(false);
     opts.now = 1_790_000_000; // 2026-09
     let mut parts = Incremental::default();
@@ -363,7 +371,7 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
 
     opts.now = 1_800_000_000; // 2027-01-15
     let after = parts.translate(&objects.world(), &opts, Some(&before.snapshot), &Changes::default());
-    assert_eq!(parts.translated(), 1);
+    assert_eq!(parts.translated(), 1, "only the part whose certificate expired");
     let reasons: Vec<&str> = after.diagnostics.iter().map(|d| d.reason).collect();
     assert_eq!(reasons, ["CertificateExpired"]);
     same(&after, &translate(&objects.world(), &opts, Some(&before.snapshot)), "expired");
@@ -402,5 +410,38 @@ fn few_lookups_search_the_objects_where_they_are_many_build_maps() {
         }
         assert!(!search_in_place(&with, 1), "{kind}: (1 + 2) x 32 is not below 96");
         assert!(search_in_place(&with, 0), "{kind}: 2 x 32 < 96");
+    }
+}
+
+#[test]
+fn our_ingresses_are_found_by_key_with_a_missing_namespace_taken_as_default() {
+    use super::class::Classes;
+    use super::parts::Ours;
+    let ours_in = |name: &str, namespace: Option<&str>, class: &str| {
+        let mut ing = ingress(name, 0, json!({}), json!({"ingressClassName": class, "rules": []}));
+        ing.metadata.namespace = namespace.map(str::to_owned);
+        ing
+    };
+    let mut w = World::default();
+    w.ingress_classes.push(class("wharf", "wharf.dev/ingress-controller", false));
+    // In key order: a missing namespace is the empty one.
+    w.ingresses.push(ours_in("bare", None, "wharf"));
+    w.ingresses.push(ours_in("a", Some("default"), "wharf"));
+    w.ingresses.push(ours_in("b", Some("web"), "wharf"));
+    w.ingresses.push(ours_in("other", Some("web"), "nginx"));
+    let opts = opts(false);
+    let classes = Classes::new(&w.ingress_classes, &opts);
+    let name = |i: Option<&Ingress>| i.and_then(|i| i.metadata.name.clone());
+    for many in [false, true] {
+        let ours = Ours::new(&w, &classes, many);
+        assert_eq!(name(ours.get("default", "bare")), Some("bare".into()), "many: {many}");
+        assert_eq!(name(ours.get("", "bare")), None, "many: {many}");
+        assert_eq!(name(ours.get("default", "a")), Some("a".into()), "many: {many}");
+        assert_eq!(name(ours.get("web", "b")), Some("b".into()), "many: {many}");
+        assert_eq!(name(ours.get("web", "other")), None, "another class's, many: {many}");
+        assert_eq!(name(ours.get("web", "a")), None, "many: {many}");
+        let mut all: Vec<_> = ours.all().map(|(k, _)| k).collect();
+        all.sort();
+        assert_eq!(all, [("default", "a"), ("default", "bare"), ("web", "b")], "many: {many}");
     }
 }
