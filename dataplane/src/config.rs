@@ -735,7 +735,7 @@ impl Upstreams<'_> {
 
     /// True when any of `clusters` changed.
     fn any_changed(&self, clusters: &[Box<str>]) -> bool {
-        !self.changed.is_empty() && clusters.iter().any(|c| self.changed.contains(&**c))
+        clusters.iter().any(|c| self.changed.contains(&**c))
     }
 }
 
