@@ -28,6 +28,9 @@ n=10000; [ "$smoke" = 1 ] && n=1000
 if want M4; then
 t0=$(now); start 15031 -f certs.yaml --https-port 18443 --http-port 0; ready 15031; t1=$(now)
 out "M4 time to serving $n certificates (s)" "$(echo "$t1 - $t0" | bc -l | xargs printf '%.2f')"
+# Settled: read a second after ready, once the control thread has given back what building
+# the first config freed.
+sleep 1
 out "M4 RSS with $n certificates (MiB)" "$(awk '/VmRSS/ {printf "%.0f", $2/1024}' /proc/$WPID/status)"
 handshakes() { # loadgen args -> handshakes/s; stops when any handshake or request failed
   local o; o=$(taskset -c 0 "$loadgen" handshakes --addr 127.0.0.1:18443 --concurrency 32 --seconds "$seconds" "$@")
