@@ -30,8 +30,8 @@ pub struct AcmeAnswers {
 }
 
 impl AcmeAnswers {
-    /// Compiles `challenges`. A challenge certificate that cannot be served is left out
-    /// (its validation fails, and the order with it), with a warning.
+    /// Compiles `challenges`. A challenge whose TLS config cannot be built is left out (its
+    /// validation fails, and the order with it), with a warning.
     pub fn new(challenges: &AcmeChallenges, policy: &TlsPolicy) -> AcmeAnswers {
         let http01 = challenges.http01.iter().map(|(t, k)| (t.clone(), Bytes::from(k.clone()))).collect();
         let mut tls_alpn01 = HashMap::with_capacity(challenges.tls_alpn01.len());
@@ -82,12 +82,10 @@ impl AcmeAnswers {
 /// A rustls config serving `cert` whatever the SNI, with ALPN `acme-tls/1` only and no
 /// resumption (RFC 8737 §3).
 fn challenge_config(cert: &wharf_model::Certificate, policy: &TlsPolicy) -> Result<Arc<ServerConfig>, String> {
-    let loaded = wharf_model::tls::load(cert.chain_pem.as_bytes(), cert.key_pem.as_bytes(), i64::MIN)
-        .map_err(|e| e.to_string())?;
     let mut cfg = crate::tls::builder(policy)
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(Fixed(loaded.certified_key)));
+        .with_cert_resolver(Arc::new(Fixed(Arc::clone(&cert.key))));
     cfg.alpn_protocols = vec![ACME_TLS_ALPN.to_vec()];
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 0;
@@ -115,21 +113,14 @@ mod tests {
         let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap_or_else(|e| panic!("{e}"));
         params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(&[1; 32])];
         let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
-        Certificate {
-            chain_pem: cert.pem().into(),
-            key_pem: key.serialize_pem().into(),
-            dns_names: vec![name.to_owned()].into(),
-            not_after: 0,
-            parsed: Default::default(),
-        }
+        Certificate::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), i64::MIN)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn answers() -> AcmeAnswers {
         let mut c = AcmeChallenges::default();
         c.http01.insert("tok-EN_1".into(), "tok-EN_1.thumb".into());
         c.tls_alpn01.insert("a.example.com".into(), certificate("a.example.com"));
-        c.tls_alpn01
-            .insert("bad.example.com".into(), Certificate { key_pem: "".into(), ..certificate("bad.example.com") });
         AcmeAnswers::new(&c, &TlsPolicy::default())
     }
 
@@ -157,13 +148,8 @@ mod tests {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
         let params = rcgen::CertificateParams::new(vec!["a.example.com".to_owned()]).unwrap_or_else(|e| panic!("{e}"));
         let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
-        let c = Certificate {
-            chain_pem: cert.pem().into(),
-            key_pem: key.serialize_pem().into(),
-            dns_names: vec!["a.example.com".to_owned()].into(),
-            not_after: 0,
-            parsed: Default::default(),
-        };
+        let c = Certificate::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0)
+            .unwrap_or_else(|e| panic!("{e}"));
         let cfg = challenge_config(&c, &TlsPolicy::default()).unwrap_or_else(|e| panic!("{e}"));
         let client_cfg = crate::testing::inspecting_client_config(&[b"h2", ACME_TLS_ALPN]);
         let name = rustls::pki_types::ServerName::try_from("other.example.com").unwrap_or_else(|e| panic!("{e}"));
@@ -203,7 +189,5 @@ mod tests {
         assert!(a.tls_alpn01(Some("a.example.com"), offer(&[])).is_none());
         assert!(a.tls_alpn01(Some("b.example.com"), offer(&[b"acme-tls/1"])).is_none());
         assert!(a.tls_alpn01(None, offer(&[b"acme-tls/1"])).is_none());
-        // A certificate that cannot be served is left out.
-        assert!(a.tls_alpn01(Some("bad.example.com"), offer(&[b"acme-tls/1"])).is_none());
     }
 }

@@ -37,14 +37,6 @@ pub enum CompileError {
         /// The certificate id.
         id: String,
     },
-    /// A certificate failed to load.
-    #[error("certificate {id} cannot be served: {source}")]
-    Certificate {
-        /// The certificate id.
-        id: String,
-        /// Why.
-        source: wharf_model::tls::CertError,
-    },
     /// rustls refused the server configuration.
     #[error("TLS configuration refused: {0}")]
     Tls(#[from] rustls::Error),
@@ -55,7 +47,6 @@ impl CompileError {
     pub fn reason(&self) -> &'static str {
         match self {
             CompileError::MissingCertificate { .. } => "missing_certificate",
-            CompileError::Certificate { .. } => "bad_certificate",
             CompileError::Tls(_) => "tls_config",
         }
     }
@@ -279,7 +270,7 @@ impl Compiler {
         version: u64,
         previous: Option<&CompiledConfig>,
     ) -> Result<CompiledConfig, CompileError> {
-        let (certs, replaced) = self.certificates(&snapshot, previous)?;
+        let (certs, replaced) = self.certificates(&snapshot, previous);
         let (by_id, endpoints, changed) = self.clusters(&snapshot, previous);
         let upstreams = Upstreams { by_id: &by_id, changed, looked_up: RefCell::default() };
 
@@ -594,11 +585,7 @@ impl Compiler {
 
     /// The previous config's certificates, patched where the snapshot's differ from the
     /// previous snapshot's; and whether any of those changed or went.
-    fn certificates(
-        &self,
-        snapshot: &Snapshot,
-        previous: Option<&CompiledConfig>,
-    ) -> Result<(CertCache, bool), CompileError> {
+    fn certificates(&self, snapshot: &Snapshot, previous: Option<&CompiledConfig>) -> (CertCache, bool) {
         let none = imbl::OrdMap::new();
         let (mut out, before) = match previous {
             Some(p) => (p.certs.clone(), &p.snapshot.certificates),
@@ -618,19 +605,11 @@ impl Compiler {
                     continue;
                 }
             };
-            // The key validation parsed, else parsed here. (An unchanged certificate is
-            // not among the differences: its entry of the previous cache stays.)
-            let ck = match c.parsed.0.as_ref() {
-                Some(ck) => Arc::clone(ck),
-                None => {
-                    wharf_model::tls::load(c.chain_pem.as_bytes(), c.key_pem.as_bytes(), i64::MIN)
-                        .map_err(|source| CompileError::Certificate { id: id.clone(), source })?
-                        .certified_key
-                }
-            };
-            out.insert(id.clone(), ck);
+            // The key validation parsed. (An unchanged certificate is not among the
+            // differences: its entry of the previous cache stays.)
+            out.insert(id.clone(), Arc::clone(&c.key));
         }
-        Ok((out, replaced))
+        (out, replaced)
     }
 
     /// The previous config's upstreams and endpoints, patched where the snapshot's
@@ -961,72 +940,37 @@ mod tests {
         (cert("a.example.com"), cert("b.example.com"), key.serialize_pem())
     }
 
-    fn with_cert(chain: &Arc<str>, key: &Arc<str>) -> Arc<Snapshot> {
-        let loaded = wharf_model::tls::load(chain.as_bytes(), key.as_bytes(), 0).unwrap();
+    fn with_cert(chain: &str, key: &str) -> Arc<Snapshot> {
+        let cert = Certificate::from_pem(chain.as_bytes(), key.as_bytes(), 0).unwrap();
         Arc::new(Snapshot {
-            certificates: [(
-                "web/cert".to_owned(),
-                Certificate {
-                    chain_pem: Arc::clone(chain),
-                    key_pem: Arc::clone(key),
-                    dns_names: loaded.info.dns_names.into(),
-                    not_after: loaded.info.not_after,
-                    parsed: Default::default(),
-                },
-            )]
-            .into_iter()
-            .collect(),
+            certificates: [("web/cert".to_owned(), cert)].into_iter().collect(),
             tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/cert".into() }].into(),
             ..Default::default()
         })
     }
 
     #[test]
-    fn a_certificate_is_parsed_again_only_when_its_pem_changed() {
+    fn a_certificate_is_served_as_validation_parsed_it_and_replaced_only_when_its_pem_changed() {
         let (a, b, key) = two_certs_one_key();
-        let (a, b, key): (Arc<str>, Arc<str>, Arc<str>) = (a.into(), b.into(), key.into());
         let c = compiler();
-        let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
-        let parsed = |cfg: &CompiledConfig| Arc::clone(&cfg.certs["web/cert"]);
-        let reused = |cfg: &CompiledConfig| Arc::ptr_eq(&parsed(&first), &parsed(cfg));
+        let snapshot = with_cert(&a, &key);
+        let first = c.compile(Arc::clone(&snapshot), 1, None).unwrap();
+        let served = |cfg: &CompiledConfig| Arc::clone(cfg.edge.sni.select(Some("a.example.com")).0);
+        assert!(Arc::ptr_eq(&served(&first), &snapshot.certificates["web/cert"].key), "the key validation parsed");
 
+        // The same PEM parsed again: the key served stays.
         let same = c.compile(with_cert(&a, &key), 2, Some(&first)).unwrap();
-        assert!(reused(&same), "the same PEM");
-        let copy = c.compile(with_cert(&Arc::from(a.as_ref()), &Arc::from(key.as_ref())), 2, Some(&first)).unwrap();
-        assert!(reused(&copy), "equal PEM from another allocation");
-
-        // The chain changes, the key stays (the same allocation, or an equal copy).
-        for key in [Arc::clone(&key), Arc::from(key.as_ref())] {
-            let renewed = c.compile(with_cert(&b, &key), 2, Some(&first)).unwrap();
-            assert!(!reused(&renewed));
-            assert_ne!(parsed(&renewed).cert[0], parsed(&first).cert[0], "the new certificate is served");
-        }
-    }
-
-    #[test]
-    fn a_certificate_parsed_by_validation_is_served_as_it_is() {
-        let (a, b, key) = two_certs_one_key();
-        let (a, key): (Arc<str>, Arc<str>) = (a.into(), key.into());
-        let validated = wharf_model::tls::load(b.as_bytes(), key.as_bytes(), 0).unwrap().certified_key;
-        let mut snapshot = (*with_cert(&a, &key)).clone();
-        if let Some(c) = snapshot.certificates.get_mut("web/cert") {
-            c.parsed = wharf_model::ParsedCertificate(Some(Arc::clone(&validated)));
-        }
-        let c = compiler();
-        let cfg = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
-        let served = cfg.edge.sni.select(Some("a.example.com")).0;
-        assert!(Arc::ptr_eq(served, &validated), "the key validation parsed, not a new parse of the PEM");
-        // Over an earlier config that parsed the same PEM itself, that parse stays.
-        let first = c.compile(with_cert(&a, &key), 1, None).unwrap();
-        let cfg = c.compile(Arc::new(snapshot), 2, Some(&first)).unwrap();
-        let served = cfg.edge.sni.select(Some("a.example.com")).0;
-        assert!(Arc::ptr_eq(served, first.edge.sni.select(Some("a.example.com")).0));
+        assert!(Arc::ptr_eq(&served(&same), &served(&first)));
+        // The chain changes, the key stays: the new certificate is served.
+        let renewed = with_cert(&b, &key);
+        let cfg = c.compile(Arc::clone(&renewed), 3, Some(&same)).unwrap();
+        assert!(Arc::ptr_eq(&served(&cfg), &renewed.certificates["web/cert"].key));
+        assert_ne!(served(&cfg).cert[0], served(&first).cert[0]);
     }
 
     #[test]
     fn tls_hosts_that_change_are_patched_into_the_previous_sni_map() {
         let (a, b, key) = two_certs_one_key();
-        let (a, b, key): (Arc<str>, Arc<str>, Arc<str>) = (a.into(), b.into(), key.into());
         let tls = |hosts: &[&str]| -> Hosts<TlsHost> {
             hosts.iter().map(|h| TlsHost { host: host(h), certificate: "web/cert".into() }).collect()
         };
@@ -1078,14 +1022,6 @@ mod tests {
         assert_eq!(err.as_ref().map(CompileError::reason), Some("missing_certificate"));
         assert!(err.is_some_and(|e| e.to_string().contains("a.example.com") && e.to_string().contains("web/none")));
 
-        let (a, _, key) = two_certs_one_key();
-        let (_, _, other_key) = two_certs_one_key();
-        let mut bad = (*with_cert(&Arc::from(a.as_str()), &Arc::from(key.as_str()))).clone();
-        if let Some(c) = bad.certificates.get_mut("web/cert") {
-            c.key_pem = Arc::from(other_key.as_str());
-        }
-        let err = compiler().compile(Arc::new(bad), 1, None).err();
-        assert_eq!(err.as_ref().map(CompileError::reason), Some("bad_certificate"));
         assert_eq!(CompileError::Tls(rustls::Error::General("x".into())).reason(), "tls_config");
     }
 
@@ -1240,18 +1176,8 @@ mod tests {
     #[test]
     fn a_config_patched_over_the_previous_one_serves_what_one_compiled_afresh_serves() {
         let (a, b, key) = two_certs_one_key();
-        let pems: [Arc<str>; 2] = [a.into(), b.into()];
-        let key: Arc<str> = key.into();
-        let certificate = |pem: &Arc<str>| {
-            let loaded = wharf_model::tls::load(pem.as_bytes(), key.as_bytes(), 0).unwrap();
-            Certificate {
-                chain_pem: Arc::clone(pem),
-                key_pem: Arc::clone(&key),
-                dns_names: loaded.info.dns_names.into(),
-                not_after: loaded.info.not_after,
-                parsed: Default::default(),
-            }
-        };
+        let pems = [a, b];
+        let certificate = |pem: &String| Certificate::from_pem(pem.as_bytes(), key.as_bytes(), 0).unwrap();
         let names = ["h0.example.com", "h1.example.com", "h2.example.com", "h3.example.com", "*.w.example.com"];
         let asked = [
             "h0.example.com",

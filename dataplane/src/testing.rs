@@ -183,14 +183,7 @@ impl Leaf {
     /// If the certificate does not validate.
     #[allow(clippy::expect_used)]
     pub fn certificate(&self) -> wharf_model::Certificate {
-        let loaded = wharf_model::tls::load(self.chain_pem.as_bytes(), self.key_pem.as_bytes(), 0).expect("valid leaf");
-        wharf_model::Certificate {
-            chain_pem: Arc::from(self.chain_pem.as_str()),
-            key_pem: Arc::from(self.key_pem.as_str()),
-            dns_names: loaded.info.dns_names.into(),
-            not_after: loaded.info.not_after,
-            parsed: Default::default(),
-        }
+        wharf_model::Certificate::from_pem(self.chain_pem.as_bytes(), self.key_pem.as_bytes(), 0).expect("valid leaf")
     }
 }
 

@@ -21,13 +21,7 @@ fn challenge_certificate(name: &str) -> Certificate {
     let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
     params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(&[7; 32])];
     let cert = params.self_signed(&key).unwrap();
-    Certificate {
-        chain_pem: cert.pem().into(),
-        key_pem: key.serialize_pem().into(),
-        dns_names: vec![name.to_owned()].into(),
-        not_after: 0,
-        parsed: Default::default(),
-    }
+    Certificate::from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), 0).unwrap()
 }
 
 /// shop.test served over HTTPS with a redirect from HTTP, and the given challenges.
@@ -112,7 +106,7 @@ async fn tls_alpn01_serves_the_challenge_certificate_only_to_acme_tls_clients_of
     let challenge = challenge_certificate("shop.test");
     s.acme.tls_alpn01.insert("shop.test".into(), challenge.clone());
     r.gw.apply(s).unwrap();
-    let want = der(&challenge.chain_pem);
+    let want = challenge.key.cert[0].clone();
     let https = r.https;
     let seen =
         move |sni: &'static str, alpn: &'static str| tokio::task::spawn_blocking(move || s_client(https, sni, alpn));

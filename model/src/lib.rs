@@ -36,6 +36,5 @@ pub use route::{
 };
 pub use snapshot::{
     parse_size, AcmeChallenges, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef,
-    ParsedCertificate, PortProtocol, Route, Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls,
-    VirtualHost,
+    PortProtocol, Route, Snapshot, SniRoute, SubjectAltName, TcpRoute, TlsHost, UpstreamTls, VirtualHost,
 };

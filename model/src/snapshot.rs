@@ -139,49 +139,90 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
-/// A validated certificate chain and its private key (PEM).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A validated certificate chain and its private key, parsed once where it is validated and
+/// shared by every config that serves it. The PEM it was read from is not kept: the private
+/// key lives only in the signing key, and the digest of the PEM tells a changed Secret from
+/// an unchanged one.
+#[derive(Clone, Serialize)]
 pub struct Certificate {
-    /// Leaf first, then intermediates.
-    pub chain_pem: Arc<str>,
-    /// The private key. Never serialized.
-    #[serde(serialize_with = "redact")]
-    pub key_pem: Arc<str>,
+    /// SHA-256 of the chain and the key as read ([`Certificate::digest`]). Two certificates
+    /// are equal when their digests are.
+    #[serde(serialize_with = "hex")]
+    pub sha256: [u8; 32],
     /// DNS names the leaf covers (SAN dNSName entries).
     pub dns_names: Arc<[String]>,
     /// Expiry of the leaf, seconds since the Unix epoch.
     pub not_after: i64,
-    /// The chain and key as rustls serves them, when validation already parsed them.
+    /// The chain (leaf first, then intermediates) and the signing key, as rustls serves them.
     #[serde(skip)]
-    pub parsed: ParsedCertificate,
+    pub key: Arc<rustls::sign::CertifiedKey>,
 }
 
-/// A [`Certificate`]'s chain and key, parsed once where the certificate is validated and
-/// shared with every config that serves it. Without it the data plane parses the PEM.
-///
-/// It is derived from the PEM, so any two compare equal: comparing certificates compares
-/// their PEM.
-#[derive(Clone, Default)]
-pub struct ParsedCertificate(pub Option<Arc<rustls::sign::CertifiedKey>>);
+impl Certificate {
+    /// Parses and validates a PEM chain and key ([`crate::tls::load`]: the key matches the
+    /// leaf, the leaf has not expired at `now`, Unix seconds).
+    pub fn from_pem(chain_pem: &[u8], key_pem: &[u8], now: i64) -> Result<Certificate, crate::tls::CertError> {
+        let loaded = crate::tls::load(chain_pem, key_pem, now)?;
+        Ok(Certificate {
+            sha256: Certificate::digest(chain_pem, key_pem),
+            dns_names: loaded.info.dns_names.into(),
+            not_after: loaded.info.not_after,
+            key: loaded.certified_key,
+        })
+    }
 
-impl PartialEq for ParsedCertificate {
-    fn eq(&self, _: &ParsedCertificate) -> bool {
-        true
+    /// SHA-256 over the chain's length (8 bytes, little-endian), the chain and the key: what
+    /// [`Certificate::sha256`] holds for a certificate read from this PEM.
+    pub fn digest(chain_pem: &[u8], key_pem: &[u8]) -> [u8; 32] {
+        use aws_lc_rs::digest;
+        let mut ctx = digest::Context::new(&digest::SHA256);
+        ctx.update(&(chain_pem.len() as u64).to_le_bytes());
+        ctx.update(chain_pem);
+        ctx.update(key_pem);
+        let mut out = [0; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
     }
 }
 
-impl std::fmt::Debug for ParsedCertificate {
+impl PartialEq for Certificate {
+    /// The rest is derived from what the digest covers.
+    fn eq(&self, other: &Certificate) -> bool {
+        self.sha256 == other.sha256
+    }
+}
+
+impl std::fmt::Debug for Certificate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "parsed" } else { "not parsed" })
+        f.debug_struct("Certificate")
+            .field("sha256", &Hex(&self.sha256))
+            .field("dns_names", &self.dns_names)
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
     }
+}
+
+/// Bytes shown as lower-case hexadecimal.
+struct Hex<'a>(&'a [u8]);
+
+impl std::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::fmt::Debug for Hex<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+fn hex<S: Serializer>(bytes: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&Hex(bytes))
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
-}
-
-fn redact<S: Serializer>(_: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str("<redacted>")
 }
 
 /// A host served over TLS on the HTTPS port, and its certificate.
@@ -408,13 +449,9 @@ mod size_tests {
         c.http01.insert("t".into(), "t.k".into());
         assert!(!c.is_empty());
         let mut c = AcmeChallenges::default();
-        let cert = Certificate {
-            chain_pem: "".into(),
-            key_pem: "".into(),
-            dns_names: std::sync::Arc::from([]),
-            not_after: 0,
-            parsed: Default::default(),
-        };
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let pem = rcgen::CertificateParams::new(vec!["a.example".to_owned()]).unwrap().self_signed(&key).unwrap().pem();
+        let cert = Certificate::from_pem(pem.as_bytes(), key.serialize_pem().as_bytes(), 0).unwrap();
         c.tls_alpn01.insert("a.example".into(), cert);
         assert!(!c.is_empty());
     }
@@ -450,11 +487,56 @@ mod route_size_tests {
         let size = std::mem::size_of::<super::Route>();
         assert!(size <= 600, "Route is {size} bytes (1,104 with the extras inline)");
     }
+}
+
+#[cfg(test)]
+mod certificate_tests {
+    use super::Certificate;
+
+    fn pem(names: &[&str], key: &rcgen::KeyPair) -> String {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        rcgen::CertificateParams::new(names).unwrap().self_signed(key).unwrap().pem()
+    }
 
     #[test]
-    fn a_parsed_certificate_shows_only_whether_it_is_there() {
-        let none = super::ParsedCertificate::default();
-        assert_eq!(format!("{none:?}"), "not parsed");
-        assert_eq!(none, none.clone());
+    fn certificates_are_equal_when_read_from_the_same_pem() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let (a, b, k) = (pem(&["a.example"], &key), pem(&["a.example"], &key), key.serialize_pem());
+        let load = |c: &str| Certificate::from_pem(c.as_bytes(), k.as_bytes(), 0).unwrap();
+        assert_eq!(load(&a), load(&a), "parsed twice, one PEM");
+        assert_ne!(load(&a), load(&b), "the same names and key, another certificate");
+        assert_eq!(load(&a).sha256, Certificate::digest(a.as_bytes(), k.as_bytes()));
+        assert_eq!(load(&a).dns_names.as_ref(), ["a.example"]);
+        // The chain's length is part of the digest: moving bytes from one half to the
+        // other changes it.
+        assert_ne!(Certificate::digest(b"ab", b"c"), Certificate::digest(b"a", b"bc"));
+        assert_ne!(Certificate::digest(b"a", b""), Certificate::digest(b"", b"a"));
+    }
+
+    #[test]
+    fn a_certificate_shows_its_digest_and_names_never_its_key() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let (chain, k) = (pem(&["a.example", "*.b.example"], &key), key.serialize_pem());
+        let cert = Certificate::from_pem(chain.as_bytes(), k.as_bytes(), 0).unwrap();
+        let hex: String =
+            Certificate::digest(chain.as_bytes(), k.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let json = serde_json::to_value(&cert).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"sha256": hex, "dns_names": ["a.example", "*.b.example"], "not_after": cert.not_after})
+        );
+        let debug = format!("{cert:?}");
+        assert!(debug.contains(&hex) && debug.contains("*.b.example"), "{debug}");
+        let secret = k.lines().nth(1).unwrap();
+        assert!(!debug.contains(secret) && !json.to_string().contains(secret));
+    }
+
+    #[test]
+    fn a_bad_pem_is_refused_with_why() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let chain = pem(&["a.example"], &key);
+        let err = Certificate::from_pem(chain.as_bytes(), other.serialize_pem().as_bytes(), 0).err();
+        assert!(matches!(err, Some(crate::tls::CertError::KeyMismatch)), "{err:?}");
     }
 }

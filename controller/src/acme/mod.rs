@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use wharf_model::AcmeChallenges;
+use wharf_model::{AcmeChallenges, Certificate};
 
 pub use plan::{Answer, ChallengeKind, Current, Demand, Issuer};
 
@@ -409,9 +409,9 @@ impl<S: Store> client::Publish for Publisher<S> {
         let all_served = |c: &Arc<AcmeChallenges>| {
             answers.iter().all(|a| match a {
                 Answer::Http01 { token, key_authorization } => c.http01.get(token) == Some(key_authorization),
-                Answer::TlsAlpn01 { name, certificate_pem, .. } => {
-                    c.tls_alpn01.get(name).is_some_and(|cert| cert.chain_pem.as_ref() == certificate_pem)
-                }
+                Answer::TlsAlpn01 { name, certificate_pem, key_pem } => c.tls_alpn01.get(name).is_some_and(|cert| {
+                    cert.sha256 == Certificate::digest(certificate_pem.as_bytes(), key_pem.as_bytes())
+                }),
             })
         };
         match tokio::time::timeout(SERVED_TIMEOUT, served.wait_for(all_served)).await {

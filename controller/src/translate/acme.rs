@@ -6,8 +6,6 @@
 //! `tls-alpn-01.<name>.crt` and `tls-alpn-01.<name>.key` with the challenge certificate
 //! (RFC 8737) and its key, PEM.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Secret;
 use wharf_model::{AcmeChallenges, Certificate, ObjectRef};
 
@@ -58,15 +56,8 @@ pub fn challenges<'s>(
                 diags.push(bad(&source, key, "its key is missing"));
                 continue;
             };
-            match wharf_model::tls::load(&value.0, &key_pem.0, i64::MIN) {
-                Ok(loaded) if loaded.info.dns_names == [name.to_ascii_lowercase()] => {
-                    let cert = Certificate {
-                        chain_pem: Arc::from(String::from_utf8_lossy(&value.0).as_ref()),
-                        key_pem: Arc::from(String::from_utf8_lossy(&key_pem.0).as_ref()),
-                        dns_names: loaded.info.dns_names.into(),
-                        not_after: loaded.info.not_after,
-                        parsed: wharf_model::ParsedCertificate(Some(loaded.certified_key)),
-                    };
+            match Certificate::from_pem(&value.0, &key_pem.0, i64::MIN) {
+                Ok(cert) if *cert.dns_names == [name.to_ascii_lowercase()] => {
                     out.tls_alpn01.insert(name.to_ascii_lowercase(), cert);
                 }
                 Ok(_) => diags.push(bad(&source, key, "the certificate does not name exactly that name")),
@@ -242,7 +233,7 @@ mod tests {
         assert_eq!(got.http01.into_iter().collect::<Vec<_>>(), [("tok_1".to_owned(), "tok_1.thumb".to_owned())]);
         assert_eq!(got.tls_alpn01.keys().collect::<Vec<_>>(), ["a.example.com"]);
         let cert = &got.tls_alpn01["a.example.com"];
-        assert_eq!((cert.chain_pem.as_ref(), cert.key_pem.as_ref()), (crt.as_str(), key.as_str()));
+        assert_eq!(cert.sha256, Certificate::digest(crt.as_bytes(), key.as_bytes()));
         let mut reasons: Vec<String> = diags.iter().map(|d| d.message.clone()).collect();
         reasons.sort();
         assert_eq!(reasons.len(), 5, "{reasons:?}");

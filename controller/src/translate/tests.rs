@@ -289,12 +289,13 @@ fn tls_hosts_certificates_and_redirects() {
     let tls: Vec<(String, &str)> =
         t.snapshot.tls_hosts.iter().map(|h| (h.host.to_string(), h.certificate.as_str())).collect();
     assert_eq!(tls, [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]);
-    // The key validation parsed goes to the data plane with the certificate.
+    // The key validation parsed goes to the data plane with the certificate: the Secret's.
     let cert = &t.snapshot.certificates["web/cert"];
-    let parsed = cert.parsed.0.as_ref().map(|k| k.cert[0].to_vec());
-    let leaf = wharf_model::tls::load(cert.chain_pem.as_bytes(), cert.key_pem.as_bytes(), 0).ok();
-    assert!(parsed.is_some());
-    assert_eq!(parsed, leaf.map(|l| l.certified_key.cert[0].to_vec()));
+    let data = w.secrets[0].data.as_ref().unwrap();
+    use rustls::pki_types::pem::PemObject as _;
+    let leaf = rustls::pki_types::CertificateDer::pem_slice_iter(&data["tls.crt"].0).next().unwrap().unwrap();
+    assert_eq!(cert.key.cert[0], leaf);
+    assert_eq!(cert.sha256, wharf_model::Certificate::digest(&data["tls.crt"].0, &data["tls.key"].0));
     // Each host holds its routes and no spare room (10,000 hosts of one route each).
     assert!(t.snapshot.virtual_hosts.iter().all(|v| v.routes.capacity() == v.routes.len()));
     let redirect: Vec<(String, bool)> =

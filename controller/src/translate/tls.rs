@@ -3,11 +3,10 @@
 use std::collections::BTreeMap;
 
 use super::HashMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use wharf_model::tls::{self, CertError};
-use wharf_model::{Certificate, Host, ObjectRef, ParsedCertificate, Snapshot, TlsHost};
+use wharf_model::{Certificate, Host, ObjectRef, Snapshot, TlsHost};
 
 use super::{Diagnostic, Translator};
 
@@ -94,21 +93,14 @@ impl<'a> Secrets<'a> {
         let (crt, key) = (get("tls.crt"), get("tls.key"));
         if let Some(prev) = self.previous.and_then(|p| p.certificates.get(id)) {
             // Unchanged Secret: reuse the earlier validation, only the clock moved.
-            if prev.chain_pem.as_bytes() == crt && prev.key_pem.as_bytes() == key {
+            if prev.sha256 == Certificate::digest(crt, key) {
                 if prev.not_after < self.now {
                     return Err(CertError::Expired { not_after: prev.not_after });
                 }
                 return Ok(prev.clone());
             }
         }
-        let loaded = tls::load(crt, key, self.now)?;
-        Ok(Certificate {
-            chain_pem: Arc::from(String::from_utf8_lossy(crt).as_ref()),
-            key_pem: Arc::from(String::from_utf8_lossy(key).as_ref()),
-            dns_names: loaded.info.dns_names.into(),
-            not_after: loaded.info.not_after,
-            parsed: ParsedCertificate(Some(loaded.certified_key)),
-        })
+        Certificate::from_pem(crt, key, self.now)
     }
 }
 
