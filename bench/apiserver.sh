@@ -109,13 +109,14 @@ for size in $sizes; do
     taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H "Host: fresh-$size-2.bench.local" http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
     wrkpid=$!
     sleep 1
+    before=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
     for i in $(seq 1 100); do
       api PUT /apis/networking.k8s.io/v1/namespaces/bench/ingresses/fresh-$size-1 -H 'Content-Type: application/json' \
         -d "$(ingress_json "fresh-$size-1" "change-$i.bench.local")" >/dev/null
       sleep 0.2
     done
     until [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: change-100.bench.local' http://127.0.0.1:18081/)" = 200 ]; do sleep 0.05; done
-    applied=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    applied=$(curl -s http://127.0.0.1:15034/metrics | awk -v b="$before" '/^wharf_config_applies_total/ {print $2 - b}')
     kill -INT "$wrkpid" 2>/dev/null || true
     wait "$wrkpid" || true
     read -r failed total < <(failed_under_load)
