@@ -3,6 +3,10 @@
 # harness, `wharf controller` with the chart's ServiceAccount, an echo backend in the
 # harness's network namespace; Ingresses, then HTTPRoutes on the chart's edge Gateway. Prints TSV lines "<measure>\twharf-only\t1\t<value>".
 # Usage: apiserver.sh WORKDIR SMOKE SECONDS
+# For profiling: WHARF_BENCH_M5_SIZES="10000" runs one size, WHARF_BENCH_M5_KINDS="ingress"
+# one half (ingress, httproute), and WHARF_BENCH_CONTROLLER_WRAP="heaptrack -o FILE"
+# starts the controller under that command (the RSS reported is the controller's own) and
+# stops it with SIGKILL, so that what heaptrack reports as leaked is what was live.
 #
 # The clock starts when the write is sent to the API server (curl, not kubectl, so the
 # client's own start-up is not counted) and stops at the first 200 from the new host.
@@ -46,10 +50,14 @@ create_parts() { # what size: creates $work/api-part-{0..3} in 4 parallel stream
   log "API server: $2 $1 stored ($(echo "$(now) - $t0" | bc -l | xargs printf '%.1f') s to create)"
 }
 start_controller() { # extra flags: the controller on CPU 1, one worker; sets cpid
-  TOKIO_WORKER_THREADS=1 taskset -c 1 "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
+  # shellcheck disable=SC2086 # the wrapper is a command line
+  TOKIO_WORKER_THREADS=1 taskset -c 1 ${WHARF_BENCH_CONTROLLER_WRAP:-} "$wharf" controller --kubeconfig "$WHARF_CONTROLLER_KUBECONFIG" \
     --listen-address 127.0.0.1 --http-port 18081 --https-port 18443 --passthrough-port 0 --admin-port 15034 \
     --access-log=false --election-namespace wharf-system --pod-name bench-0 "$@" >"$work/api-controller.log" 2>&1 &
   cpid=$!; pids+=("$cpid")
+  if [ -n "${WHARF_BENCH_CONTROLLER_WRAP:-}" ]; then
+    until ctl=$(pgrep -f "^$wharf controller" | head -1) && [ -n "$ctl" ]; do sleep 0.1; done
+  else ctl=$cpid; fi
   for _ in $(seq 1 600); do curl -sf http://127.0.0.1:15034/healthz/ready >/dev/null 2>&1 && break; sleep 0.1; done
 }
 write_to_serving() { # what size collection-path prefix make-json count: POST count new objects, each timed to its first 200
@@ -70,6 +78,12 @@ write_to_serving() { # what size collection-path prefix make-json count: POST co
   p99=$(sed -n "$(( (99 * n + 99) / 100 ))p" <<<"$sorted" | xargs printf '%.0f')
   out "M5 API server write to serving, $size $what (ms, p50 / p99 of $n writes)" "$p50 / $p99"
 }
+applies() { curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}'; }
+stop_controller() { # the controller's RSS in MiB, then stops it
+  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$ctl/status")
+  kill "-$([ -n "${WHARF_BENCH_CONTROLLER_WRAP:-}" ] && echo KILL || echo TERM)" "$ctl" 2>/dev/null || true
+  wait "$cpid" 2>/dev/null || true
+}
 failed_under_load() { # the failed requests wrk saw (non-2xx and socket errors), and its total
   local non2xx sockerr
   non2xx=$(awk '/Non-2xx/ {print $NF}' "$work/api-wrk.txt"); non2xx=${non2xx:-0}
@@ -83,7 +97,9 @@ pids+=($!)
 kubectl create namespace bench >/dev/null
 
 sizes="10 1000 10000"; [ "$smoke" = 1 ] && sizes="10 100"
+sizes=${WHARF_BENCH_M5_SIZES:-$sizes} kinds=${WHARF_BENCH_M5_KINDS:-ingress httproute}
 writes() { [ "$1" -ge 1000 ] && echo 100 || echo 20; } # writes timed at a size
+if [[ " $kinds " == *" ingress "* ]]; then
 created=0
 for size in $sizes; do
   # Grow the set to $size Ingresses, each with its own TLS Secret, Service and
@@ -109,23 +125,23 @@ for size in $sizes; do
     taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H "Host: fresh-$size-2.bench.local" http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
     wrkpid=$!
     sleep 1
-    before=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    before=$(applies)
     for i in $(seq 1 100); do
       api PUT /apis/networking.k8s.io/v1/namespaces/bench/ingresses/fresh-$size-1 -H 'Content-Type: application/json' \
         -d "$(ingress_json "fresh-$size-1" "change-$i.bench.local")" >/dev/null
       sleep 0.2
     done
     until [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: change-100.bench.local' http://127.0.0.1:18081/)" = 200 ]; do sleep 0.05; done
-    applied=$(curl -s http://127.0.0.1:15034/metrics | awk -v b="$before" '/^wharf_config_applies_total/ {print $2 - b}')
+    applied=$(applies | awk -v b="$before" '{print $1 - b}')
     kill -INT "$wrkpid" 2>/dev/null || true
     wait "$wrkpid" || true
     read -r failed total < <(failed_under_load)
     out "M5 API server: failed requests during 100 Ingress updates under load (of $total; $applied configs applied)" "$failed"
   fi
-  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
-  kill "$cpid"; wait "$cpid" 2>/dev/null || true
+  stop_controller
 done
 out "M5 controller RSS with $created Ingresses, TLS Secrets, Services and EndpointSlices (MiB)" "$rss"
+fi
 
 # The same through Gateway API: HTTPRoutes attached to the chart's edge Gateway
 # (wharf-system/wharf, which the harness's helm install created), served on the HTTP
@@ -133,6 +149,7 @@ out "M5 controller RSS with $created Ingresses, TLS Secrets, Services and Endpoi
 route_json() { # name host
   printf '{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"%s","namespace":"bench"},"spec":{"parentRefs":[{"name":"wharf","namespace":"wharf-system","sectionName":"http"}],"hostnames":["%s"],"rules":[{"backendRefs":[{"name":"backend","port":80}]}]}}\n' "$1" "$2"
 }
+if [[ " $kinds " == *" httproute "* ]]; then
 created=0
 for size in $sizes; do
   for p in 0 1 2 3; do : > "$work/api-part-$p"; done
@@ -161,20 +178,20 @@ for size in $sizes; do
     taskset -c 0 wrk -t1 -c20 -d"$(( seconds + 30 ))s" -H 'Host: route-0.bench.local' http://127.0.0.1:18081/ > "$work/api-wrk.txt" 2>&1 &
     wrkpid=$!
     sleep 1
-    before=$(curl -s http://127.0.0.1:15034/metrics | awk '/^wharf_config_applies_total/ {print $2}')
+    before=$(applies)
     for i in $(seq 1 100); do
       api PATCH /apis/gateway.networking.k8s.io/v1/namespaces/bench/httproutes/fresh-route-$size-1 \
         -H 'Content-Type: application/merge-patch+json' -d "{\"spec\":{\"hostnames\":[\"route-change-$i.bench.local\"]}}" >/dev/null
       sleep 0.2
     done
     until [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: route-change-100.bench.local' http://127.0.0.1:18081/)" = 200 ]; do sleep 0.05; done
-    applied=$(curl -s http://127.0.0.1:15034/metrics | awk -v b="$before" '/^wharf_config_applies_total/ {print $2 - b}')
+    applied=$(applies | awk -v b="$before" '{print $1 - b}')
     kill -INT "$wrkpid" 2>/dev/null || true
     wait "$wrkpid" || true
     read -r failed total < <(failed_under_load)
     out "M5 API server: failed requests during 100 HTTPRoute updates under load (of $total; $applied configs applied)" "$failed"
   fi
-  rss=$(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$cpid/status")
-  kill "$cpid"; wait "$cpid" 2>/dev/null || true
+  stop_controller
 done
 out "M5 controller RSS with $created HTTPRoutes (MiB)" "$rss"
+fi

@@ -4,6 +4,7 @@
 //! server would do on write) is in its [`Kind`] impl.
 
 use std::any::TypeId;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::referencegrants::ReferenceGrant;
 use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
+
+use crate::translate::backend::{SERVICE_NAME_LABEL, USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
 
 /// What the watches, the index and the file loader need of a kind.
 pub trait Kind:
@@ -54,7 +57,6 @@ pub trait Kind:
 }
 
 impl Kind for IngressClass {}
-impl Kind for EndpointSlice {}
 impl Kind for Namespace {}
 // A Gateway's status is read: the address it shows is kept (translate::gateway).
 impl Kind for Gateway {}
@@ -71,7 +73,7 @@ macro_rules! status_not_translated {
         }
     )*};
 }
-status_not_translated!(Ingress, Service, GatewayClass, HttpRoute, GrpcRoute, TlsRoute, TcpRoute, BackendTlsPolicy);
+status_not_translated!(GatewayClass, HttpRoute, GrpcRoute, TlsRoute, TcpRoute, BackendTlsPolicy);
 
 /// True when two objects' metadata differ at most in what every write changes (the
 /// resourceVersion, the managed fields).
@@ -159,13 +161,7 @@ impl Kind for Secret {
     fn slim(self) -> Self {
         let read = self.type_.as_deref().is_some_and(|t| SECRET_TYPES_READ.contains(&t));
         let kept = [crate::translate::acme::CHALLENGE_LABEL, crate::acme::plan::MANAGED_LABEL];
-        let labels = self
-            .metadata
-            .labels
-            .map(|l| {
-                l.into_iter().filter(|(k, _)| kept.contains(&k.as_str())).collect::<std::collections::BTreeMap<_, _>>()
-            })
-            .filter(|l| !l.is_empty());
+        let labels = only_labels(self.metadata.labels, &kept);
         Secret {
             metadata: ObjectMeta {
                 name: self.metadata.name,
@@ -187,6 +183,121 @@ impl Kind for Secret {
             for (k, v) in string_data {
                 data.insert(k, ByteString(v.into_bytes()));
             }
+        }
+    }
+}
+
+impl Kind for Ingress {
+    /// Keeps it whole, but its lists no larger than they are: a list read from JSON has
+    /// room for four, and an Ingress's rules, paths and TLS entries are mostly one.
+    fn slim(mut self) -> Self {
+        if let Some(spec) = &mut self.spec {
+            for rule in spec.rules.iter_mut().flatten() {
+                if let Some(http) = &mut rule.http {
+                    http.paths.shrink_to_fit();
+                }
+            }
+            spec.rules.as_mut().map(Vec::shrink_to_fit);
+            for tls in spec.tls.iter_mut().flatten() {
+                tls.hosts.as_mut().map(Vec::shrink_to_fit);
+            }
+            spec.tls.as_mut().map(Vec::shrink_to_fit);
+        }
+        self
+    }
+
+    fn differ_only_in_status(a: &Self, b: &Self) -> bool {
+        a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
+    }
+}
+
+/// `v`, with no room to spare.
+fn tight<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
+}
+
+/// The labels of `labels` among `kept`, or none.
+fn only_labels(labels: Option<BTreeMap<String, String>>, kept: &[&str]) -> Option<BTreeMap<String, String>> {
+    labels
+        .map(|l| l.into_iter().filter(|(k, _)| kept.contains(&k.as_str())).collect::<BTreeMap<_, _>>())
+        .filter(|l| !l.is_empty())
+}
+
+impl Kind for Service {
+    /// Keeps what translation and status read: the waypoint labels, the ports' names,
+    /// numbers and appProtocols, the type, the cluster IP and the load balancer's addresses.
+    /// Every Ingress backend has a Service, and the API server fills in much more.
+    fn slim(self) -> Self {
+        use k8s_openapi::api::core::v1::{
+            LoadBalancerIngress, LoadBalancerStatus, ServicePort, ServiceSpec, ServiceStatus,
+        };
+        let Service { metadata, spec, status } = self;
+        let port = |p: ServicePort| ServicePort {
+            name: p.name,
+            port: p.port,
+            app_protocol: p.app_protocol,
+            ..Default::default()
+        };
+        let address =
+            |i: LoadBalancerIngress| LoadBalancerIngress { ip: i.ip, hostname: i.hostname, ..Default::default() };
+        Service {
+            metadata: ObjectMeta {
+                name: metadata.name,
+                namespace: metadata.namespace,
+                labels: only_labels(metadata.labels, &[USE_WAYPOINT, USE_WAYPOINT_NAMESPACE]),
+                ..Default::default()
+            },
+            spec: spec.map(|s| ServiceSpec {
+                ports: s.ports.map(|ps| tight(ps.into_iter().map(port).collect())),
+                type_: s.type_,
+                cluster_ip: s.cluster_ip,
+                ..Default::default()
+            }),
+            status: status.and_then(|s| s.load_balancer).map(|lb| ServiceStatus {
+                load_balancer: Some(LoadBalancerStatus {
+                    ingress: lb.ingress.map(|l| l.into_iter().map(address).collect()),
+                }),
+                conditions: None,
+            }),
+        }
+    }
+
+    /// Its status is read by status planning only (the addresses an Ingress publishes).
+    fn differ_only_in_status(a: &Self, b: &Self) -> bool {
+        a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
+    }
+}
+
+impl Kind for EndpointSlice {
+    /// Keeps what translation reads: the Service's name label, the address type, the
+    /// ports' names and numbers, and each endpoint's addresses, conditions and Pod.
+    fn slim(self) -> Self {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort};
+        let EndpointSlice { metadata, address_type, endpoints, ports } = self;
+        let port = |p: EndpointPort| EndpointPort { name: p.name, port: p.port, ..Default::default() };
+        let endpoint = |e: Endpoint| Endpoint {
+            addresses: tight(e.addresses),
+            conditions: e.conditions,
+            target_ref: e.target_ref.map(|r| ObjectReference {
+                kind: r.kind,
+                namespace: r.namespace,
+                name: r.name,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        EndpointSlice {
+            metadata: ObjectMeta {
+                name: metadata.name,
+                namespace: metadata.namespace,
+                labels: only_labels(metadata.labels, &[SERVICE_NAME_LABEL]),
+                ..Default::default()
+            },
+            address_type,
+            endpoints: tight(endpoints.into_iter().map(endpoint).collect()),
+            ports: ports.map(|ps| tight(ps.into_iter().map(port).collect())),
         }
     }
 }
@@ -720,6 +831,85 @@ mod tests {
         let none: ConfigMap =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}, "data": {"k": "v"}})).unwrap();
         assert_eq!(none.slim().data, None);
+    }
+
+    #[test]
+    fn services_keep_only_what_translation_and_status_read() {
+        // As the API server returns a LoadBalancer Service.
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "9",
+                "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": {"a": "b"},
+                "labels": {"app": "web", "istio.io/use-waypoint": "wp", "istio.io/use-waypoint-namespace": "mesh"}},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"],
+                "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "sessionAffinity": "None",
+                "selector": {"app": "web"}, "externalTrafficPolicy": "Cluster",
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080,
+                    "appProtocol": "kubernetes.io/h2c"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1", "ipMode": "VIP", "ports": [{"port": 80, "protocol": "TCP"}]},
+                {"hostname": "lb.example"}]}, "conditions": []},
+        }))
+        .unwrap();
+        let want: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop",
+                "labels": {"istio.io/use-waypoint": "wp", "istio.io/use-waypoint-namespace": "mesh"}},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.7",
+                "ports": [{"name": "http", "port": 80, "appProtocol": "kubernetes.io/h2c"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}},
+        }))
+        .unwrap();
+        assert_eq!(svc.slim(), want);
+        let bare: Service =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
+        assert_eq!(bare.clone().slim(), Service { metadata: ObjectMeta { labels: None, ..bare.metadata }, ..bare });
+    }
+
+    #[test]
+    fn endpoint_slices_keep_only_what_translation_reads() {
+        // As the EndpointSlice controller writes one.
+        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-abc", "namespace": "shop", "uid": "u", "generateName": "web-",
+                "labels": {"kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "x"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web", "uid": "s"}]},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP", "appProtocol": "http"}],
+            "endpoints": [{"addresses": ["10.1.0.5"], "conditions": {"ready": false, "serving": true, "terminating": true},
+                "nodeName": "n1", "zone": "z", "hostname": "h", "hints": {"forZones": [{"name": "z"}]},
+                "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-1", "uid": "p", "resourceVersion": "4"}}],
+        }))
+        .unwrap();
+        let want: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-abc", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.1.0.5"], "conditions": {"ready": false, "serving": true, "terminating": true},
+                "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-1"}}],
+        }))
+        .unwrap();
+        let slim = slice.slim();
+        assert_eq!(slim, want);
+        assert_eq!((slim.endpoints.capacity(), slim.ports.map(|p| p.capacity())), (1, Some(1)), "no room to spare");
+    }
+
+    #[test]
+    fn ingresses_are_kept_whole_in_lists_without_room_to_spare() {
+        // Read from JSON, as a watch reads it (a clone has no room to spare anyway).
+        let json = serde_json::json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "annotations": {"a": "b"}},
+            "spec": {"ingressClassName": "wharf",
+                "tls": [{"hosts": ["a.example"], "secretName": "a"}],
+                "rules": [{"host": "a.example", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+        });
+        let read = || serde_json::from_value::<Ingress>(json.clone()).unwrap();
+        let slim = read().slim();
+        assert_eq!(slim, read());
+        let spec = slim.spec.unwrap_or_default();
+        let rules = spec.rules.unwrap_or_default();
+        let tls = spec.tls.unwrap_or_default();
+        let paths = rules.first().and_then(|r| r.http.as_ref()).map(|h| h.paths.capacity());
+        let hosts = tls.first().and_then(|t| t.hosts.as_ref()).map(Vec::capacity);
+        assert_eq!((rules.capacity(), paths, tls.capacity(), hosts), (1, Some(1), 1, Some(1)));
     }
 
     #[test]

@@ -16,13 +16,11 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
-use crate::translate::parts::{Changes, Read};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-
-/// The label that names an EndpointSlice's Service.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 use crate::kinds::{Kind, Stores};
+use crate::translate::backend::SERVICE_NAME_LABEL;
+use crate::translate::parts::{Changes, Read};
 use crate::World;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);

@@ -48,11 +48,14 @@ pub fn cluster_id(ns: &str, name: &str, port: &ServicePortRef) -> String {
 }
 
 const H2C: &str = "kubernetes.io/h2c";
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The label that names an EndpointSlice's Service.
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
-const USE_WAYPOINT: &str = "istio.io/use-waypoint";
-const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
+/// The label that sends a Service's (or a namespace's) traffic through a waypoint.
+pub(crate) const USE_WAYPOINT: &str = "istio.io/use-waypoint";
+/// The namespace of the waypoint [`USE_WAYPOINT`] names.
+pub(crate) const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 /// ztunnel's inbound HBONE port.
 pub const HBONE_PORT: u16 = 15008;
 

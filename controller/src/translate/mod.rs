@@ -3,7 +3,7 @@
 pub mod acme;
 pub mod annotations;
 mod auth;
-mod backend;
+pub(crate) mod backend;
 mod backend_tls;
 mod class;
 pub mod edge;
@@ -218,13 +218,20 @@ fn ingress_part(
         default_backend: routes.default_backend.map(Box::new),
         passthrough: routes.passthrough.into_values().collect(),
         client_auth: t.snapshot.client_auth,
-        certificates: t.snapshot.certificates.into_iter().collect(),
-        clusters: t.snapshot.clusters.into_iter().collect(),
+        certificates: tight(t.snapshot.certificates),
+        clusters: tight(t.snapshot.clusters),
         diags: t.diags,
         served: served.iter().map(|(ing, _)| ingress_ref(ing)).collect(),
         acme: t.acme.into_vec(),
         ..parts::Part::default()
     }
+}
+
+/// The entries of `map`, in order, in a vector with no room to spare.
+fn tight<V: Clone>(map: imbl::OrdMap<String, V>) -> Vec<(String, V)> {
+    let mut entries: Vec<_> = map.into_iter().collect();
+    entries.shrink_to_fit();
+    entries
 }
 
 /// Adds to `snapshot`, which holds the Ingresses' part, what the rest of `world` and the

@@ -129,8 +129,10 @@ pub(super) struct Part {
     pub(super) default_backend: Option<Box<Route>>,
     pub(super) passthrough: Vec<SniRoute>,
     pub(super) client_auth: Vec<ClientAuthHost>,
-    pub(super) certificates: BTreeMap<String, Certificate>,
-    pub(super) clusters: BTreeMap<String, Cluster>,
+    /// By id, in order: most parts have one of each, which a vector holds in its size
+    /// where a map's node has room for eleven.
+    pub(super) certificates: Vec<(String, Certificate)>,
+    pub(super) clusters: Vec<(String, Cluster)>,
     pub(super) diags: Vec<Diagnostic>,
     /// The Ingresses served (their status is ours to write).
     pub(super) served: Vec<ObjectRef>,
@@ -231,12 +233,12 @@ impl Merged {
         for t in &part.tls_hosts {
             self.tls_hosts.remove(&t.host);
         }
-        for id in part.certificates.keys() {
+        for (id, _) in &part.certificates {
             if self.release(Held::Certificate, id) {
                 self.certificates.remove(id);
             }
         }
-        for id in part.clusters.keys() {
+        for (id, _) in &part.clusters {
             if self.release(Held::Cluster, id) {
                 self.clusters.remove(id);
             }
@@ -430,7 +432,7 @@ impl Incremental {
             reads.extend(lookups.backends.reads.stop());
             reads.sort_unstable();
             reads.dedup();
-            part.expires = part.certificates.values().map(|c| c.not_after).filter(|t| *t >= opts.now).min();
+            part.expires = part.certificates.iter().map(|(_, c)| c.not_after).filter(|t| *t >= opts.now).min();
             let id = self.next;
             self.next += 1;
             for key in &component {
