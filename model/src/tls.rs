@@ -82,9 +82,14 @@ pub struct LoadedCert {
 /// Parses a PEM chain and key, checks that the key matches the leaf and that the leaf has
 /// not expired at `now` (Unix seconds).
 pub fn load(chain_pem: &[u8], key_pem: &[u8], now: i64) -> Result<LoadedCert, CertError> {
-    let chain = CertificateDer::pem_slice_iter(chain_pem)
+    // A certificate decoded from PEM has room for its base64 text, and a list read from an
+    // iterator room for four; the chain is kept as long as it is served, so each is
+    // copied to its own size.
+    let mut chain = CertificateDer::pem_slice_iter(chain_pem)
+        .map(|c| c.map(|c| CertificateDer::from(c.as_ref().to_vec())))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CertError::BadCertificatePem(e.to_string()))?;
+    chain.shrink_to_fit();
     let leaf = chain.first().ok_or(CertError::NoCertificate)?;
     let (info, spki) = parse_leaf(leaf)?;
     if info.not_after < now {
