@@ -715,6 +715,37 @@ mod tests {
     }
 
     #[test]
+    fn an_address_written_to_an_ingress_or_a_service_is_only_a_status_change() {
+        fn check<K: Kind>(spec: serde_json::Value, status: serde_json::Value, other_spec: serde_json::Value) {
+            let obj = |spec: &serde_json::Value, status: Option<&serde_json::Value>, labels: serde_json::Value| -> K {
+                let mut o =
+                    serde_json::json!({"metadata": {"name": "x", "namespace": "web", "labels": labels}, "spec": spec});
+                if let (Some(status), Some(map)) = (status, o.as_object_mut()) {
+                    map.insert("status".into(), status.clone());
+                }
+                serde_json::from_value(o).unwrap()
+            };
+            let a = obj(&spec, None, serde_json::json!({"a": "b"}));
+            let mut written = obj(&spec, Some(&status), serde_json::json!({"a": "b"}));
+            written.meta_mut().resource_version = Some("8".into());
+            assert!(K::differ_only_in_status(&a, &written));
+            assert!(!K::differ_only_in_status(&a, &obj(&other_spec, None, serde_json::json!({"a": "b"}))));
+            assert!(!K::differ_only_in_status(&a, &obj(&spec, None, serde_json::json!({"a": "c"}))));
+        }
+        let address = serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+        check::<Ingress>(
+            serde_json::json!({"ingressClassName": "wharf"}),
+            address.clone(),
+            serde_json::json!({"ingressClassName": "other"}),
+        );
+        check::<Service>(
+            serde_json::json!({"ports": [{"port": 80}]}),
+            address,
+            serde_json::json!({"ports": [{"port": 81}]}),
+        );
+    }
+
+    #[test]
     fn scope_follows_the_kind() {
         assert!(Ingress::namespaced() && Secret::namespaced() && Pod::namespaced());
         assert!(!IngressClass::namespaced() && !Namespace::namespaced());
