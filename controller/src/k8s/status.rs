@@ -523,6 +523,34 @@ mod tests {
     }
 
     #[test]
+    fn each_gateway_api_status_is_written_once_per_difference() {
+        let body = |version: &str| StatusBody { status: json!({"v": version}), resource_version: Some(version.into()) };
+        let target = |name: &str| (StatusKind::HttpRoute, key(name));
+        let plan = |entries: &[(&str, &str)]| Plan {
+            gateway: entries.iter().map(|(name, v)| (target(name), body(v))).collect(),
+            ..Plan::default()
+        };
+        let todo_names = |todo: Vec<(&(StatusKind, Key), &StatusBody)>| -> Vec<String> {
+            todo.iter().map(|((_, k), _)| k.1.clone()).collect()
+        };
+        let mut published = Published::default();
+        let p = plan(&[("a", "1"), ("b", "1")]);
+        let todo = published.gateway(&p);
+        assert_eq!(todo.first().map(|(_, b)| *b), Some(&body("1")));
+        assert_eq!(todo_names(todo), ["a", "b"]);
+        published.gateway.insert(target("a"), body("1"));
+        assert_eq!(todo_names(published.gateway(&p)), ["b"], "a is written, b failed and is retried");
+        // The API server shows a's status: the plan drops it, and it is forgotten...
+        assert_eq!(todo_names(published.gateway(&plan(&[("b", "1")]))), ["b"]);
+        assert!(published.gateway.is_empty());
+        // ...so when it drifts back, it is written again.
+        assert_eq!(todo_names(published.gateway(&p)), ["a", "b"]);
+        // A different body for a written object is a difference.
+        published.gateway.insert(target("a"), body("2"));
+        assert_eq!(todo_names(published.gateway(&p)), ["a", "b"]);
+    }
+
+    #[test]
     fn each_event_is_published_once_per_appearance_of_its_diagnostic() {
         let mut published = Published::default();
         let p = plan_of(&[], &[("a", "SecretNotFound"), ("b", "KeyMismatch")]);
