@@ -64,12 +64,16 @@ impl Kind for ReferenceGrant {}
 
 /// Kinds whose status only status planning reads: Wharf writes it, and each write comes
 /// back as a watch event that needs no translation.
+/// `status_not_translated!(fn)` is the method alone, for kinds that also have a `slim`.
 macro_rules! status_not_translated {
+    (fn) => {
+        fn differ_only_in_status(a: &Self, b: &Self) -> bool {
+            a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
+        }
+    };
     ($($ty:ty),*) => {$(
         impl Kind for $ty {
-            fn differ_only_in_status(a: &Self, b: &Self) -> bool {
-                a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
-            }
+            status_not_translated!(fn);
         }
     )*};
 }
@@ -206,9 +210,7 @@ impl Kind for Ingress {
         self
     }
 
-    fn differ_only_in_status(a: &Self, b: &Self) -> bool {
-        a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
-    }
+    status_not_translated!(fn);
 }
 
 /// `v`, with no room to spare.
@@ -263,10 +265,8 @@ impl Kind for Service {
         }
     }
 
-    /// Its status is read by status planning only (the addresses an Ingress publishes).
-    fn differ_only_in_status(a: &Self, b: &Self) -> bool {
-        a.spec == b.spec && same_but_version(&a.metadata, &b.metadata)
-    }
+    // Its status is read by status planning only (the addresses an Ingress publishes).
+    status_not_translated!(fn);
 }
 
 impl Kind for EndpointSlice {
