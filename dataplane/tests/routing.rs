@@ -331,12 +331,15 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
             Action::Forward(Forward {
                 backends: vec![
                     WeightedBackend {
-                        request_headers: HeaderEdits { set: pairs(&[("x-backend", "heavy")]), ..Default::default() },
-                        response_headers: HeaderEdits { add: pairs(&[("x-picked", "heavy")]), ..Default::default() },
+                        request_headers: HeaderEdits { set: pairs(&[("x-backend", "heavy")]), ..Default::default() }
+                            .into(),
+                        response_headers: HeaderEdits { add: pairs(&[("x-picked", "heavy")]), ..Default::default() }
+                            .into(),
                         ..WeightedBackend::new("heavy", 3)
                     },
                     WeightedBackend {
-                        request_headers: HeaderEdits { set: pairs(&[("x-set", "by-light")]), ..Default::default() },
+                        request_headers: HeaderEdits { set: pairs(&[("x-set", "by-light")]), ..Default::default() }
+                            .into(),
                         ..WeightedBackend::new("light", 1)
                     },
                     WeightedBackend::new("plain", 0),
@@ -345,8 +348,9 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                     set: pairs(&[("x-set", "by-route")]),
                     remove: vec!["x-drop".into()],
                     ..Default::default()
-                },
-                response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() },
+                }
+                .into(),
+                response_headers: HeaderEdits { add: pairs(&[("x-served-by", "wharf")]), ..Default::default() }.into(),
                 rewrite: None,
                 timeout_ms: None,
                 connect_timeout_ms: None,
@@ -364,8 +368,8 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                     path: Some(PathRewrite::Prefix("/v2".into())),
                 }),
                 backends: vec![WeightedBackend::new("plain", 1)],
-                request_headers: HeaderEdits::default(),
-                response_headers: HeaderEdits::default(),
+                request_headers: Default::default(),
+                response_headers: Default::default(),
                 timeout_ms: None,
                 connect_timeout_ms: None,
                 send_timeout_ms: None,
@@ -390,8 +394,8 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
             RouteMatch::path(m_path("/half-invalid")),
             Action::Forward(Forward {
                 backends: vec![WeightedBackend::new("plain", 1), WeightedBackend::invalid(1)],
-                request_headers: HeaderEdits::default(),
-                response_headers: HeaderEdits::default(),
+                request_headers: Default::default(),
+                response_headers: Default::default(),
                 rewrite: None,
                 timeout_ms: None,
                 connect_timeout_ms: None,
@@ -474,7 +478,7 @@ async fn regular_expressions_match_whole_paths_and_values() {
     let re = |p: &str| Pattern::full(p).unwrap();
     let with = |matches: RouteMatch, cluster: &str| Route { matches, ..route(m_path("/"), cluster, false) };
     let mut routes = vec![
-        with(RouteMatch::path(PathMatch::Regex(re("/items/[0-9]+"))), "items"),
+        with(RouteMatch::path(PathMatch::Regex(Box::new(re("/items/[0-9]+")))), "items"),
         with(
             RouteMatch {
                 headers: vec![HeaderMatch::regex("x-channel", re("beta|canary"))],
@@ -565,7 +569,8 @@ async fn capture_rewrites_send_the_backend_the_groups_of_a_leading_regex_path() 
     use wharf_model::{Action, PathRewrite, Pattern, UrlRewrite};
 
     let r = start().await;
-    let mut rewriting = route(PathMatch::Regex(Pattern::leading("/something(/|$)(.*)").unwrap()), "app", false);
+    let mut rewriting =
+        route(PathMatch::Regex(Box::new(Pattern::leading("/something(/|$)(.*)").unwrap())), "app", false);
     if let Action::Forward(f) = &mut rewriting.action {
         f.rewrite = Some(UrlRewrite { host: None, path: Some(PathRewrite::Captures("/$2".into())) });
     }

@@ -31,8 +31,8 @@ pub use net::{ClientFilter, IpNet, IpNetError, RateLimit};
 pub use path::{PathMatch, PathMatchError};
 pub use pattern::{Pattern, PatternError};
 pub use route::{
-    Action, CookieAffinity, Fallback, Forward, HeaderEdits, HeaderMatch, Mirror, PathRewrite, QueryMatch, Redirect,
-    Respond, RouteMatch, UrlRewrite, WeightedBackend,
+    Action, CookieAffinity, Fallback, Forward, HeaderEdits, HeaderMatch, LazyEdits, Mirror, PathRewrite, QueryMatch,
+    Redirect, Respond, RouteMatch, UrlRewrite, WeightedBackend,
 };
 pub use snapshot::{
     parse_size, AcmeChallenges, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef,

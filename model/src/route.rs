@@ -135,8 +135,8 @@ impl Action {
     pub fn forward(cluster: &str) -> Action {
         Action::Forward(Forward {
             backends: vec![WeightedBackend::new(cluster, 1)],
-            request_headers: HeaderEdits::default(),
-            response_headers: HeaderEdits::default(),
+            request_headers: LazyEdits::default(),
+            response_headers: LazyEdits::default(),
             rewrite: None,
             timeout_ms: None,
             connect_timeout_ms: None,
@@ -156,10 +156,10 @@ pub struct Forward {
     pub backends: Vec<WeightedBackend>,
     /// Changes to the request's headers before it is sent.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
-    pub request_headers: HeaderEdits,
+    pub request_headers: LazyEdits,
     /// Changes to the response's headers before it is returned.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
-    pub response_headers: HeaderEdits,
+    pub response_headers: LazyEdits,
     /// A new host and path for the request the backend gets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<UrlRewrite>,
@@ -266,10 +266,10 @@ pub struct WeightedBackend {
     pub invalid: bool,
     /// Changes to the headers of the requests this backend gets, after the route's.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
-    pub request_headers: HeaderEdits,
+    pub request_headers: LazyEdits,
     /// Changes to the headers of its responses, before the route's.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
-    pub response_headers: HeaderEdits,
+    pub response_headers: LazyEdits,
 }
 
 impl WeightedBackend {
@@ -284,8 +284,8 @@ impl WeightedBackend {
             cluster: String::new(),
             weight,
             invalid: true,
-            request_headers: HeaderEdits::default(),
-            response_headers: HeaderEdits::default(),
+            request_headers: LazyEdits::default(),
+            response_headers: LazyEdits::default(),
         }
     }
 }
@@ -305,9 +305,53 @@ pub struct HeaderEdits {
 }
 
 impl HeaderEdits {
+    /// No changes.
+    pub const NONE: HeaderEdits = HeaderEdits { set: Vec::new(), add: Vec::new(), remove: Vec::new() };
+
     /// True when nothing changes.
     pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// [`HeaderEdits`] allocated on the first change: a snapshot holds a pair for every route
+/// and every backend, and most have none. Reads see [`HeaderEdits::NONE`] until then;
+/// two compare equal when their changes do.
+#[derive(Debug, Clone, Default)]
+pub struct LazyEdits(Option<Box<HeaderEdits>>);
+
+impl std::ops::Deref for LazyEdits {
+    type Target = HeaderEdits;
+
+    fn deref(&self) -> &HeaderEdits {
+        static NONE: HeaderEdits = HeaderEdits::NONE;
+        self.0.as_deref().unwrap_or(&NONE)
+    }
+}
+
+impl std::ops::DerefMut for LazyEdits {
+    fn deref_mut(&mut self) -> &mut HeaderEdits {
+        self.0.get_or_insert_with(Default::default)
+    }
+}
+
+impl From<HeaderEdits> for LazyEdits {
+    fn from(edits: HeaderEdits) -> LazyEdits {
+        LazyEdits((!edits.is_empty()).then(|| Box::new(edits)))
+    }
+}
+
+impl PartialEq for LazyEdits {
+    fn eq(&self, other: &LazyEdits) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for LazyEdits {}
+
+impl Serialize for LazyEdits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
     }
 }
 
@@ -395,6 +439,27 @@ pub struct Respond {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lazy_edits_hold_nothing_until_changed_and_compare_by_their_changes() {
+        let none = LazyEdits::default();
+        assert!(none.0.is_none() && none.is_empty() && *none == HeaderEdits::NONE);
+        assert!(LazyEdits::from(HeaderEdits::default()).0.is_none());
+        // Written to but left empty: allocated, yet equal to none.
+        let mut touched = LazyEdits::default();
+        touched.set.clear();
+        assert!(touched.0.is_some() && touched == none);
+        let mut set = LazyEdits::default();
+        set.set.push(("x-a".into(), "1".into()));
+        let added = LazyEdits::from(HeaderEdits { add: vec![("x-a".into(), "1".into())], ..HeaderEdits::NONE });
+        assert!(set != none && set != added && added != none);
+        assert_eq!(set.set, [("x-a".to_owned(), "1".to_owned())]);
+        assert_eq!(added.add, [("x-a".to_owned(), "1".to_owned())]);
+        // Shown as the edits themselves.
+        let json = |e: &LazyEdits| serde_json::to_string(e).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(json(&set), r#"{"set":[["x-a","1"]]}"#);
+        assert_eq!(json(&none), "{}");
+    }
 
     #[test]
     fn header_and_query_matches_take_exact_values_or_whole_pattern_matches() {
@@ -485,7 +550,7 @@ mod tests {
 
     #[test]
     fn capture_rewrites_fill_groups_of_the_matched_path() {
-        let re = PathMatch::Regex(Pattern::leading("/something(/|$)(.*)").unwrap_or_else(|e| panic!("{e}")));
+        let re = PathMatch::Regex(Box::new(Pattern::leading("/something(/|$)(.*)").unwrap_or_else(|e| panic!("{e}"))));
         let to = |t: &str| PathRewrite::Captures(t.into());
         assert_eq!(to("/$2").apply(&re, "/something/new/x"), "/new/x");
         assert_eq!(to("/$2").apply(&re, "/something"), "/");

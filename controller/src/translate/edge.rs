@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn what_a_pattern_takes_is_not_worked_out_only_the_root_prefix_takes_it() {
-        let re = |p: &str| RouteMatch::path(PathMatch::Regex(wharf_model::Pattern::full(p).unwrap()));
+        let re = |p: &str| RouteMatch::path(PathMatch::Regex(Box::new(wharf_model::Pattern::full(p).unwrap())));
         let path = |p: PathMatch| RouteMatch::path(p);
         assert!(takes_all(&path(prefix("/")), &re("/a.*")));
         assert!(!takes_all(&path(prefix("/a")), &re("/a.*")));

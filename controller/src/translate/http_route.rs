@@ -97,7 +97,7 @@ fn route_match(m: &HttpRouteRulesMatches) -> Result<RouteMatch, Refused> {
     let path = match kind {
         PathType::Exact => PathMatch::exact(value),
         PathType::PathPrefix => PathMatch::prefix(value),
-        PathType::RegularExpression => Ok(PathMatch::Regex(pattern(value)?)),
+        PathType::RegularExpression => Ok(PathMatch::Regex(Box::new(pattern(value)?))),
     }
     .map_err(|e| unsupported(format!("path match: {e}")))?;
 
@@ -162,8 +162,8 @@ pub fn action(
 ) -> Result<Action, Refused> {
     let mut fwd = Forward {
         backends,
-        request_headers: HeaderEdits::default(),
-        response_headers: HeaderEdits::default(),
+        request_headers: Default::default(),
+        response_headers: Default::default(),
         rewrite: None,
         timeout_ms: None,
         connect_timeout_ms: None,

@@ -313,7 +313,7 @@ fn regex_path(raw: &str, path_type: &str) -> Result<PathMatch, String> {
     if !raw.starts_with('/') {
         return Err(format!("path {raw:?} skipped: it must start with '/'"));
     }
-    wharf_model::Pattern::leading(raw).map(PathMatch::Regex).map_err(|e| format!("path skipped: {e}"))
+    wharf_model::Pattern::leading(raw).map(|p| PathMatch::Regex(Box::new(p))).map_err(|e| format!("path skipped: {e}"))
 }
 
 /// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.

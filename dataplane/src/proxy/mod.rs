@@ -738,13 +738,14 @@ async fn forward(
     // The backend sees the host that was routed (an absolute-form target wins over a
     // different Host header, RFC 9112 §3.2.2; HTTP/2 carries it as :authority), or the
     // route's rewrite of it.
-    let host = route.host.as_ref().or(host);
+    let rewrite = route.rewrite.as_deref();
+    let host = rewrite.and_then(|r| r.host.as_ref()).or(host);
     if let Some(h) = host {
         if req.headers().get(header::HOST) != Some(h) {
             req.headers_mut().insert(header::HOST, h.clone());
         }
     }
-    if let Some(rewrite) = &route.path {
+    if let Some(rewrite) = rewrite.and_then(|r| r.path.as_ref()) {
         let path = rewrite.apply(matched, req.uri().path());
         set_path(&mut req, &path);
     }
@@ -778,7 +779,7 @@ async fn forward(
     let mut last = UpstreamError::NoEndpoints;
     // Sticky sessions: the endpoint the client's cookie names, while it is there and not
     // failing; then the balancer's choice.
-    let cookie = route.affinity.as_ref().and_then(|(name, _)| req.as_ref().and_then(|r| cookie(r.headers(), name)));
+    let cookie = route.affinity.as_deref().and_then(|(name, _)| req.as_ref().and_then(|r| cookie(r.headers(), name)));
     let mut sticky = cookie
         .as_deref()
         .and_then(|v| upstream.endpoints.iter().position(|e| e.affinity_key == v))
@@ -807,7 +808,7 @@ async fn forward(
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 own.response.apply(&mut parts.headers);
-                if let Some((name, attrs)) = &route.affinity {
+                if let Some((name, attrs)) = route.affinity.as_deref() {
                     if cookie.as_deref() != Some(ep.affinity_key.as_str()) {
                         let set = format!("{name}={}{attrs}", ep.affinity_key);
                         if let Ok(v) = HeaderValue::from_str(&set) {
