@@ -31,7 +31,7 @@ out "M4 time to serving $n certificates (s)" "$(echo "$t1 - $t0" | bc -l | xargs
 # Settled: read a second after ready, once the control thread has given back what building
 # the first config freed.
 sleep 1
-out "M4 RSS with $n certificates (MiB)" "$(awk '/VmRSS/ {printf "%.0f", $2/1024}' /proc/$WPID/status)"
+out "M4 RSS with $n certificates (MiB)" "$(awk '/VmRSS/ {printf "%.1f", $2/1024}' /proc/$WPID/status)"
 handshakes() { # loadgen args -> handshakes/s; stops when any handshake or request failed
   local o; o=$(taskset -c 0 "$loadgen" handshakes --addr 127.0.0.1:18443 --concurrency 32 --seconds "$seconds" "$@")
   echo "$o" | grep -q ' failed=0$' || { log "M4 handshakes failed: $o"; exit 1; }

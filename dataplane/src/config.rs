@@ -438,7 +438,7 @@ impl Compiler {
                             .filter_map(|m| Some((Arc::clone(upstreams.get(&m.cluster)?), m.per_million)))
                             .collect(),
                     )
-                    .rewriting(f.rewrite.as_ref())
+                    .rewriting(f.rewrite.as_deref())
                     .timing_out(f.timeout_ms)
                     .connecting_within(f.connect_timeout_ms)
                     .sending_within(f.send_timeout_ms)
@@ -455,7 +455,6 @@ impl Compiler {
             CompiledRoute {
                 matches: r.matches.clone(),
                 action,
-                source,
                 https_redirect: r.https_redirect,
                 max_body_bytes: r.max_body_bytes,
                 clients: r.clients.clone(),
@@ -881,7 +880,7 @@ mod tests {
             ..Default::default()
         };
         let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
-        let source = |h: &str, p: &str| get(&config, h, p).map(|r| r.source.as_str());
+        let source = |h: &str, p: &str| get(&config, h, p).map(|r| r.source());
         assert_eq!(source("a.com", "/api/v1"), Some("web/exact"));
         assert_eq!(source("a.com", "/only"), Some("web/any"), "no path of the exact host matches: rules without host");
         assert_eq!(source("b.a.com", "/api"), Some("web/wildcard"), "the wildcard host before rules without host");
@@ -1074,7 +1073,7 @@ mod tests {
         let headers = http::HeaderMap::new();
         let view = RequestView { path: "/gw", query: None, method: &http::Method::GET, headers: &headers };
         let served = config.edge_gateway(None, PortProtocol::Http).and_then(|t| t.router.route("z.test", &view));
-        assert_eq!(served.map(|r| r.source.as_str()), Some("web/gw"));
+        assert_eq!(served.map(|r| r.source()), Some("web/gw"));
         let leaf = |c: &CompiledConfig, sni: Option<&str>| c.edge.sni.select(sni).0.cert[0].clone();
         assert_eq!(leaf(&config, Some("a.example.com")), gateway.leaf_der(), "the Gateway's certificate for its host");
         assert_eq!(
@@ -1202,7 +1201,7 @@ mod tests {
                                 .map(|u| (u.id.clone(), u.endpoints.iter().map(|e| e.addr.port()).collect::<Vec<_>>())),
                             other => panic!("{other:?}"),
                         };
-                        (r.source.clone(), to)
+                        (r.source().to_owned(), to)
                     })
                 })
             });
@@ -1307,7 +1306,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let (before, after) = (tables(&one), tables(&two));
-        let sources: Vec<&str> = after.iter().map(|h| h.routes[0].source.as_str()).collect();
+        let sources: Vec<&str> = after.iter().map(|h| h.routes[0].source()).collect();
         assert_eq!(sources, ["web/a", "web/b", "web/edge-http", "web/edge-https", "web/edge"]);
         assert!(before.iter().zip(&after).all(|(x, y)| Arc::ptr_eq(x, y)), "each table its own hosts, reused");
 
@@ -1387,7 +1386,7 @@ mod tests {
         let get = |t: &Tables, path: &str| {
             t.router
                 .route("x.test", &RequestView { path, query: None, method: &http::Method::GET, headers: &headers })
-                .map(|r| r.source.clone())
+                .map(|r| r.source().to_owned())
         };
         assert_eq!(get(port, "/"), Some("web/port".into()));
         assert_eq!(get(edge, "/"), None, "the edge has no routes");

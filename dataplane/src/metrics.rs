@@ -195,18 +195,34 @@ struct RouteSeries {
     route: String,
     requests: IntCounterVec,
     duration: HistogramVec,
+    /// Made on the first request: most routes of a large config see none for long.
+    made: OnceLock<Box<MadeSeries>>,
+}
+
+#[derive(Debug)]
+struct MadeSeries {
+    /// By status class, each made on its first request.
     by_class: [OnceLock<IntCounter>; 5],
-    latency: OnceLock<Histogram>,
+    latency: Histogram,
 }
 
 impl RouteMetrics {
+    /// The route label: `namespace/name` of the object that defined the route.
+    pub fn route(&self) -> &str {
+        &self.0.route
+    }
+
     /// Counts one finished request.
     pub fn observe(&self, status: u16, seconds: f64) {
         let s = &*self.0;
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
         let code = ["1xx", "2xx", "3xx", "4xx", "5xx"][class];
-        s.by_class[class].get_or_init(|| s.requests.with_label_values(&[s.route.as_str(), code])).inc();
-        s.latency.get_or_init(|| s.duration.with_label_values(&[s.route.as_str()])).observe(seconds);
+        let made = s.made.get_or_init(|| {
+            let latency = s.duration.with_label_values(&[s.route.as_str()]);
+            Box::new(MadeSeries { by_class: Default::default(), latency })
+        });
+        made.by_class[class].get_or_init(|| s.requests.with_label_values(&[s.route.as_str(), code])).inc();
+        made.latency.observe(seconds);
     }
 }
 
@@ -397,8 +413,7 @@ impl Metrics {
             route: route.to_owned(),
             requests: self.requests.clone(),
             duration: self.duration.clone(),
-            by_class: Default::default(),
-            latency: OnceLock::new(),
+            made: OnceLock::new(),
         }))
     }
 

@@ -60,8 +60,6 @@ pub struct CompiledRoute {
     pub matches: RouteMatch,
     /// What it does with them.
     pub action: CompiledAction,
-    /// `namespace/name` of the object that defined it (logs, metrics).
-    pub source: String,
     /// Redirect plain HTTP to HTTPS.
     pub https_redirect: bool,
     /// Request body limit of the route (`Some(0)`: unlimited; `None`: the gateway's).
@@ -78,6 +76,13 @@ pub struct CompiledRoute {
     pub client_cert: Option<Box<wharf_model::ClientCertCheck>>,
     /// Metric handles for this route.
     pub metrics: RouteMetrics,
+}
+
+impl CompiledRoute {
+    /// `namespace/name` of the object that defined it (logs, metrics).
+    pub fn source(&self) -> &str {
+        self.metrics.route()
+    }
 }
 
 /// A CORS policy with the headers that do not depend on the request made once.
@@ -659,7 +664,6 @@ mod tests {
         let route = |source: &str, path: &str| CompiledRoute {
             matches: RouteMatch::path(wharf_model::PathMatch::prefix(path).unwrap()),
             action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
-            source: source.into(),
             https_redirect: false,
             max_body_bytes: None,
             clients: None,
@@ -679,7 +683,7 @@ mod tests {
             .insert(&wharf_model::Host::Suffix(".example.com".into()), HostRoutes::new(vec![route("wildcard", "/")]));
         let (get, headers) = (Method::GET, HeaderMap::new());
         let source = |r: &Router, host: &str, path: &str| {
-            r.route(host, &view(path, None, &get, &headers)).map(|c| c.source.clone())
+            r.route(host, &view(path, None, &get, &headers)).map(|c| c.source().to_owned())
         };
         assert_eq!(source(&router, "only.example.com", "/"), Some("wildcard".into()), "falls through");
         router.isolated = true;

@@ -363,10 +363,10 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
         with(
             RouteMatch::path(m_path("/v1")),
             Action::Forward(Forward {
-                rewrite: Some(UrlRewrite {
+                rewrite: Some(Box::new(UrlRewrite {
                     host: Some("internal.test".into()),
                     path: Some(PathRewrite::Prefix("/v2".into())),
-                }),
+                })),
                 backends: vec![WeightedBackend::new("plain", 1)],
                 request_headers: Default::default(),
                 response_headers: Default::default(),
@@ -572,7 +572,7 @@ async fn capture_rewrites_send_the_backend_the_groups_of_a_leading_regex_path() 
     let mut rewriting =
         route(PathMatch::Regex(Box::new(Pattern::leading("/something(/|$)(.*)").unwrap())), "app", false);
     if let Action::Forward(f) = &mut rewriting.action {
-        f.rewrite = Some(UrlRewrite { host: None, path: Some(PathRewrite::Captures("/$2".into())) });
+        f.rewrite = Some(Box::new(UrlRewrite { host: None, path: Some(PathRewrite::Captures("/$2".into())) }));
     }
     r.gw.apply(snapshot(vec![(host("a.test"), vec![rewriting])], vec![("app", cluster(&[echo("app").await]))]))
         .unwrap();

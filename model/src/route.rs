@@ -162,7 +162,7 @@ pub struct Forward {
     pub response_headers: LazyEdits,
     /// A new host and path for the request the backend gets.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rewrite: Option<UrlRewrite>,
+    pub rewrite: Option<Box<UrlRewrite>>,
     /// How long the backend may take to send the response headers, in milliseconds:
     /// `Some(0)` waits as long as it takes, `None` uses the gateway's `--request-timeout`.
     #[serde(skip_serializing_if = "Option::is_none")]

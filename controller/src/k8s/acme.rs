@@ -173,7 +173,7 @@ impl<M: AcmeMetrics> Report for EventReport<M> {
         let sources = demand.sources.clone();
         tokio::spawn(async move {
             for src in sources {
-                let (uid, api_version) = match src.kind.as_str() {
+                let (uid, api_version) = match &*src.kind {
                     "Gateway" => {
                         let api: Api<Gateway> = Api::namespaced(client.clone(), &src.namespace);
                         (uid_of(api, &src.name).await, "gateway.networking.k8s.io/v1")
@@ -186,7 +186,7 @@ impl<M: AcmeMetrics> Report for EventReport<M> {
                 let Some(uid) = uid else { continue };
                 let reference = ObjectReference {
                     api_version: Some(api_version.into()),
-                    kind: Some(src.kind.clone()),
+                    kind: Some(src.kind.to_string()),
                     namespace: Some(src.namespace.clone()),
                     name: Some(src.name.clone()),
                     uid: Some(uid),

@@ -155,7 +155,7 @@ pub fn plan(
     }
     for d in diagnostics {
         let key = (d.object.namespace.clone(), d.object.name.clone());
-        let (kind, api_version, uid) = match d.object.kind.as_str() {
+        let (kind, api_version, uid) = match &*d.object.kind {
             "Ingress" => match index.ingress(&key) {
                 Some(ing) => ("Ingress", "networking.k8s.io/v1", ing.uid()),
                 None => continue,

@@ -1368,7 +1368,7 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
         .diagnostics
         .iter()
         .filter(|d| d.reason.starts_with("Acme") || d.reason == "InvalidListenerOption")
-        .map(|d| (d.object.kind.as_str(), d.object.name.as_str(), d.reason))
+        .map(|d| (&*d.object.kind, d.object.name.as_str(), d.reason))
         .collect();
     acme.sort();
     assert_eq!(

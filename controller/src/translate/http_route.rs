@@ -232,7 +232,7 @@ pub fn action(
                         path_rewrite(p.replace_full_path.as_deref(), p.replace_prefix_match.as_deref(), prefix, matched)
                     })
                     .transpose()?;
-                fwd.rewrite = Some(UrlRewrite { host: u.hostname.clone(), path });
+                fwd.rewrite = Some(Box::new(UrlRewrite { host: u.hostname.clone(), path }));
             }
             // It names a backend: the caller resolves it (see `mirror_share`).
             FilterType::RequestMirror => {}
@@ -562,15 +562,18 @@ mod tests {
             "hostname": "internal.example", "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}]));
         let Action::Forward(fwd) = action(&f, backends(), &prefix("/v1")).unwrap() else { panic!("not a forward") };
         assert_eq!(
-            fwd.rewrite,
-            Some(UrlRewrite { host: Some("internal.example".into()), path: Some(PathRewrite::Prefix("/v2".into())) })
+            fwd.rewrite.as_deref(),
+            Some(&UrlRewrite { host: Some("internal.example".into()), path: Some(PathRewrite::Prefix("/v2".into())) })
         );
         let f = filters_of(json!([{"type": "URLRewrite", "urlRewrite": {
             "path": {"type": "ReplaceFullPath", "replaceFullPath": "/one"}}}]));
         let Action::Forward(fwd) = action(&f, backends(), &PathMatch::Exact("/x".into())).unwrap() else {
             panic!("not a forward")
         };
-        assert_eq!(fwd.rewrite, Some(UrlRewrite { host: None, path: Some(PathRewrite::Full("/one".into())) }));
+        assert_eq!(
+            fwd.rewrite.as_deref(),
+            Some(&UrlRewrite { host: None, path: Some(PathRewrite::Full("/one".into())) })
+        );
     }
 
     #[test]

@@ -549,7 +549,7 @@ impl<'a> Translator<'a> {
                         f.connect_timeout_ms = settings.connect_timeout_ms;
                         f.send_timeout_ms = settings.send_timeout_ms;
                         if let Some(host) = &settings.upstream_vhost {
-                            f.rewrite = Some(UrlRewrite { host: Some(host.clone()), path: None });
+                            f.rewrite = Some(Box::new(UrlRewrite { host: Some(host.clone()), path: None }));
                         }
                         if let Some(prefix) = &settings.forwarded_prefix {
                             f.request_headers.set.push(("x-forwarded-prefix".into(), prefix.clone()));
@@ -647,7 +647,7 @@ impl<'a> Translator<'a> {
                 if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
                     (&settings.rewrite_target, &mut route.action, &route.matches.path)
                 {
-                    let rewrite = f.rewrite.get_or_insert(UrlRewrite { host: None, path: None });
+                    let rewrite = f.rewrite.get_or_insert_with(|| Box::new(UrlRewrite { host: None, path: None }));
                     rewrite.path = Some(PathRewrite::Captures(target.clone()));
                 }
                 push_route(routes.by_host.entry(host.clone()).or_default(), route);

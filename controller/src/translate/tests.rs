@@ -909,8 +909,8 @@ fn upstream_vhost_and_forwarded_prefix_go_with_a_capture_rewrite() {
     );
     let Action::Forward(f) = &host_routes(&t, "a.com")[0].action else { panic!("not a forward") };
     assert_eq!(
-        f.rewrite,
-        Some(UrlRewrite { host: Some("internal.svc".into()), path: Some(PathRewrite::Captures("/$1".into())) })
+        f.rewrite.as_deref(),
+        Some(&UrlRewrite { host: Some("internal.svc".into()), path: Some(PathRewrite::Captures("/$1".into())) })
     );
     assert_eq!(f.request_headers.set, [("x-forwarded-prefix".to_owned(), "/shop".to_owned())]);
 }

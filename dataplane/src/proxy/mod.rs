@@ -327,7 +327,7 @@ pub async fn handle(
             proto = ?version,
             status = status.as_u16(),
             duration_ms = elapsed.as_secs_f64() * 1000.0,
-            route = route.map(|r| r.source.as_str()).unwrap_or("-"),
+            route = route.map(|r| r.source()).unwrap_or("-"),
             upstream = %upstream_addr.map(|a: SocketAddr| a.to_string()).unwrap_or_else(|| "-".into()),
             reason = reason.unwrap_or("-"),
         );
