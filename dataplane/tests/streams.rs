@@ -147,8 +147,10 @@ async fn one_tls_port_terminates_some_names_and_passes_others_through() {
     p.read_to_end(&mut got).await.unwrap();
     assert_eq!(got, b"tls-backend:hello");
 
-    let m = admin_get(&r, "/metrics").await.body;
-    assert!(m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"passthrough\"}"), "{m}");
+    // Counted once the relay has closed both directions (just after the client's last read).
+    let counted = "wharf_proxied_bytes_total{direction=\"upstream\",listener=\"passthrough\"}";
+    let shows = || async { admin_get(&r, "/metrics").await.body.contains(counted) };
+    assert!(eventually(Duration::from_secs(10), shows).await, "{}", admin_get(&r, "/metrics").await.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,8 +172,11 @@ async fn tcp_round_trip_with_half_close() {
     let (_, n) = tokio::join!(send, recv);
     n.unwrap();
     assert_eq!(got, payload);
-    let m = admin_get(&r, "/metrics").await.body;
-    assert!(m.contains("wharf_proxied_bytes_total{direction=\"upstream\",listener=\"tcp\"} 200000"), "{m}");
+    // The relay counts its bytes once both directions are closed, which may be just after
+    // the client has read the last byte.
+    let counted = "wharf_proxied_bytes_total{direction=\"upstream\",listener=\"tcp\"} 200000";
+    let shows = || async { admin_get(&r, "/metrics").await.body.contains(counted) };
+    assert!(eventually(Duration::from_secs(10), shows).await, "{}", admin_get(&r, "/metrics").await.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
