@@ -26,7 +26,7 @@ use super::certs::{mesh_provider, MeshCerts, MeshIdentity};
 use super::verify::{CurrentKey, PeerVerifier};
 use super::{
     refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY, PING_TIMEOUT,
-    STREAM_WINDOW,
+    STREAM_WINDOW, TLS_BUFFER_LIMIT,
 };
 use crate::metrics::Metrics;
 
@@ -282,13 +282,14 @@ impl HboneClient {
         // No resumption and no SNI, as ztunnel: the name is the dialed IP.
         cfg.resumption = rustls::client::Resumption::disabled();
         let name = ServerName::IpAddress(addr.ip().into());
-        let tls = tokio::time::timeout(
+        let mut tls = tokio::time::timeout(
             self.connect_timeout,
             tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp),
         )
         .await
         .map_err(|_| tls_err("handshake timed out".into()))?
         .map_err(|e| tls_err(e.to_string()))?;
+        tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .initial_stream_window_size(STREAM_WINDOW)

@@ -19,7 +19,7 @@ use tracing::Instrument;
 use wharf_model::identity::uri_sans;
 
 use super::certs::MeshIdentity;
-use super::{CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW};
+use super::{CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW, TLS_BUFFER_LIMIT};
 use crate::drain::Watch;
 use crate::metrics::Metrics;
 
@@ -37,7 +37,7 @@ pub async fn serve_conn(
         return;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&certs.server_config));
-    let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+    let mut tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             metrics.hbone_tunnel("inbound", "tls");
@@ -46,6 +46,7 @@ pub async fn serve_conn(
         }
         Err(_) => return,
     };
+    tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
     let peer = tls
         .get_ref()
         .1

@@ -20,6 +20,10 @@ pub use client::HboneClient;
 pub(crate) const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
 pub(crate) const CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
+/// Encrypted bytes a tunnel's TLS session may queue before the socket takes them. rustls'
+/// default (64 KiB) is just below one relay read (64 KiB) as a DATA frame in TLS records,
+/// so every frame went out in two writes, the second of a few bytes.
+pub(crate) const TLS_BUFFER_LIMIT: usize = 512 * 1024;
 pub(crate) const PING_EVERY: Duration = Duration::from_secs(10);
 pub(crate) const PING_TIMEOUT: Duration = Duration::from_secs(20);
 /// Streams per pooled client connection.
