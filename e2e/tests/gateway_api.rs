@@ -120,6 +120,11 @@ async fn gateway_and_routes_go_live_and_status_says_why_not() {
     })
     .await;
     assert!(live, "the route is not served at {ip}:18080; log:\n{}", c.proc.log());
+    // The route may be counted in a later status write than the address.
+    let gw = until(&s, &c, "gateway", "gw", "the route attached to its HTTP listener", |v| {
+        listener(v, "http")["attachedRoutes"] == 1
+    })
+    .await;
     assert_eq!(listener(&gw, "http")["attachedRoutes"], 1);
     assert_eq!(status_of(at(18080), "other.e2e.test", "/").await, 404);
     let r =
