@@ -571,6 +571,22 @@ mod certificate_tests {
     }
 
     #[test]
+    fn a_snapshot_shown_as_json_leaves_out_flags_that_are_off() {
+        let tls = crate::UpstreamTls {
+            server_name: "app.web.svc".into(),
+            ca_pem: None,
+            subject_alt_names: Vec::new(),
+            unverified: true,
+            no_sni: false,
+            verify_depth: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&tls).unwrap(),
+            serde_json::json!({"server_name": "app.web.svc", "ca_pem": null, "unverified": true})
+        );
+    }
+
+    #[test]
     fn a_bad_pem_is_refused_with_why() {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();

@@ -266,6 +266,16 @@ mod tests {
     }
 
     #[test]
+    fn trust_anchors_counts_the_certificates_that_parse() {
+        let (a, _) = make(&["ca-a.example"], 30);
+        let (b, _) = make(&["ca-b.example"], 30);
+        let bad = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
+        assert_eq!(trust_anchors(format!("{a}{bad}{b}").as_bytes()), 2);
+        assert_eq!(trust_anchors(a.as_bytes()), 1);
+        assert_eq!(trust_anchors(b"no PEM at all"), 0);
+    }
+
+    #[test]
     fn good_pair_loads_with_names() {
         let (c, k) = make(&["a.example.com", "*.b.example.com"], 30);
         let loaded = load(c.as_bytes(), k.as_bytes(), time_now()).unwrap();
