@@ -187,8 +187,8 @@ mod tests {
         );
         assert!(errors.is_empty(), "{errors:?}");
         let s = &loaded.world.secrets[0];
-        assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
-        assert_eq!(s.data.as_ref().and_then(|d| d.get("tls.crt")).map(|b| b.0.as_slice()), Some(&b"abc"[..]));
+        assert_eq!(&*s.namespace, "default");
+        assert_eq!(s.get("tls.crt"), Some(&b"abc"[..]));
         assert_eq!(loaded.world.ingresses[0].metadata.namespace.as_deref(), Some("web"));
         assert_eq!(loaded.ignored, ["Deployment d"]);
     }

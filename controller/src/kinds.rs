@@ -4,7 +4,6 @@
 //! server would do on write) is in its [`Kind`] impl.
 
 use std::any::TypeId;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -25,7 +24,7 @@ use wharf_gateway_api::referencegrants::ReferenceGrant;
 use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
-use crate::translate::backend::{SERVICE_NAME_LABEL, USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
+use crate::stored::Keyed;
 
 /// What the watches, the index and the file loader need of a kind.
 pub trait Kind:
@@ -36,7 +35,25 @@ pub trait Kind:
         watcher::Config::default()
     }
 
-    /// Drops what translation never reads, before the object is stored.
+    /// What is kept of an object: the object itself ([`stored_as_is!`]) or, for kinds that
+    /// are many and read little, a type of Wharf's own ([`crate::stored`]).
+    type Stored: Keyed + Clone + PartialEq + Debug + Send + Sync + 'static;
+
+    /// The object as it is kept.
+    fn store(self) -> Self::Stored;
+
+    /// The object as it is kept, replacing `old` (the same object, stored before): what
+    /// was derived from the same content is taken over rather than derived again.
+    fn store_over(self, _old: Option<&Self::Stored>) -> Self::Stored {
+        self.store()
+    }
+
+    /// The object as it is kept when read from a file.
+    fn store_read(self) -> Self::Stored {
+        self.store()
+    }
+
+    /// Drops what translation never reads, before an object kept as itself is stored.
     fn slim(self) -> Self {
         self
     }
@@ -46,7 +63,7 @@ pub trait Kind:
 
     /// True when `a` and `b` differ only in what translation never reads (the status, the
     /// resourceVersion): such a change is planned for status writes but not translated.
-    fn differ_only_in_status(_a: &Self, _b: &Self) -> bool {
+    fn differ_only_in_status(_a: &Self::Stored, _b: &Self::Stored) -> bool {
         false
     }
 
@@ -56,11 +73,29 @@ pub trait Kind:
     }
 }
 
-impl Kind for IngressClass {}
-impl Kind for Namespace {}
+/// `type Stored = Self`: the object kept as itself, slimmed ([`stored`]).
+macro_rules! stored_as_is {
+    () => {
+        type Stored = Self;
+        fn store(self) -> Self {
+            stored(self)
+        }
+    };
+}
+
+impl Kind for IngressClass {
+    stored_as_is!();
+}
+impl Kind for Namespace {
+    stored_as_is!();
+}
 // A Gateway's status is read: the address it shows is kept (translate::gateway).
-impl Kind for Gateway {}
-impl Kind for ReferenceGrant {}
+impl Kind for Gateway {
+    stored_as_is!();
+}
+impl Kind for ReferenceGrant {
+    stored_as_is!();
+}
 
 /// Kinds whose status only status planning reads: Wharf writes it, and each write comes
 /// back as a watch event that needs no translation.
@@ -73,6 +108,7 @@ macro_rules! status_not_translated {
     };
     ($($ty:ty),*) => {$(
         impl Kind for $ty {
+            stored_as_is!();
             status_not_translated!(fn);
         }
     )*};
@@ -130,6 +166,8 @@ pub(crate) fn stored<K: Kind>(obj: K) -> K {
 }
 
 impl Kind for ConfigMap {
+    stored_as_is!();
+
     /// Keeps only `ca.crt` (what a BackendTLSPolicy's caCertificateRefs read): the rest of
     /// a ConfigMap is never read, and there are many of them.
     fn slim(self) -> Self {
@@ -149,34 +187,25 @@ pub const CA_CERT_KEY: &str = "ca.crt";
 /// tokens are the many and the large ones.
 const SECRET_TYPES_SKIPPED: [&str; 2] = ["helm.sh/release.v1", "kubernetes.io/service-account-token"];
 
-/// The Secret types whose data is kept: certificates (`kubernetes.io/tls`) and basic
-/// authentication users (`Opaque`, what `kubectl create secret generic` makes).
-const SECRET_TYPES_READ: [&str; 2] = ["kubernetes.io/tls", "Opaque"];
-
 impl Kind for Secret {
+    type Stored = crate::stored::Secret;
+
+    fn store(self) -> Self::Stored {
+        self.into()
+    }
+
+    fn store_over(self, old: Option<&Self::Stored>) -> Self::Stored {
+        crate::stored::Secret::replacing(self, old)
+    }
+
+    fn store_read(self) -> Self::Stored {
+        crate::stored::Secret::unparsed(self)
+    }
+
     /// Not the Secret types that are never read.
     fn watch_config() -> watcher::Config {
         let fields: Vec<String> = SECRET_TYPES_SKIPPED.iter().map(|t| format!("type!={t}")).collect();
         watcher::Config::default().fields(&fields.join(","))
-    }
-
-    /// Keeps the name, the type, the labels of ACME (challenges, managed certificates)
-    /// and, for the types read, the data.
-    fn slim(self) -> Self {
-        let read = self.type_.as_deref().is_some_and(|t| SECRET_TYPES_READ.contains(&t));
-        let kept = [crate::translate::acme::CHALLENGE_LABEL, crate::acme::plan::MANAGED_LABEL];
-        let labels = only_labels(self.metadata.labels, &kept);
-        Secret {
-            metadata: ObjectMeta {
-                name: self.metadata.name,
-                namespace: self.metadata.namespace,
-                labels,
-                ..Default::default()
-            },
-            data: self.data.filter(|_| read),
-            type_: self.type_,
-            ..Default::default()
-        }
     }
 
     /// `stringData` wins over `data`; the type defaults to `Opaque`.
@@ -192,117 +221,47 @@ impl Kind for Secret {
 }
 
 impl Kind for Ingress {
-    /// Keeps it whole, but its lists no larger than they are: a list read from JSON has
-    /// room for four, and an Ingress's rules, paths and TLS entries are mostly one.
-    fn slim(mut self) -> Self {
-        if let Some(spec) = &mut self.spec {
-            for rule in spec.rules.iter_mut().flatten() {
-                if let Some(http) = &mut rule.http {
-                    http.paths.shrink_to_fit();
-                }
-            }
-            spec.rules.as_mut().map(Vec::shrink_to_fit);
-            for tls in spec.tls.iter_mut().flatten() {
-                tls.hosts.as_mut().map(Vec::shrink_to_fit);
-            }
-            spec.tls.as_mut().map(Vec::shrink_to_fit);
-        }
-        self
+    /// What translation, status planning and `wharf migrate` read, in a type of Wharf's own.
+    type Stored = crate::stored::Ingress;
+
+    fn store(self) -> Self::Stored {
+        stored(self).into()
     }
 
-    status_not_translated!(fn);
-}
-
-/// `v`, with no room to spare.
-fn tight<T>(mut v: Vec<T>) -> Vec<T> {
-    v.shrink_to_fit();
-    v
-}
-
-/// The labels of `labels` among `kept`, or none.
-fn only_labels(labels: Option<BTreeMap<String, String>>, kept: &[&str]) -> Option<BTreeMap<String, String>> {
-    labels
-        .map(|l| l.into_iter().filter(|(k, _)| kept.contains(&k.as_str())).collect::<BTreeMap<_, _>>())
-        .filter(|l| !l.is_empty())
+    // Its status is read by status planning only.
+    fn differ_only_in_status(a: &Self::Stored, b: &Self::Stored) -> bool {
+        a.spec == b.spec && a.metadata == b.metadata
+    }
 }
 
 impl Kind for Service {
-    /// Keeps what translation and status read: the waypoint labels, the ports' names,
-    /// numbers and appProtocols, the type, the cluster IP and the load balancer's addresses.
-    /// Every Ingress backend has a Service, and the API server fills in much more.
-    fn slim(self) -> Self {
-        use k8s_openapi::api::core::v1::{
-            LoadBalancerIngress, LoadBalancerStatus, ServicePort, ServiceSpec, ServiceStatus,
-        };
-        let Service { metadata, spec, status } = self;
-        let port = |p: ServicePort| ServicePort {
-            name: p.name,
-            port: p.port,
-            app_protocol: p.app_protocol,
-            ..Default::default()
-        };
-        let address =
-            |i: LoadBalancerIngress| LoadBalancerIngress { ip: i.ip, hostname: i.hostname, ..Default::default() };
-        Service {
-            metadata: ObjectMeta {
-                name: metadata.name,
-                namespace: metadata.namespace,
-                labels: only_labels(metadata.labels, &[USE_WAYPOINT, USE_WAYPOINT_NAMESPACE]),
-                ..Default::default()
-            },
-            spec: spec.map(|s| ServiceSpec {
-                ports: s.ports.map(|ps| tight(ps.into_iter().map(port).collect())),
-                type_: s.type_,
-                cluster_ip: s.cluster_ip,
-                ..Default::default()
-            }),
-            status: status.and_then(|s| s.load_balancer).map(|lb| ServiceStatus {
-                load_balancer: Some(LoadBalancerStatus {
-                    ingress: lb.ingress.map(|l| l.into_iter().map(address).collect()),
-                }),
-                conditions: None,
-            }),
-        }
+    /// What translation and status read: the waypoint labels, the ports' names, numbers
+    /// and appProtocols, the type, the cluster IP and the load balancer's addresses.
+    type Stored = crate::stored::Service;
+
+    fn store(self) -> Self::Stored {
+        self.into()
     }
 
     // Its status is read by status planning only (the addresses an Ingress publishes).
-    status_not_translated!(fn);
+    fn differ_only_in_status(a: &Self::Stored, b: &Self::Stored) -> bool {
+        crate::stored::Service::differ_only_in_status(a, b)
+    }
 }
 
 impl Kind for EndpointSlice {
-    /// Keeps what translation reads: the Service's name label, the address type, the
-    /// ports' names and numbers, and each endpoint's addresses, conditions and Pod.
-    fn slim(self) -> Self {
-        use k8s_openapi::api::core::v1::ObjectReference;
-        use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort};
-        let EndpointSlice { metadata, address_type, endpoints, ports } = self;
-        let port = |p: EndpointPort| EndpointPort { name: p.name, port: p.port, ..Default::default() };
-        let endpoint = |e: Endpoint| Endpoint {
-            addresses: tight(e.addresses),
-            conditions: e.conditions,
-            target_ref: e.target_ref.map(|r| ObjectReference {
-                kind: r.kind,
-                namespace: r.namespace,
-                name: r.name,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        EndpointSlice {
-            metadata: ObjectMeta {
-                name: metadata.name,
-                namespace: metadata.namespace,
-                labels: only_labels(metadata.labels, &[SERVICE_NAME_LABEL]),
-                ..Default::default()
-            },
-            address_type,
-            endpoints: tight(endpoints.into_iter().map(endpoint).collect()),
-            ports: ports.map(|ps| tight(ps.into_iter().map(port).collect())),
-        }
+    /// What translation reads: the Service's name label, the address type, the ports'
+    /// names and numbers, and each endpoint's addresses, conditions and Pod.
+    type Stored = crate::stored::Slice;
+
+    fn store(self) -> Self::Stored {
+        self.into()
     }
 }
 
 impl Kind for Pod {
+    stored_as_is!();
+
     /// Keeps what mesh enrolment reads (labels, service account): most of a Pod is never
     /// read, and there are many of them.
     fn slim(self) -> Self {
@@ -323,17 +282,6 @@ impl Kind for Pod {
     }
 }
 
-/// `Event<K>` with `f` applied to each object.
-pub(crate) fn map_event<K, T>(e: Event<K>, f: fn(K) -> T) -> Event<T> {
-    match e {
-        Event::Apply(k) => Event::Apply(f(k)),
-        Event::Delete(k) => Event::Delete(f(k)),
-        Event::Init => Event::Init,
-        Event::InitApply(k) => Event::InitApply(f(k)),
-        Event::InitDone => Event::InitDone,
-    }
-}
-
 /// Objects of one kind in a [`World`], shared with the index that holds them: a world taken
 /// from the index costs a pointer per object, not a copy of it.
 ///
@@ -348,12 +296,6 @@ pub struct Objects<T> {
 
 /// The iterator of [`Objects::iter`].
 pub type Iter<'a, T> = std::iter::Map<std::slice::Iter<'a, Arc<T>>, fn(&Arc<T>) -> &T>;
-
-/// `(namespace, name)` of an object, empty where it has none.
-pub(crate) fn key_of<T: kube::Resource>(o: &T) -> (&str, &str) {
-    let m = o.meta();
-    (m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
-}
 
 impl<T> Objects<T> {
     /// The objects, in order.
@@ -372,22 +314,23 @@ impl<T> Objects<T> {
     }
 }
 
-impl<T: kube::Resource> Objects<T> {
+impl<T: Keyed> Objects<T> {
     fn new(items: Vec<Arc<T>>) -> Self {
-        let by_key = items.windows(2).all(|w| key_of(&*w[0]) < key_of(&*w[1]));
+        let by_key = items.windows(2).all(|w| w[0].key() < w[1].key());
         Objects { items, by_key }
     }
 
     /// Puts the objects in key order (of two with one key, the later stays later).
     pub fn sort_by_key(&mut self) {
         let mut items = std::mem::take(&mut self.items);
-        items.sort_by(|a, b| key_of(&**a).cmp(&key_of(&**b)));
+        items.sort_by(|a, b| a.key().cmp(&b.key()));
         *self = Objects::new(items);
     }
 
     /// Adds one.
-    pub fn push(&mut self, obj: T) {
-        self.by_key &= self.items.last().is_none_or(|last| key_of(&**last) < key_of(&obj));
+    pub fn push(&mut self, obj: impl Into<T>) {
+        let obj = obj.into();
+        self.by_key &= self.items.last().is_none_or(|last| last.key() < obj.key());
         self.items.push(Arc::new(obj));
     }
 
@@ -395,7 +338,7 @@ impl<T: kube::Resource> Objects<T> {
     /// key order; `None` when they are not (look them up some other way).
     pub fn get(&self, ns: &str, name: &str) -> Option<Option<&T>> {
         self.by_key.then(|| {
-            let found = self.items.binary_search_by(|o| key_of(&**o).cmp(&(ns, name)));
+            let found = self.items.binary_search_by(|o| o.key().cmp(&(ns, name)));
             found.ok().map(|i| &*self.items[i])
         })
     }
@@ -411,7 +354,7 @@ pub(crate) enum ByKey<'a, T> {
     Map(crate::translate::HashMap<(&'a str, &'a str), &'a T>),
 }
 
-impl<'a, T: kube::Resource> ByKey<'a, T> {
+impl<'a, T: Keyed> ByKey<'a, T> {
     /// `few`: few lookups will be made, so objects in key order are searched where they
     /// are; else a map is built.
     pub(crate) fn new(objects: &'a Objects<T>, few: bool) -> Self {
@@ -425,7 +368,7 @@ impl<'a, T: kube::Resource> ByKey<'a, T> {
     pub(crate) fn of(objects: impl IntoIterator<Item = &'a T>) -> Self {
         let objects = objects.into_iter();
         let mut map = crate::translate::HashMap::with_capacity_and_hasher(objects.size_hint().0, Default::default());
-        map.extend(objects.map(|o| (key_of(o), o)));
+        map.extend(objects.map(|o| (o.key(), o)));
         ByKey::Map(map)
     }
 
@@ -443,14 +386,15 @@ impl<T> Default for Objects<T> {
     }
 }
 
-impl<T: kube::Resource> FromIterator<T> for Objects<T> {
-    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        Objects::new(iter.into_iter().map(Arc::new).collect())
+/// Objects of a kind as they are stored, or as they come (made into what is stored).
+impl<T: Keyed, U: Into<T>> FromIterator<U> for Objects<T> {
+    fn from_iter<I: IntoIterator<Item = U>>(iter: I) -> Self {
+        Objects::new(iter.into_iter().map(|o| Arc::new(o.into())).collect())
     }
 }
 
-impl<T: kube::Resource> From<Vec<T>> for Objects<T> {
-    fn from(v: Vec<T>) -> Self {
+impl<T: Keyed, U: Into<T>> From<Vec<U>> for Objects<T> {
+    fn from(v: Vec<U>) -> Self {
         v.into_iter().collect()
     }
 }
@@ -487,7 +431,7 @@ macro_rules! kinds {
         /// The Kubernetes objects a snapshot is built from.
         #[derive(Debug, Clone, Default)]
         pub struct World {
-            $( $(#[doc = $doc])* pub $field: Objects<$ty>, )*
+            $( $(#[doc = $doc])* pub $field: Objects<<$ty as Kind>::Stored>, )*
         }
 
         impl World {
@@ -524,7 +468,7 @@ macro_rules! kinds {
             /// Applies a watch event; says what it changed.
             pub(crate) fn apply(&mut self, change: Change) -> crate::k8s::index::Changed {
                 match change {
-                    $( Change::$variant(e) => self.$field.apply(map_event(e, stored::<$ty>)), )*
+                    $( Change::$variant(e) => self.$field.apply(e), )*
                 }
             }
 
@@ -535,7 +479,7 @@ macro_rules! kinds {
 
             /// The objects of every kind.
             pub(crate) fn world(&self) -> World {
-                World { $( $field: Objects::new(self.$field.objects.values().cloned().collect()), )* }
+                World { $( $field: Objects::new(self.$field.objects.iter().map(|e| Arc::clone(&e.0)).collect()), )* }
             }
         }
 
@@ -566,7 +510,7 @@ macro_rules! kinds {
                             kube::Resource::meta_mut(&mut obj).namespace.get_or_insert_with(|| "default".into());
                         }
                         obj.as_written();
-                        world.$field.push(obj);
+                        world.$field.push(obj.store_read());
                     }));
                 }
             )*
@@ -725,12 +669,15 @@ mod tests {
                 }
                 serde_json::from_value(o).unwrap()
             };
-            let a = obj(&spec, None, serde_json::json!({"a": "b"}));
-            let mut written = obj(&spec, Some(&status), serde_json::json!({"a": "b"}));
+            // A label both kinds keep.
+            let label = |v: &str| serde_json::json!({"istio.io/use-waypoint": v});
+            let a = obj(&spec, None, label("b"));
+            let mut written = obj(&spec, Some(&status), label("b"));
             written.meta_mut().resource_version = Some("8".into());
+            let (a, written) = (a.store(), written.store());
             assert!(K::differ_only_in_status(&a, &written));
-            assert!(!K::differ_only_in_status(&a, &obj(&other_spec, None, serde_json::json!({"a": "b"}))));
-            assert!(!K::differ_only_in_status(&a, &obj(&spec, None, serde_json::json!({"a": "c"}))));
+            assert!(!K::differ_only_in_status(&a, &obj(&other_spec, None, label("b")).store()));
+            assert!(!K::differ_only_in_status(&a, &obj(&spec, None, label("c")).store()));
         }
         let address = serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
         check::<Ingress>(
@@ -821,16 +768,19 @@ mod tests {
             .unwrap_or_default()
         };
         for ty in ["kubernetes.io/tls", "Opaque"] {
-            let slim = secret(ty).slim();
-            assert_eq!(slim.data.map(|d| d.len()), Some(1), "{ty}");
-            assert_eq!(slim.type_.as_deref(), Some(ty));
-            assert!(slim.metadata.labels.is_none() && slim.metadata.annotations.is_none());
-            assert_eq!((slim.metadata.name.as_deref(), slim.metadata.namespace.as_deref()), (Some("s"), Some("web")));
+            let kept = secret(ty).store();
+            assert_eq!(kept.data().collect::<Vec<_>>(), [("auth", &b"a:b"[..])], "{ty}");
+            assert_eq!(&*kept.type_, ty);
+            assert_eq!(kept.labels, Default::default());
+            assert_eq!((&*kept.name, &*kept.namespace), ("s", "web"));
         }
         for ty in ["kubernetes.io/dockerconfigjson", "bootstrap.kubernetes.io/token"] {
-            let slim = secret(ty).slim();
-            assert_eq!((slim.data, slim.type_.as_deref()), (None, Some(ty)));
+            let kept = secret(ty).store();
+            assert_eq!((kept.data().count(), &*kept.type_), (0, ty));
         }
+        let untyped: Secret =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "s"}})).unwrap_or_default();
+        assert_eq!((&*untyped.store().type_, &*secret("Opaque").store().namespace), ("Opaque", "web"));
         let mut challenge = secret("Opaque");
         challenge.metadata.labels = Some(
             [
@@ -840,12 +790,10 @@ mod tests {
             ]
             .into(),
         );
-        let labels = challenge.slim().metadata.labels;
-        let want = [
-            ("wharf.dev/acme-challenge".to_owned(), "true".to_owned()),
-            ("wharf.dev/acme-issuer".to_owned(), "le".to_owned()),
-        ];
-        assert_eq!(labels, Some(want.into()));
+        let labels = challenge.store().labels;
+        let want = [("wharf.dev/acme-challenge", "true"), ("wharf.dev/acme-issuer", "le")];
+        assert_eq!(labels, want.into_iter().collect());
+        assert_eq!((labels.get("wharf.dev/acme-issuer"), labels.get("a")), (Some("le"), None));
     }
 
     #[test]
@@ -880,18 +828,37 @@ mod tests {
                 {"hostname": "lb.example"}]}, "conditions": []},
         }))
         .unwrap();
-        let want: Service = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web", "namespace": "shop",
-                "labels": {"istio.io/use-waypoint": "wp", "istio.io/use-waypoint-namespace": "mesh"}},
-            "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.7",
-                "ports": [{"name": "http", "port": 80, "appProtocol": "kubernetes.io/h2c"}]},
-            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}},
+        use crate::stored::{LoadBalancerAddress, ServicePort};
+        let want = crate::stored::Service {
+            namespace: "shop".into(),
+            name: "web".into(),
+            labels: [("istio.io/use-waypoint", "wp"), ("istio.io/use-waypoint-namespace", "mesh")]
+                .into_iter()
+                .collect(),
+            ports: [ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                app_protocol: Some("kubernetes.io/h2c".into()),
+            }]
+            .into(),
+            external_name: false,
+            cluster_ip: Some([10, 0, 0, 7].into()),
+            load_balancer: [
+                LoadBalancerAddress { ip: Some("192.0.2.1".into()), hostname: None },
+                LoadBalancerAddress { ip: None, hostname: Some("lb.example".into()) },
+            ]
+            .into(),
+        };
+        assert_eq!(svc.store(), want);
+        let headless: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "namespace": "shop"},
+            "spec": {"type": "ExternalName", "clusterIP": "None", "externalName": "db.example"},
         }))
         .unwrap();
-        assert_eq!(svc.slim(), want);
-        let bare: Service =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "x", "labels": {"a": "b"}}})).unwrap();
-        assert_eq!(bare.clone().slim(), Service { metadata: ObjectMeta { labels: None, ..bare.metadata }, ..bare });
+        let kept = headless.store();
+        assert!(
+            kept.external_name && kept.cluster_ip.is_none() && kept.ports.is_empty() && kept.load_balancer.is_empty()
+        );
     }
 
     #[test]
@@ -908,17 +875,35 @@ mod tests {
                 "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-1", "uid": "p", "resourceVersion": "4"}}],
         }))
         .unwrap();
-        let want: EndpointSlice = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-abc", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080}],
-            "endpoints": [{"addresses": ["10.1.0.5"], "conditions": {"ready": false, "serving": true, "terminating": true},
-                "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-1"}}],
+        use crate::stored::{Slice, SliceEndpoint, SlicePort};
+        let want = Slice {
+            namespace: "shop".into(),
+            name: "web-abc".into(),
+            service: Some("web".into()),
+            fqdn: false,
+            ports: [SlicePort { name: Some("http".into()), port: Some(8080) }].into(),
+            endpoints: [SliceEndpoint {
+                addresses: [[10, 1, 0, 5].into()].into(),
+                ready: Some(false),
+                serving: Some(true),
+                terminating: Some(true),
+                pod: Some(Box::new(("shop".into(), "web-1".into()))),
+            }]
+            .into(),
+        };
+        assert_eq!(slice.store(), want);
+        // Names, and targets that are not Pods, are not kept.
+        let other: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x", "namespace": "shop"},
+            "addressType": "FQDN",
+            "endpoints": [{"addresses": ["db.example", "10.1.0.6"], "targetRef": {"kind": "Node", "name": "n1"}},
+                {"addresses": ["10.1.0.7"], "targetRef": {"kind": "Pod", "name": "no-namespace"}}],
         }))
         .unwrap();
-        let slim = slice.slim();
-        assert_eq!(slim, want);
-        assert_eq!((slim.endpoints.capacity(), slim.ports.map(|p| p.capacity())), (1, Some(1)), "no room to spare");
+        let kept = other.store();
+        assert!(kept.fqdn && kept.service.is_none() && kept.ports.is_empty());
+        let pods: Vec<_> = kept.endpoints.iter().map(|e| (e.addresses.to_vec(), e.pod.is_some())).collect();
+        assert_eq!(pods, [(vec![[10, 1, 0, 6].into()], false), (vec![[10, 1, 0, 7].into()], false)]);
     }
 
     #[test]
@@ -969,19 +954,5 @@ mod tests {
                 "spec": {"serviceAccountName": "sa", "containers": []},
             })
         );
-    }
-
-    #[test]
-    fn events_keep_their_type_with_the_object_mapped() {
-        let f: fn(u8) -> u16 = |x| u16::from(x) * 2;
-        for (e, want) in [
-            (Event::Apply(1u8), Event::Apply(2u16)),
-            (Event::Delete(2), Event::Delete(4)),
-            (Event::Init, Event::Init),
-            (Event::InitApply(3), Event::InitApply(6)),
-            (Event::InitDone, Event::InitDone),
-        ] {
-            assert_eq!(format!("{:?}", map_event(e, f)), format!("{want:?}"));
-        }
     }
 }

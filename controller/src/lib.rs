@@ -11,6 +11,7 @@ pub mod kinds;
 pub mod migrate;
 pub mod nginx_configmap;
 pub mod publish;
+pub mod stored;
 pub mod translate;
 
 pub use kinds::World;

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+
+use crate::stored::Ingress as Stored;
 use wharf_model::ObjectRef;
 
 use crate::translate::annotations::{self, AnnotationOptions, Finding, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX};
@@ -114,7 +116,7 @@ fn difference(name: &str) -> Option<&'static str> {
 
 /// True when `ing` is of class `class` (by `spec.ingressClassName` or the legacy
 /// annotation), or has no class at all (which a default ingress-nginx served).
-pub fn is_of_class(ing: &Ingress, class: &str) -> bool {
+pub fn is_of_class(ing: &Stored, class: &str) -> bool {
     let by_spec = ing.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref());
     let by_annotation = ing.metadata.annotations.as_ref().and_then(|a| a.get(CLASS_ANNOTATION)).map(String::as_str);
     match (by_spec, by_annotation) {
@@ -127,7 +129,7 @@ pub fn is_of_class(ing: &Ingress, class: &str) -> bool {
 /// Services and Secrets in `world` are used when present; without any, what depends on
 /// them is not reported.
 pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
-    let selected: Vec<&Ingress> = world.ingresses.iter().filter(|i| is_of_class(i, &opts.from_class)).collect();
+    let selected: Vec<&Stored> = world.ingresses.iter().filter(|i| is_of_class(i, &opts.from_class)).collect();
     let mut reports = Vec::new();
     for ing in &selected {
         let src = translate::ingress_ref(ing);
@@ -199,8 +201,8 @@ fn wharf_class(name: &str) -> IngressClass {
 /// `ing` for Wharf: `spec.ingressClassName` set to `to_class`, the legacy class
 /// annotation removed, and, when asked, the annotations Wharf implements under their
 /// `wharf.dev/` names.
-pub fn rewrite(ing: &Ingress, opts: &MigrateOptions) -> Ingress {
-    let mut out = ing.clone();
+pub fn rewrite(ing: &Stored, opts: &MigrateOptions) -> Ingress {
+    let mut out = Ingress::from(ing);
     let m = &mut out.metadata;
     if let Some(ann) = m.annotations.as_mut() {
         ann.remove(CLASS_ANNOTATION);
@@ -221,7 +223,7 @@ pub fn rewrite(ing: &Ingress, opts: &MigrateOptions) -> Ingress {
 }
 
 /// [`rewrite`], without the fields the API server sets, ready for `kubectl apply`.
-pub fn for_apply(ing: &Ingress, opts: &MigrateOptions) -> Ingress {
+pub fn for_apply(ing: &Stored, opts: &MigrateOptions) -> Ingress {
     let mut out = rewrite(ing, opts);
     let m = &mut out.metadata;
     m.managed_fields = None;
@@ -516,13 +518,13 @@ mod tests {
             "/",
             "Prefix",
         );
-        let kept = for_apply(&ing, &opts());
+        let kept = for_apply(&ing.clone().into(), &opts());
         assert_eq!(kept.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()), Some("wharf"));
         let ann = kept.metadata.annotations.clone().unwrap_or_default();
         assert!(!ann.contains_key(CLASS_ANNOTATION));
         assert!(ann.contains_key("nginx.ingress.kubernetes.io/rewrite-target"));
         assert!(kept.metadata.uid.is_none() && kept.metadata.resource_version.is_none());
-        let renamed = rewrite(&ing, &MigrateOptions { rename_annotations: true, ..opts() });
+        let renamed = rewrite(&ing.clone().into(), &MigrateOptions { rename_annotations: true, ..opts() });
         let ann = renamed.metadata.annotations.unwrap_or_default();
         assert_eq!(ann.get("wharf.dev/rewrite-target").map(String::as_str), Some("/$1"));
         assert!(ann.contains_key("nginx.ingress.kubernetes.io/mirror-target"), "what Wharf lacks keeps its name");

@@ -167,9 +167,9 @@ fn the_whole_corpus_translates_for_wharf_without_a_crash() {
             .iter()
             .map(|i| migrate::rewrite(i, &MigrateOptions { rename_annotations: true, ..opts() }))
             .collect(),
-        ingress_classes: vec![serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}
-        }))
+        ingress_classes: vec![serde_json::from_value::<k8s_openapi::api::networking::v1::IngressClass>(
+            serde_json::json!({"metadata": {"name": "wharf"}, "spec": {"controller": "wharf.dev/ingress-controller"}}),
+        )
         .unwrap()]
         .into(),
         ..wharf_controller::World::default()

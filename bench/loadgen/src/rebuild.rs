@@ -57,8 +57,9 @@ fn change_one(world: &mut wharf_controller::World, round: usize) -> Result<Chang
         .as_mut()
         .and_then(|s| s.rules.as_mut()?.first_mut()?.http.as_mut()?.paths.first_mut())
         .ok_or_else(|| anyhow!("--change needs a path in each Ingress's first rule"))?;
-    path.path = Some(format!("/round-{round}"));
-    let key = (ing.metadata.namespace.clone().unwrap_or_default(), ing.metadata.name.clone().unwrap_or_default());
+    path.path = Some(format!("/round-{round}").into());
+    let m = &ing.metadata;
+    let key = (m.namespace.as_deref().unwrap_or_default().to_owned(), m.name.as_deref().unwrap_or_default().to_owned());
     Ok(Changes { ingresses: [key].into(), ..Changes::default() })
 }
 

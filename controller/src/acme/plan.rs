@@ -563,7 +563,7 @@ mod tests {
         let labels = s.metadata.labels.clone().unwrap_or_default();
         assert_eq!(labels.get(crate::translate::acme::CHALLENGE_LABEL).map(String::as_str), Some("wharf-leader"));
         let mut diags = Vec::new();
-        let got = crate::translate::acme::challenges(&[s], "wharf", &mut diags);
+        let got = crate::translate::acme::challenges(&[s.into()], "wharf", &mut diags);
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(got.http01.get("tok").map(String::as_str), Some("tok.thumb"));
         assert_eq!(

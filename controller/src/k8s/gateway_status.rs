@@ -169,11 +169,11 @@ fn policies(
     controller: &str,
     out: &mut StatusWrites,
 ) {
-    let desired: BTreeMap<Key, &Vec<BackendTlsPolicyStatusAncestors>> =
-        desired.iter().map(|(o, a)| ((o.namespace.clone(), o.name.clone()), a)).collect();
+    let desired: BTreeMap<(&str, &str), &Vec<BackendTlsPolicyStatusAncestors>> =
+        desired.iter().map(|(o, a)| ((o.namespace.as_str(), o.name.as_str()), a)).collect();
     for (key, policy) in index.backend_tls_policies() {
         let current = policy.status.as_ref().map(|s| s.ancestors.clone()).unwrap_or_default();
-        let ours = desired.get(key);
+        let ours = desired.get(&key);
         if ours.is_none() && !current.iter().any(|a| a.controller_name == controller) {
             continue;
         }
@@ -188,7 +188,9 @@ fn policies(
         if ancestors != current {
             let status = BackendTlsPolicyStatus { ancestors };
             let rv = policy.metadata.resource_version.clone();
-            out.extend(body(&status, rv).map(|b| ((StatusKind::BackendTlsPolicy, key.clone()), b)));
+            out.extend(
+                body(&status, rv).map(|b| ((StatusKind::BackendTlsPolicy, (key.0.to_owned(), key.1.to_owned())), b)),
+            );
         }
     }
 }
@@ -210,15 +212,15 @@ fn gateway_addresses(addrs: &[IngressLoadBalancerIngress]) -> Vec<GatewayStatusA
 /// but should have none lose them.
 fn routes<'k>(
     kind: StatusKind,
-    current: impl Iterator<Item = (&'k Key, Vec<HttpRouteStatusParents>, Option<String>)>,
+    current: impl Iterator<Item = ((&'k str, &'k str), Vec<HttpRouteStatusParents>, Option<String>)>,
     desired: &[(wharf_model::ObjectRef, Vec<HttpRouteStatusParents>)],
     controller: &str,
     out: &mut StatusWrites,
 ) {
-    let desired: BTreeMap<Key, &Vec<HttpRouteStatusParents>> =
-        desired.iter().map(|(o, parents)| ((o.namespace.clone(), o.name.clone()), parents)).collect();
+    let desired: BTreeMap<(&str, &str), &Vec<HttpRouteStatusParents>> =
+        desired.iter().map(|(o, parents)| ((o.namespace.as_str(), o.name.as_str()), parents)).collect();
     for (key, current, resource_version) in current {
-        let ours = desired.get(key);
+        let ours = desired.get(&key);
         if ours.is_none() && !current.iter().any(|p| p.controller_name == controller) {
             continue;
         }
@@ -232,7 +234,7 @@ fn routes<'k>(
         }
         if parents != current {
             let status = wharf_gateway_api::httproutes::HttpRouteStatus { parents };
-            out.extend(body(&status, resource_version).map(|b| ((kind, key.clone()), b)));
+            out.extend(body(&status, resource_version).map(|b| ((kind, (key.0.to_owned(), key.1.to_owned())), b)));
         }
     }
 }
@@ -495,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn grpc_and_tls_routes_get_their_entries_in_the_same_form() {
+    fn grpc_tls_and_tcp_routes_get_their_entries_in_the_same_form() {
         let mut index = index(json!(null), json!(null));
         let theirs = json!({"controllerName": "example.com/other", "parentRef": {"name": "x"},
                             "conditions": [condition("Accepted", "True", "2020-01-01T00:00:00Z")]});
@@ -508,6 +510,11 @@ mod tests {
             "metadata": {"name": "t", "namespace": "web", "resourceVersion": "10"},
             "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["a.example.com"], "rules": [{"backendRefs": []}]},
         })))));
+        index.apply(Change::TcpRoute(Event::Apply(obj(json!({
+            "metadata": {"name": "c", "namespace": "web", "resourceVersion": "11"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": []}]},
+            "status": {"parents": [theirs.clone()]},
+        })))));
         let w = plan(&index, &statuses(&index, NOW), FIELD_MANAGER, &[]);
         let grpc = &w[&(StatusKind::GrpcRoute, ("web".into(), "g".into()))];
         assert_eq!(grpc.status["parents"][0], theirs, "the other controller's entry, read from the GRPCRoute");
@@ -515,6 +522,10 @@ mod tests {
         assert_eq!(grpc.resource_version.as_deref(), Some("9"));
         let tls = &w[&(StatusKind::TlsRoute, ("web".into(), "t".into()))];
         assert_eq!(tls.status["parents"][0]["controllerName"], FIELD_MANAGER);
+        let tcp = &w[&(StatusKind::TcpRoute, ("web".into(), "c".into()))];
+        assert_eq!(tcp.status["parents"][0], theirs, "the other controller's entry, read from the TCPRoute");
+        assert_eq!(tcp.status["parents"][1]["controllerName"], FIELD_MANAGER);
+        assert_eq!(tcp.resource_version.as_deref(), Some("11"));
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The watched objects, owned by one task and mutated only through [`Index::apply`].
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::api::networking::v1::IngressClass;
 use kube::runtime::watcher::Event;
 use kube::ResourceExt;
 use wharf_gateway_api::backendtlspolicies::BackendTlsPolicy;
@@ -17,26 +18,118 @@ use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
 use crate::kinds::{Kind, Stores};
+use crate::stored::{Ingress, Keyed};
 use crate::translate::backend::SERVICE_NAME_LABEL;
 use crate::translate::parts::{Changes, Read};
 use crate::World;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
 /// Objects of one kind plus the buffer of a relist in progress.
 #[derive(Debug)]
-pub(crate) struct Store<K> {
-    pub(crate) objects: BTreeMap<Key, Arc<K>>,
-    relist: Option<BTreeMap<Key, Arc<K>>>,
+pub(crate) struct Store<K: Kind> {
+    pub(crate) objects: BTreeSet<Entry<K::Stored>>,
+    relist: Option<BTreeSet<Entry<K::Stored>>>,
     pub(crate) synced: bool,
 }
 
-impl<K> Default for Store<K> {
+impl<K: Kind> Default for Store<K> {
     fn default() -> Self {
-        Store { objects: BTreeMap::new(), relist: None, synced: false }
+        Store { objects: BTreeSet::new(), relist: None, synced: false }
     }
+}
+
+/// A stored object, in the order of its key and found by it: the key is the object's own
+/// name and namespace, not a copy (40,000 objects held 80,000 copies of their names).
+#[derive(Debug)]
+pub(crate) struct Entry<T>(pub(crate) Arc<T>);
+
+/// A `(namespace, name)` an [`Entry`] is found by.
+pub(crate) trait Lookup {
+    /// `(namespace, name)`.
+    fn key(&self) -> (&str, &str);
+}
+
+impl<T: Keyed> Lookup for Entry<T> {
+    fn key(&self) -> (&str, &str) {
+        self.0.key()
+    }
+}
+
+impl Lookup for (&str, &str) {
+    fn key(&self) -> (&str, &str) {
+        *self
+    }
+}
+
+impl Lookup for Key {
+    fn key(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl PartialEq for dyn Lookup + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn Lookup + '_ {}
+
+impl PartialOrd for dyn Lookup + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Lookup + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl<'a, T: Keyed + 'a> Borrow<dyn Lookup + 'a> for Entry<T> {
+    fn borrow(&self) -> &(dyn Lookup + 'a) {
+        self
+    }
+}
+
+/// A set of keys is searched with borrowed ones.
+impl<'a> Borrow<dyn Lookup + 'a> for Key {
+    fn borrow(&self) -> &(dyn Lookup + 'a) {
+        self
+    }
+}
+
+impl<T: Keyed> PartialEq for Entry<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<T: Keyed> Eq for Entry<T> {}
+
+impl<T: Keyed> PartialOrd for Entry<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T: Keyed> Ord for Entry<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// The object stored under `key`.
+pub(crate) fn get<'s, T: Keyed>(objects: &'s BTreeSet<Entry<T>>, key: &dyn Lookup) -> Option<&'s Arc<T>> {
+    objects.get(key).map(|e| &e.0)
+}
+
+/// True when two stores hold the same objects under the same keys.
+fn same<T: Keyed + PartialEq>(a: &BTreeSet<Entry<T>>, b: &BTreeSet<Entry<T>>) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.key() == b.key() && *a.0 == *b.0)
 }
 
 /// What a watch event changed.
@@ -56,33 +149,35 @@ impl<K: Kind> Store<K> {
     pub(crate) fn apply(&mut self, event: Event<K>) -> Changed {
         match event {
             Event::Apply(obj) => {
-                let key = key(&obj);
-                let changed = match self.objects.get(&key) {
+                let old = get(&self.objects, &obj.key());
+                let obj = obj.store_over(old.map(|o| &**o));
+                let changed = match old {
                     Some(old) if **old == obj => return Changed::Nothing,
                     Some(old) if K::differ_only_in_status(old, &obj) => Changed::Status,
                     _ => Changed::Objects,
                 };
-                self.objects.insert(key, Arc::new(obj));
+                self.objects.replace(Entry(Arc::new(obj)));
                 changed
             }
-            Event::Delete(obj) => match self.objects.remove(&key(&obj)) {
-                Some(_) => Changed::Objects,
-                None => Changed::Nothing,
+            Event::Delete(obj) => match self.objects.remove(&obj.key() as &dyn Lookup) {
+                true => Changed::Objects,
+                false => Changed::Nothing,
             },
             Event::Init => {
-                self.relist = Some(BTreeMap::new());
+                self.relist = Some(BTreeSet::new());
                 Changed::Nothing
             }
             Event::InitApply(obj) => {
                 if let Some(buf) = &mut self.relist {
-                    buf.insert(key(&obj), Arc::new(obj));
+                    let old = get(&self.objects, &obj.key());
+                    buf.replace(Entry(Arc::new(obj.store_over(old.map(|o| &**o)))));
                 }
                 Changed::Nothing
             }
             Event::InitDone => {
                 // A relist replaces everything: objects deleted while the watch was down go.
                 let fresh = self.relist.take().unwrap_or_default();
-                let changed = fresh != self.objects || !self.synced;
+                let changed = !same(&fresh, &self.objects) || !self.synced;
                 self.objects = fresh;
                 self.synced = true;
                 if changed {
@@ -95,8 +190,9 @@ impl<K: Kind> Store<K> {
     }
 }
 
-fn key<K: kube::Resource>(obj: &K) -> Key {
-    (obj.namespace().unwrap_or_default(), obj.name_any())
+fn key<K: Keyed>(obj: &K) -> Key {
+    let (ns, name) = obj.key();
+    (ns.to_owned(), name.to_owned())
 }
 
 /// Everything the controller watches.
@@ -147,15 +243,13 @@ impl Index {
             Change::Namespace(e) => reads(one(e).map(|(_, name)| Read::Namespace(name))),
             Change::EndpointSlice(e) => match one(e) {
                 Some(k) => {
-                    let service = |s: &EndpointSlice| {
-                        let svc = s.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
-                        Some(Read::Service((k.0.clone(), svc.clone())))
-                    };
+                    let service = |svc: &str| Read::Service((k.0.clone(), svc.to_owned()));
                     let new = match e {
-                        Event::Apply(o) | Event::Delete(o) => service(o),
+                        Event::Apply(o) | Event::Delete(o) => o.labels().get(SERVICE_NAME_LABEL).map(|s| service(s)),
                         _ => None,
                     };
-                    let old = self.stores.endpoint_slices.objects.get(&k).and_then(|o| service(o));
+                    let old =
+                        get(&self.stores.endpoint_slices.objects, &k).and_then(|o| o.service.as_deref().map(service));
                     out.reads.extend(new.into_iter().chain(old));
                 }
                 None => out.all = true,
@@ -182,57 +276,57 @@ impl Index {
 
     /// An Ingress by key.
     pub fn ingress(&self, key: &Key) -> Option<&Ingress> {
-        self.stores.ingresses.objects.get(key).map(|o| &**o)
+        get(&self.stores.ingresses.objects, key).map(|o| &**o)
     }
 
     /// All IngressClasses.
     pub fn ingress_classes(&self) -> impl Iterator<Item = &IngressClass> {
-        self.stores.ingress_classes.objects.values().map(|o| &**o)
+        self.stores.ingress_classes.objects.iter().map(|e| &*e.0)
     }
 
     /// All Ingresses.
-    pub fn ingresses(&self) -> impl Iterator<Item = (&Key, &Ingress)> {
-        self.stores.ingresses.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn ingresses(&self) -> impl Iterator<Item = ((&str, &str), &Ingress)> {
+        self.stores.ingresses.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
     /// A Service by key.
-    pub fn service(&self, key: &Key) -> Option<&Service> {
-        self.stores.services.objects.get(key).map(|o| &**o)
+    pub fn service(&self, key: &Key) -> Option<&crate::stored::Service> {
+        get(&self.stores.services.objects, key).map(|o| &**o)
     }
 
     /// A GatewayClass by name.
     pub fn gateway_class(&self, name: &str) -> Option<&GatewayClass> {
-        self.stores.gateway_classes.objects.get(&(String::new(), name.to_owned())).map(|o| &**o)
+        get(&self.stores.gateway_classes.objects, &("", name)).map(|o| &**o)
     }
 
     /// A Gateway by key.
     pub fn gateway(&self, key: &Key) -> Option<&Gateway> {
-        self.stores.gateways.objects.get(key).map(|o| &**o)
+        get(&self.stores.gateways.objects, key).map(|o| &**o)
     }
 
     /// All HTTPRoutes.
-    pub fn http_routes(&self) -> impl Iterator<Item = (&Key, &HttpRoute)> {
-        self.stores.http_routes.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn http_routes(&self) -> impl Iterator<Item = ((&str, &str), &HttpRoute)> {
+        self.stores.http_routes.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
     /// All GRPCRoutes.
-    pub fn grpc_routes(&self) -> impl Iterator<Item = (&Key, &GrpcRoute)> {
-        self.stores.grpc_routes.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn grpc_routes(&self) -> impl Iterator<Item = ((&str, &str), &GrpcRoute)> {
+        self.stores.grpc_routes.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
     /// All TLSRoutes.
-    pub fn tls_routes(&self) -> impl Iterator<Item = (&Key, &TlsRoute)> {
-        self.stores.tls_routes.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn tls_routes(&self) -> impl Iterator<Item = ((&str, &str), &TlsRoute)> {
+        self.stores.tls_routes.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
     /// All TCPRoutes.
-    pub fn tcp_routes(&self) -> impl Iterator<Item = (&Key, &TcpRoute)> {
-        self.stores.tcp_routes.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn tcp_routes(&self) -> impl Iterator<Item = ((&str, &str), &TcpRoute)> {
+        self.stores.tcp_routes.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
     /// All BackendTLSPolicies.
-    pub fn backend_tls_policies(&self) -> impl Iterator<Item = (&Key, &BackendTlsPolicy)> {
-        self.stores.backend_tls_policies.objects.iter().map(|(k, o)| (k, &**o))
+    pub fn backend_tls_policies(&self) -> impl Iterator<Item = ((&str, &str), &BackendTlsPolicy)> {
+        self.stores.backend_tls_policies.objects.iter().map(|e| (e.key(), &*e.0))
     }
 }
 
@@ -240,6 +334,7 @@ impl Index {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::networking::v1::{Ingress, IngressSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn ing(name: &str) -> Ingress {
@@ -261,11 +356,42 @@ mod tests {
     }
 
     #[test]
+    fn a_relisted_secret_keeps_the_certificate_parsed_before() {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
+        let params = rcgen::CertificateParams::new(vec!["a.example".to_owned()]).unwrap_or_else(|e| panic!("{e}"));
+        let cert = params.self_signed(&key).unwrap_or_else(|e| panic!("{e}"));
+        let secret = || -> k8s_openapi::api::core::v1::Secret {
+            let mut s = k8s_openapi::api::core::v1::Secret {
+                metadata: ObjectMeta { name: Some("s".into()), namespace: Some("ns".into()), ..Default::default() },
+                type_: Some("kubernetes.io/tls".into()),
+                ..Default::default()
+            };
+            let pem = |p: String| k8s_openapi::ByteString(p.into_bytes());
+            s.data = Some([("tls.crt".into(), pem(cert.pem())), ("tls.key".into(), pem(key.serialize_pem()))].into());
+            s
+        };
+        let mut index = Index::default();
+        sync_all(&mut index);
+        let served = |index: &Index| {
+            let stored = get(&index.stores.secrets.objects, &("ns", "s")).cloned();
+            stored.and_then(|s| s.certificate.clone()?.ok()).map(|c| c.key)
+        };
+        assert_eq!(index.apply(Change::Secret(Event::Apply(secret()))), Changed::Objects);
+        let first = served(&index).unwrap_or_else(|| panic!("no certificate stored"));
+        assert_eq!(index.apply(Change::Secret(Event::Apply(secret()))), Changed::Nothing);
+        for e in [Event::Init, Event::InitApply(secret()), Event::InitDone] {
+            assert_eq!(index.apply(Change::Secret(e)), Changed::Nothing);
+        }
+        let after = served(&index).unwrap_or_else(|| panic!("no certificate stored"));
+        assert!(Arc::ptr_eq(&first, &after), "the relisted Secret's certificate is the one parsed before");
+    }
+
+    #[test]
     fn a_change_names_what_ingress_translation_reads_of_it() {
         let mut index = Index::default();
         sync_all(&mut index);
         let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
-        let slice = |svc: &str| -> EndpointSlice {
+        let slice = |svc: &str| -> k8s_openapi::api::discovery::v1::EndpointSlice {
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "s-1", "namespace": "ns", "labels": {SERVICE_NAME_LABEL: svc}},
                 "addressType": "IPv4", "endpoints": [],
@@ -339,8 +465,26 @@ mod tests {
             assert_eq!(index.apply(Change::Ingress(e)), Changed::Nothing);
         }
         assert_eq!(index.apply(Change::Ingress(Event::InitDone)), Changed::Objects);
-        let names: Vec<_> = index.world().ingresses.iter().map(|i| i.name_any()).collect();
+        let names: Vec<_> = index.world().ingresses.iter().map(|i| Keyed::key(i).1.to_owned()).collect();
         assert_eq!(names, ["b"]);
+
+        // A relist of the same objects changes nothing; one of the same names with other
+        // contents does.
+        let relist = |index: &mut Index, b: Ingress| {
+            let events = [Event::Init, Event::InitApply(b), Event::InitDone];
+            events.into_iter().map(|e| index.apply(Change::Ingress(e))).last()
+        };
+        assert_eq!(relist(&mut index, ing("b")), Some(Changed::Nothing));
+        let mut other = ing("b");
+        other.spec = Some(IngressSpec { ingress_class_name: Some("wharf".into()), ..Default::default() });
+        assert_eq!(relist(&mut index, other.clone()), Some(Changed::Objects));
+        assert_eq!(
+            index.ingress(&("ns".into(), "b".into())),
+            Some(&other.into()),
+            "the relisted object replaced the one before"
+        );
+
+        assert_eq!(index.apply(Change::Ingress(Event::Delete(ing("a")))), Changed::Nothing, "a is gone already");
         assert_eq!(index.apply(Change::Ingress(Event::Delete(ing("b")))), Changed::Objects);
         assert!(index.world().ingresses.is_empty());
     }
@@ -356,7 +500,11 @@ mod tests {
             serde_json::from_value(serde_json::json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}))
                 .unwrap_or_default();
         assert_eq!(index.apply(Change::Ingress(Event::Apply(written.clone()))), Changed::Status);
-        assert_eq!(index.ingress(&("ns".into(), "a".into())), Some(&written), "the new status is stored");
+        assert_eq!(
+            index.ingress(&("ns".into(), "a".into())),
+            Some(&written.clone().into()),
+            "the new status is stored"
+        );
         let mut respec = written;
         respec.spec = serde_json::from_value(serde_json::json!({"ingressClassName": "other"})).ok();
         assert_eq!(index.apply(Change::Ingress(Event::Apply(respec))), Changed::Objects);

@@ -6,8 +6,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::stored::Ingress;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
+use k8s_openapi::api::networking::v1::{IngressClass, IngressLoadBalancerIngress};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
@@ -67,14 +68,12 @@ pub fn addresses(publish: &Publish, index: &Index) -> Vec<IngressLoadBalancerIng
             .collect(),
         Publish::Service(key) => index
             .service(key)
-            .and_then(|s| s.status.as_ref())
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|lb| lb.ingress.as_ref())
-            .map(|list| {
-                list.iter()
+            .map(|s| {
+                s.load_balancer
+                    .iter()
                     .map(|i| IngressLoadBalancerIngress {
-                        ip: i.ip.clone(),
-                        hostname: i.hostname.clone(),
+                        ip: i.ip.as_deref().map(str::to_owned),
+                        hostname: i.hostname.as_deref().map(str::to_owned),
                         ..Default::default()
                     })
                     .collect()
@@ -103,8 +102,12 @@ pub fn left(
     }
     index
         .ingresses()
-        .filter(|(k, ing)| !ours.contains(*k) && current(ing) == addrs && !claimed_elsewhere(index, controller, ing))
-        .map(|(k, _)| k.clone())
+        .filter(|(k, ing)| {
+            !ours.contains(k as &dyn crate::k8s::index::Lookup)
+                && current(ing) == addrs
+                && !claimed_elsewhere(index, controller, ing)
+        })
+        .map(|((ns, name), _)| (ns.to_owned(), name.to_owned()))
         .collect()
 }
 
@@ -157,7 +160,7 @@ pub fn plan(
         let key = (d.object.namespace.clone(), d.object.name.clone());
         let (kind, api_version, uid) = match &*d.object.kind {
             "Ingress" => match index.ingress(&key) {
-                Some(ing) => ("Ingress", "networking.k8s.io/v1", ing.uid()),
+                Some(ing) => ("Ingress", "networking.k8s.io/v1", ing.metadata.uid.as_deref().map(str::to_owned)),
                 None => continue,
             },
             "Gateway" => match index.gateway(&key) {
@@ -256,7 +259,7 @@ pub async fn write(
             if !*leader.borrow() {
                 break;
             }
-            let api: Api<Ingress> = Api::namespaced(client.clone(), &key.0);
+            let api: Api<k8s_openapi::api::networking::v1::Ingress> = Api::namespaced(client.clone(), &key.0);
             let result = api.patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&status_patch(addrs))).await;
             match patched(result.map(drop)) {
                 Ok(true) => {
@@ -327,6 +330,7 @@ fn truncate(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::networking::v1::Ingress;
     use kube::runtime::watcher::Event;
     use serde_json::json;
     use wharf_model::ObjectRef;

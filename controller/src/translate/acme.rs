@@ -6,12 +6,12 @@
 //! `tls-alpn-01.<name>.crt` and `tls-alpn-01.<name>.key` with the challenge certificate
 //! (RFC 8737) and its key, PEM.
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::stored::Secret;
 use wharf_model::{AcmeChallenges, Certificate, ObjectRef};
 
 use super::tls::Secrets;
 use super::{AcmeOptions, Diagnostic};
-use crate::acme::plan::{is_managed, Current, Demand, MANAGED_LABEL};
+use crate::acme::plan::{Current, Demand, MANAGED_LABEL};
 
 /// The label that marks a Secret as holding ACME challenges.
 pub const CHALLENGE_LABEL: &str = "wharf.dev/acme-challenge";
@@ -29,16 +29,13 @@ pub fn challenges<'s>(
     diags: &mut Vec<Diagnostic>,
 ) -> AcmeChallenges {
     let mut out = AcmeChallenges::default();
-    let labelled = secrets.into_iter().filter(|s| {
-        s.metadata.namespace.as_deref() == Some(namespace)
-            && s.metadata.labels.as_ref().is_some_and(|l| l.contains_key(CHALLENGE_LABEL))
-    });
+    let labelled = secrets.into_iter().filter(|s| &*s.namespace == namespace && s.labels.contains(CHALLENGE_LABEL));
     for secret in labelled {
-        let source = ObjectRef::new("Secret", namespace, secret.metadata.name.as_deref().unwrap_or(""));
-        let data = secret.data.iter().flatten();
+        let source = ObjectRef::new("Secret", namespace, &secret.name);
+        let data = secret.data();
         for (key, value) in data.clone() {
             if let Some(token) = key.strip_prefix(HTTP01_KEY) {
-                match std::str::from_utf8(&value.0) {
+                match std::str::from_utf8(value) {
                     Ok(k) if !token.is_empty() => {
                         out.http01.insert(token.to_owned(), k.to_owned());
                     }
@@ -56,7 +53,7 @@ pub fn challenges<'s>(
                 diags.push(bad(&source, key, "its key is missing"));
                 continue;
             };
-            match Certificate::from_pem(&value.0, &key_pem.0, i64::MIN) {
+            match Certificate::from_pem(value, key_pem, i64::MIN) {
                 Ok(cert) if *cert.dns_names == [name.to_ascii_lowercase()] => {
                     out.tls_alpn01.insert(name.to_ascii_lowercase(), cert);
                 }
@@ -107,7 +104,7 @@ impl Demands {
             return;
         }
         let existing = secrets.get(namespace, name);
-        let managed = existing.is_some_and(is_managed);
+        let managed = existing.is_some_and(|s| s.labels.contains(MANAGED_LABEL));
         if existing.is_some() && !managed {
             if asked == Some(true) {
                 diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
@@ -165,8 +162,8 @@ impl Demands {
 
 /// The certificate a managed Secret holds, when it parses.
 fn current(secret: &Secret) -> Option<Current> {
-    let issuer = secret.metadata.labels.as_ref()?.get(MANAGED_LABEL)?;
-    Current::of(issuer, &secret.data.as_ref()?.get("tls.crt")?.0)
+    let issuer = secret.labels.get(MANAGED_LABEL)?;
+    Current::of(issuer, secret.get("tls.crt")?)
 }
 
 fn bad(source: &ObjectRef, key: &str, why: &str) -> Diagnostic {
@@ -190,14 +187,14 @@ mod tests {
     }
 
     fn secret(namespace: &str, label: bool, data: Vec<(String, Vec<u8>)>) -> Secret {
-        let mut s = Secret::default();
+        let mut s = k8s_openapi::api::core::v1::Secret::default();
         s.metadata.name = Some("order-1".into());
         s.metadata.namespace = Some(namespace.into());
         if label {
             s.metadata.labels = Some([(CHALLENGE_LABEL.to_owned(), "true".to_owned())].into());
         }
         s.data = Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect());
-        s
+        s.into()
     }
 
     #[test]

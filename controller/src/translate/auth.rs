@@ -4,7 +4,7 @@
 use super::{HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::Ingress;
+use crate::stored::Ingress;
 use wharf_model::{
     Auth, BasicAuth, ClientAuthHost, ClientCa, ClientCertCheck, ExternalAuth, Host, ObjectRef, PasswordHash,
 };
@@ -88,11 +88,11 @@ impl Translator<'_> {
         let Some(secret) = secrets.get(ns, name) else {
             return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name} does not exist"));
         };
-        let Some(pem) = secret.data.as_ref().and_then(|d| d.get(CA_KEY)) else {
+        let Some(pem) = secret.get(CA_KEY) else {
             let why = format!("auth-tls-secret {ns}/{name} has no key {CA_KEY:?} (the CA certificates)");
             return refuse(self, "AuthTLSSecretInvalid", why);
         };
-        let certificates = match wharf_model::parse_ca_bundle(&pem.0) {
+        let certificates = match wharf_model::parse_ca_bundle(pem) {
             Ok(c) => c,
             Err(e) => return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name}: {e}")),
         };
@@ -178,20 +178,19 @@ fn read(secrets: &Secrets<'_>, ns: &str, name: &str, map: bool) -> Parsed {
     let Some(secret) = secrets.get(ns, name) else {
         return Err(Refusal { why: format!("auth-secret {ns}/{name} does not exist"), until: "does" });
     };
-    let data = secret.data.as_ref();
     let (users, errors) = if map {
         let entries: Vec<(&str, String)> =
-            data.into_iter().flatten().map(|(k, v)| (k.as_str(), String::from_utf8_lossy(&v.0).into_owned())).collect();
+            secret.data().map(|(k, v)| (k, String::from_utf8_lossy(v).into_owned())).collect();
         wharf_model::parse_auth_map(entries.iter().map(|(k, v)| (*k, v.as_str())))
     } else {
-        let Some(file) = data.and_then(|d| d.get(HTPASSWD_KEY)) else {
+        let Some(file) = secret.get(HTPASSWD_KEY) else {
             let why = format!(
                 "auth-secret {ns}/{name} has no key {HTPASSWD_KEY:?} (the htpasswd file; for a Secret whose keys are \
                  the users, set auth-secret-type: auth-map)"
             );
             return Err(Refusal { why, until: "has" });
         };
-        wharf_model::parse_htpasswd(&String::from_utf8_lossy(&file.0))
+        wharf_model::parse_htpasswd(&String::from_utf8_lossy(file))
     };
     let problems = errors
         .into_iter()
@@ -223,7 +222,8 @@ mod tests {
 
     fn resolve(secrets: &[Secret], (name, map): (&str, bool)) -> (Auth, Vec<String>) {
         let mut diags = Vec::new();
-        let index = Secrets::new(crate::kinds::ByKey::of(secrets), None, 0);
+        let stored: Vec<crate::stored::Secret> = secrets.iter().cloned().map(Into::into).collect();
+        let index = Secrets::new(crate::kinds::ByKey::of(&stored), None, 0);
         let src = ObjectRef::new("Ingress", "web", "app");
         let auth = Users::default().resolve(&index, &src, "staff", ("web", name), map, &mut diags);
         (auth, diags.into_iter().map(|d| format!("{}: {}", d.reason, d.message)).collect())
@@ -276,6 +276,7 @@ mod tests {
     #[test]
     fn a_secret_named_by_several_ingresses_is_read_once_and_reported_to_each() {
         let s = secret("users", &[("auth", "alice:{PLAIN}a\ncarol:xyz\n")]);
+        let s = crate::stored::Secret::from(s);
         let index = Secrets::new(crate::kinds::ByKey::of(std::slice::from_ref(&s)), None, 0);
         let mut users = Users::default();
         let mut diags = Vec::new();

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use super::HashMap;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServicePort};
-use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointSlice};
+use crate::stored::{Service, ServicePort};
+use crate::stored::{Slice, SliceEndpoint};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use wharf_model::{AppProtocol, Cluster, Endpoint, Hbone, Identity, ObjectRef};
 
 use super::parts::Read;
@@ -63,9 +64,9 @@ pub const HBONE_PORT: u16 = 15008;
 pub(super) struct Backends<'a> {
     services: ByKey<'a, Service>,
     /// The first EndpointSlice of each Service (most have one: no list to allocate) ...
-    slices: HashMap<(&'a str, &'a str), &'a EndpointSlice>,
+    slices: HashMap<(&'a str, &'a str), &'a Slice>,
     /// ... and its others.
-    more_slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    more_slices: HashMap<(&'a str, &'a str), Vec<&'a Slice>>,
     pods: ByKey<'a, Pod>,
     namespaces: ByKey<'a, Namespace>,
     trust_domain: &'a str,
@@ -85,10 +86,8 @@ impl<'a> Backends<'a> {
         let mut slices = HashMap::with_capacity_and_hasher(world.endpoint_slices.len(), Default::default());
         let mut more_slices: HashMap<_, Vec<_>> = HashMap::default();
         for slice in &world.endpoint_slices {
-            let ns = slice.metadata.namespace.as_deref();
-            let svc = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
-            if let (Some(ns), Some(svc)) = (ns, svc) {
-                let key = (ns, svc.as_str());
+            if let Some(svc) = slice.service.as_deref() {
+                let key = (&*slice.namespace, svc);
                 match slices.entry(key) {
                     std::collections::hash_map::Entry::Vacant(first) => {
                         first.insert(slice);
@@ -118,7 +117,7 @@ impl<'a> Backends<'a> {
     }
 
     /// The EndpointSlices of Service `ns/name`.
-    fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> impl Iterator<Item = &'a EndpointSlice> + 's {
+    fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> impl Iterator<Item = &'a Slice> + 's {
         self.reads.read(|| Read::Service((ns.to_owned(), name.to_owned())));
         let first = self.slices.get(&(ns, name)).copied();
         first.into_iter().chain(self.more_slices.get(&(ns, name)).into_iter().flatten().copied())
@@ -145,8 +144,8 @@ impl<'a> Backends<'a> {
     /// (its namespace or itself labelled `istio.io/dataplane-mode=ambient`, and the pod not
     /// opted out with `none`), directly otherwise.
     fn hbone(&self, ep: &SliceEndpoint, target: SocketAddr) -> Option<Hbone> {
-        let r = ep.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod"))?;
-        let pod = self.pod(r.namespace.as_deref()?, r.name.as_deref()?)?;
+        let (pod_ns, pod_name) = ep.pod.as_deref()?;
+        let pod = self.pod(pod_ns, pod_name)?;
         let ns = pod.metadata.namespace.as_deref()?;
         let enrolled = match label(&pod.metadata, DATAPLANE_MODE) {
             Some("ambient") => true,
@@ -168,14 +167,13 @@ impl<'a> Backends<'a> {
     /// The name of port `number` of Service `ns/name`, if it has one.
     pub(super) fn port_name(&self, ns: &str, name: &str, number: i32) -> Option<&'a str> {
         let svc = self.service(ns, name)?;
-        let ports = svc.spec.as_ref()?.ports.as_deref()?;
-        ports.iter().find(|p| p.port == number)?.name.as_deref()
+        svc.ports.iter().find(|p| p.port == number)?.name.as_deref()
     }
 
     /// The first port of Service `ns/name`, if it exists and has one.
     pub(super) fn first_port(&self, ns: &str, name: &str) -> Option<i32> {
         let svc = self.service(ns, name)?;
-        Some(svc.spec.as_ref()?.ports.as_deref()?.first()?.port)
+        Some(svc.ports.first()?.port)
     }
 
     /// `None`, with a diagnostic on `src`, when the Service or its port does not exist.
@@ -212,8 +210,7 @@ impl<'a> Backends<'a> {
             });
             return None;
         };
-        let spec = svc.spec.as_ref();
-        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let ports = &svc.ports;
         let Some(sp) = ports.iter().find(|p| match port {
             ServicePortRef::Number(n) => p.port == *n,
             ServicePortRef::Name(n) => p.name.as_deref() == Some(n.as_str()),
@@ -229,7 +226,7 @@ impl<'a> Backends<'a> {
             });
             return None;
         };
-        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+        if svc.external_name {
             diags.push(Diagnostic {
                 object: src.clone(),
                 reason: "UnsupportedBackend",
@@ -260,7 +257,7 @@ impl<'a> Backends<'a> {
     /// namespace's (`istio.io/use-waypoint-namespace` moves the lookup to another namespace).
     fn waypoint(&self, svc: &'a Service, ns: &'a str) -> Option<&'a Service> {
         let namespace = self.namespace(ns);
-        let from = |key: &str| label(&svc.metadata, key).or_else(|| namespace.and_then(|n| label(&n.metadata, key)));
+        let from = |key: &str| svc.labels.get(key).or_else(|| namespace.and_then(|n| label(&n.metadata, key)));
         let name = from(USE_WAYPOINT).filter(|w| *w != "none")?;
         let wns = from(USE_WAYPOINT_NAMESPACE).unwrap_or(ns);
         self.service(wns, name)
@@ -276,12 +273,8 @@ impl<'a> Backends<'a> {
         sp: &ServicePort,
         waypoint: &Service,
     ) -> Vec<Endpoint> {
-        let (Some(wns), Some(wname)) = (waypoint.metadata.namespace.as_deref(), waypoint.metadata.name.as_deref())
-        else {
-            return Vec::new();
-        };
-        let cluster_ip =
-            svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()).and_then(|ip| ip.parse::<IpAddr>().ok());
+        let (wns, wname) = (&*waypoint.namespace, &*waypoint.name);
+        let cluster_ip = svc.cluster_ip;
         let authority = match cluster_ip {
             Some(ip) => SocketAddr::new(ip, sp.port as u16).to_string(),
             None => format!("{name}.{ns}.svc.{}:{}", self.cluster_domain, sp.port),
@@ -289,16 +282,15 @@ impl<'a> Backends<'a> {
         let mut out = Vec::new();
         for slice in self.slices_of(wns, wname) {
             for ep in &slice.endpoints {
-                if !ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
+                if !ep.ready.unwrap_or(true) {
                     continue;
                 }
-                for addr in &ep.addresses {
-                    let Ok(ip) = addr.parse::<IpAddr>() else { continue };
+                for &ip in &ep.addresses {
                     let dial = SocketAddr::new(ip, HBONE_PORT);
                     let sa = ep
-                        .target_ref
-                        .as_ref()
-                        .and_then(|r| self.pod(r.namespace.as_deref()?, r.name.as_deref()?))
+                        .pod
+                        .as_deref()
+                        .and_then(|(ns, name)| self.pod(ns, name))
                         .and_then(|p| p.spec.as_ref()?.service_account_name.as_deref())
                         .unwrap_or(wname);
                     out.push(Endpoint {
@@ -324,13 +316,12 @@ impl<'a> Backends<'a> {
         let mut terminating = EndpointSet::default();
         let want_name = sp.name.as_deref().unwrap_or("");
         for slice in self.slices_of(ns, name) {
-            if slice.address_type == "FQDN" {
+            if slice.fqdn {
                 continue;
             }
             let Some(port) = slice
                 .ports
                 .iter()
-                .flatten()
                 .find(|p| p.name.as_deref().unwrap_or("") == want_name)
                 .and_then(|p| p.port)
                 .and_then(|p| u16::try_from(p).ok())
@@ -338,14 +329,10 @@ impl<'a> Backends<'a> {
                 continue;
             };
             for ep in &slice.endpoints {
-                let cond = ep.conditions.as_ref();
-                let is_ready = cond.and_then(|c| c.ready).unwrap_or(true);
-                let serving = cond.and_then(|c| c.serving).unwrap_or(is_ready);
-                let is_terminating = cond.and_then(|c| c.terminating).unwrap_or(false);
-                for addr in &ep.addresses {
-                    let Ok(ip) = addr.parse::<IpAddr>() else {
-                        continue;
-                    };
+                let is_ready = ep.ready.unwrap_or(true);
+                let serving = ep.serving.unwrap_or(is_ready);
+                let is_terminating = ep.terminating.unwrap_or(false);
+                for &ip in &ep.addresses {
                     let sa = SocketAddr::new(ip, port);
                     let endpoint = Endpoint { addr: sa, hbone: self.hbone(ep, sa) };
                     if is_ready {

@@ -2,7 +2,8 @@
 
 use super::HashSet;
 
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use crate::stored::Ingress;
+use k8s_openapi::api::networking::v1::IngressClass;
 
 use super::Options;
 

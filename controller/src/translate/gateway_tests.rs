@@ -1,6 +1,7 @@
 use serde_json::{json, Value};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::Ingress;
 use wharf_gateway_api::gatewayclasses::GatewayClass;
 use wharf_gateway_api::gateways::Gateway;
 use wharf_gateway_api::httproutes::HttpRoute;
@@ -1035,7 +1036,7 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
         "spec": {"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]},
     }))]
     .into();
-    w.ingresses = vec![obj(json!({
+    w.ingresses = vec![obj::<Ingress>(json!({
         "metadata": {"name": "legacy", "namespace": "web", "annotations": {"kubernetes.io/ingress.class": "wharf"}},
         "spec": {"rules": [{"host": "shop.example.com", "http": {"paths": [
             {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}},

@@ -16,7 +16,7 @@ mod tls;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::{HTTPIngressPath, Ingress, IngressBackend, IngressRule};
+use crate::stored::ingress::{HttpPath as HTTPIngressPath, Ingress, IngressBackend, IngressRule};
 use wharf_model::{
     Action, HeaderMatch, Host, ObjectRef, PathMatch, PathRewrite, Redirect, Route, RouteMatch, Snapshot, SniRoute,
     TcpRoute, UrlRewrite, VirtualHost, WeightedBackend,
@@ -223,7 +223,6 @@ fn ingress_part(
         diags: t.diags,
         served: served.iter().map(|(ing, _)| ingress_ref(ing)).collect(),
         acme: t.acme.into_vec(),
-        ..parts::Part::default()
     }
 }
 
@@ -565,14 +564,14 @@ impl<'a> Translator<'a> {
             if let (Some(cluster), Some(svc), Action::Forward(f)) = (&fallback, &backend.service, &mut route.action) {
                 let port = svc.port.as_ref().map(|p| match (p.number, &p.name) {
                     (Some(n), _) => n.to_string(),
-                    (None, name) => name.clone().unwrap_or_default(),
+                    (None, name) => name.as_deref().unwrap_or_default().to_owned(),
                 });
                 f.fallback = Some(Box::new(wharf_model::Fallback {
                     cluster: cluster.clone(),
                     error_codes: settings.custom_http_errors.clone(),
                     namespace: src.namespace.clone(),
                     ingress: src.name.clone(),
-                    service: svc.name.clone(),
+                    service: svc.name.to_string(),
                     service_port: port.unwrap_or_default(),
                 }));
             }
@@ -581,7 +580,7 @@ impl<'a> Translator<'a> {
         let protocol = settings.backend_protocol;
         for entry in spec.tls.iter().flatten() {
             let hosts: Vec<&str> = match &entry.hosts {
-                Some(h) if !h.is_empty() => h.iter().map(String::as_str).collect(),
+                Some(h) if !h.is_empty() => h.iter().map(|h| &**h).collect(),
                 // No hosts: the entry covers every host of the Ingress's rules.
                 _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
             };
@@ -681,7 +680,7 @@ impl<'a> Translator<'a> {
     fn path_match(&mut self, src: &ObjectRef, regex: bool, p: &HTTPIngressPath) -> Option<PathMatch> {
         let raw = p.path.as_deref().unwrap_or("/");
         let matched = match p.path_type.as_str() {
-            "Exact" | "Prefix" | "ImplementationSpecific" if regex => regex_path(raw, &p.path_type),
+            "Exact" | "Prefix" | "ImplementationSpecific" if regex => regex_path(raw, p.path_type.as_str()),
             "Exact" => PathMatch::exact(raw).map_err(|e| format!("path skipped: {e}")),
             "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw).map_err(|e| format!("path skipped: {e}")),
             other => {
@@ -825,7 +824,7 @@ impl<'a> Translator<'a> {
         let port = match &svc.port {
             Some(p) => match (p.number, &p.name) {
                 (Some(n), _) => ServicePortRef::Number(n),
-                (None, Some(name)) => ServicePortRef::Name(name.clone()),
+                (None, Some(name)) => ServicePortRef::Name(name.to_string()),
                 (None, None) => {
                     self.diag(
                         src,
@@ -867,9 +866,9 @@ impl<'a> Translator<'a> {
         let ca_pem = match &p.secret {
             None => None,
             Some((ns, name)) => {
-                let pem = secrets.get(ns, name).and_then(|s| s.data.as_ref()).and_then(|d| d.get(auth::CA_KEY));
-                let why = match pem.map(|pem| wharf_model::parse_ca_bundle(&pem.0).map(|_| pem)) {
-                    Some(Ok(pem)) => match std::str::from_utf8(&pem.0) {
+                let pem = secrets.get(ns, name).and_then(|s| s.get(auth::CA_KEY));
+                let why = match pem.map(|pem| wharf_model::parse_ca_bundle(pem).map(|_| pem)) {
+                    Some(Ok(pem)) => match std::str::from_utf8(pem) {
                         Ok(text) => return Ok(Some(VerifiedTls::new(Some(text.into()), p))),
                         Err(_) => format!("proxy-ssl-secret {ns}/{name}: ca.crt is not text"),
                     },
@@ -982,11 +981,9 @@ impl<'a> Translator<'a> {
     fn auto_passthrough(&mut self, world: &World) {
         let mut seen = HashSet::default();
         for svc in &world.services {
-            let (Some(ns), Some(name)) = (svc.metadata.namespace.as_deref(), svc.metadata.name.as_deref()) else {
-                continue;
-            };
+            let (ns, name) = (&*svc.namespace, &*svc.name);
             let src = ObjectRef::new("Service", ns, name);
-            for port in svc.spec.iter().flat_map(|s| s.ports.iter().flatten()) {
+            for port in &svc.ports {
                 let pref = ServicePortRef::Number(port.port);
                 let mut ignored = Vec::new();
                 let Some(cluster) =

@@ -15,10 +15,11 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use crate::stored::Ingress;
 use imbl::{OrdMap, OrdSet};
-use k8s_openapi::api::networking::v1::Ingress;
 use wharf_model::{
     Certificate, ClientAuthHost, Cluster, Host, Hosts, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
 };
@@ -116,27 +117,120 @@ struct Ties {
     under: Vec<String>,
 }
 
-/// The translation of one part.
+/// The translation of one part, as [`super::ingress_part`] makes it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Part {
-    /// The Ingresses of the part.
-    pub(super) members: Vec<Key>,
-    /// The soonest expiry (Unix seconds) of a certificate the part serves that has not
-    /// expired yet: past it, the part is translated again.
-    pub(super) expires: Option<i64>,
     pub(super) virtual_hosts: Vec<Arc<VirtualHost>>,
     pub(super) tls_hosts: Vec<TlsHost>,
     pub(super) default_backend: Option<Box<Route>>,
     pub(super) passthrough: Vec<SniRoute>,
     pub(super) client_auth: Vec<ClientAuthHost>,
-    /// By id, in order: most parts have one of each, which a vector holds in its size
-    /// where a map's node has room for eleven.
     pub(super) certificates: Vec<(String, Certificate)>,
     pub(super) clusters: Vec<(String, Cluster)>,
     pub(super) diags: Vec<Diagnostic>,
     /// The Ingresses served (their status is ours to write).
     pub(super) served: Vec<ObjectRef>,
     pub(super) acme: Vec<crate::acme::Demand>,
+}
+
+/// What is kept of a part once its translation is merged: its members, and the keys of
+/// what it put in the merged maps, to take it out again. The values are the merged maps'
+/// alone; most parts have one Ingress, one host, one certificate and one cluster, and
+/// 10,000 of them are kept.
+#[derive(Debug)]
+struct Kept {
+    /// The Ingresses of the part, in key order.
+    members: Box<[Key]>,
+    /// The soonest expiry (Unix seconds) of a certificate the part serves that has not
+    /// expired yet: past it, the part is translated again.
+    expires: Option<i64>,
+    virtual_hosts: Box<[Arc<VirtualHost>]>,
+    tls_hosts: Box<[Host]>,
+    certificates: Box<[String]>,
+    clusters: Box<[String]>,
+    /// What few parts have.
+    rest: Option<Box<Rest>>,
+}
+
+/// What a part adds to the snapshot that the merged maps do not hold, gathered from the
+/// parts by each snapshot.
+#[derive(Debug)]
+struct Rest {
+    default_backend: Option<Box<Route>>,
+    passthrough: Vec<SniRoute>,
+    client_auth: Vec<ClientAuthHost>,
+    diags: Vec<Diagnostic>,
+    acme: Vec<crate::acme::Demand>,
+}
+
+/// Ids of parts: most lookups lead to one. Sixteen bytes: a vector's 24 would grow every
+/// entry of the lookups for the few that lead to more than one.
+#[derive(Debug)]
+#[allow(clippy::box_collection)]
+enum Ids {
+    One(u64),
+    Many(Box<Vec<u64>>),
+}
+
+impl Ids {
+    fn push(&mut self, id: u64) {
+        match self {
+            Ids::One(first) => *self = Ids::Many(Box::new(vec![*first, id])),
+            Ids::Many(ids) => ids.push(id),
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, u64> {
+        match self {
+            Ids::One(id) => std::slice::from_ref(id).iter(),
+            Ids::Many(ids) => ids.iter(),
+        }
+    }
+
+    /// Keeps the ids `keep` says; false when none is left.
+    fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) -> bool {
+        match self {
+            Ids::One(id) => keep(*id),
+            Ids::Many(ids) => {
+                ids.retain(|id| keep(*id));
+                !ids.is_empty()
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.iter().len()
+    }
+}
+
+/// Hashes the keys of the lookups kept by hash (with a seed of its own per process).
+#[derive(Debug, Default)]
+struct Hashes {
+    state: foldhash::fast::RandomState,
+    /// Every key hashes alike: tests that keys of one hash are told apart.
+    #[cfg(test)]
+    collide: bool,
+}
+
+impl Hashes {
+    fn of<T: std::hash::Hash + ?Sized>(&self, t: &T) -> u64 {
+        #[cfg(test)]
+        if self.collide {
+            return 0;
+        }
+        self.state.hash_one(t)
+    }
+}
+
+/// Adds `id` to the ids under `key`.
+fn push_id<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Ids>, key: K, id: u64) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().push(id),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(Ids::One(id));
+        }
+    }
 }
 
 /// The parts of the last translation, kept for the next.
@@ -148,15 +242,20 @@ pub(super) struct Part {
 /// are compacted once as many parts went as there are.
 #[derive(Debug, Default)]
 pub struct Incremental {
-    parts: HashMap<u64, Part>,
+    parts: HashMap<u64, Kept>,
     next: u64,
     /// Parts gone since the lookups were last compacted.
     gone: usize,
-    by_ingress: HashMap<Key, u64>,
+    /// The parts of Ingresses, by the hash of the Ingress's key: a part's members say
+    /// which of those under a hash has the Ingress.
+    by_ingress: HashMap<u64, Ids>,
     by_link: HashMap<Link, u64>,
     /// The parts with a host under each wildcard suffix.
-    by_under: HashMap<String, Vec<u64>>,
-    readers: HashMap<Read, Vec<u64>>,
+    by_under: HashMap<String, Ids>,
+    /// The parts that read an object, by the hash of the [`Read`]: two reads of one hash
+    /// would only make a change to one translate the readers of both again.
+    readers: HashMap<u64, Ids>,
+    hasher: Hashes,
     /// The Ingresses that check requests with an external authentication service.
     external: BTreeSet<Key>,
     /// All Ingresses make one part.
@@ -173,101 +272,121 @@ pub struct Incremental {
 /// What the parts add to the snapshot, kept merged and in order: a part that goes takes its
 /// own out, a new part puts its own in, and the snapshot copies what is there. Parts share
 /// no host; they share a certificate or a cluster when they look up the same Secret or
-/// Service, always with the same contents, so those are counted.
+/// Service, always with the same contents, so those held by more than one are counted.
 #[derive(Debug, Default)]
 struct Merged {
     virtual_hosts: Hosts<Arc<VirtualHost>>,
     tls_hosts: Hosts<TlsHost>,
     certificates: OrdMap<String, Certificate>,
     clusters: OrdMap<String, Cluster>,
-    /// How many parts hold each certificate and each cluster.
-    holders: HashMap<(Held, String), usize>,
+    /// How many parts beyond the first hold a certificate (a cluster): only those more than
+    /// one part holds are here.
+    shared_certificates: HashMap<String, usize>,
+    shared_clusters: HashMap<String, usize>,
     served: OrdSet<ObjectRef>,
     /// The parts with diagnostics, ACME demands, passthrough or client-certificate hosts,
     /// or the default backend: the rest the snapshot gathers from them.
     extras: BTreeSet<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Held {
-    Certificate,
-    Cluster,
-}
-
 impl Merged {
-    fn add(&mut self, id: u64, part: &Part) {
-        if !(part.diags.is_empty()
-            && part.acme.is_empty()
-            && part.passthrough.is_empty()
-            && part.client_auth.is_empty()
-            && part.default_backend.is_none())
+    /// Puts part `id` in; what is kept of it to take it out again.
+    fn add(&mut self, id: u64, members: Vec<Key>, expires: Option<i64>, part: Part) -> Kept {
+        let Part {
+            virtual_hosts,
+            tls_hosts,
+            default_backend,
+            passthrough,
+            client_auth,
+            certificates,
+            clusters,
+            diags,
+            served,
+            acme,
+        } = part;
+        let rest = if diags.is_empty()
+            && acme.is_empty()
+            && passthrough.is_empty()
+            && client_auth.is_empty()
+            && default_backend.is_none()
         {
+            None
+        } else {
             self.extras.insert(id);
-        }
-        for vh in &part.virtual_hosts {
+            Some(Box::new(Rest { default_backend, passthrough, client_auth, diags, acme }))
+        };
+        for vh in &virtual_hosts {
             self.virtual_hosts.insert(Arc::clone(vh));
         }
-        for t in &part.tls_hosts {
-            self.tls_hosts.insert(t.clone());
+        let tls_hosts = tls_hosts
+            .into_iter()
+            .map(|t| {
+                let host = t.host.clone();
+                self.tls_hosts.insert(t);
+                host
+            })
+            .collect();
+        let certificates =
+            certificates.into_iter().map(|(k, c)| hold(&mut self.certificates, &mut self.shared_certificates, k, c));
+        let certificates = certificates.collect();
+        let clusters = clusters.into_iter().map(|(k, c)| hold(&mut self.clusters, &mut self.shared_clusters, k, c));
+        let clusters = clusters.collect();
+        for served in served {
+            self.served.insert(served);
         }
-        for (id, c) in &part.certificates {
-            if self.hold(Held::Certificate, id) {
-                self.certificates.insert(id.clone(), c.clone());
-            }
-        }
-        for (id, c) in &part.clusters {
-            if self.hold(Held::Cluster, id) {
-                self.clusters.insert(id.clone(), c.clone());
-            }
-        }
-        for served in &part.served {
-            self.served.insert(served.clone());
+        Kept {
+            members: members.into_boxed_slice(),
+            expires,
+            virtual_hosts: virtual_hosts.into_boxed_slice(),
+            tls_hosts,
+            certificates,
+            clusters,
+            rest,
         }
     }
 
-    fn remove(&mut self, id: u64, part: &Part) {
+    /// Takes part `id` out.
+    fn remove(&mut self, id: u64, part: &Kept) {
         self.extras.remove(&id);
         for vh in &part.virtual_hosts {
             self.virtual_hosts.remove(&vh.host);
         }
-        for t in &part.tls_hosts {
-            self.tls_hosts.remove(&t.host);
+        for host in &part.tls_hosts {
+            self.tls_hosts.remove(host);
         }
-        for (id, _) in &part.certificates {
-            if self.release(Held::Certificate, id) {
-                self.certificates.remove(id);
-            }
+        for k in &part.certificates {
+            release(&mut self.certificates, &mut self.shared_certificates, k);
         }
-        for (id, _) in &part.clusters {
-            if self.release(Held::Cluster, id) {
-                self.clusters.remove(id);
-            }
+        for k in &part.clusters {
+            release(&mut self.clusters, &mut self.shared_clusters, k);
         }
-        for served in &part.served {
-            self.served.remove(served);
+        // A part's served Ingresses are some of its members, and no other part has them.
+        for (ns, name) in &part.members {
+            self.served.remove(&ObjectRef::new("Ingress", ns, name));
         }
     }
+}
 
-    /// One more part holds `id`; true for the first.
-    fn hold(&mut self, what: Held, id: &str) -> bool {
-        let n = self.holders.entry((what, id.to_owned())).or_insert(0);
-        *n += 1;
-        *n == 1
+/// One more part holds `value` under `key`: the first puts it in `map`, the others count
+/// in `shared`. Returns the key.
+fn hold<V: Clone>(map: &mut OrdMap<String, V>, shared: &mut HashMap<String, usize>, key: String, value: V) -> String {
+    if map.contains_key(&key) {
+        *shared.entry(key.clone()).or_insert(0) += 1;
+    } else {
+        map.insert(key.clone(), value);
     }
+    key
+}
 
-    /// One part fewer holds `id`; true for the last.
-    fn release(&mut self, what: Held, id: &str) -> bool {
-        let key = (what, id.to_owned());
-        match self.holders.get_mut(&key) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                self.holders.remove(&key);
-                true
-            }
-            None => false,
+/// One part fewer holds `key`: the last takes it out of `map`.
+fn release<V: Clone>(map: &mut OrdMap<String, V>, shared: &mut HashMap<String, usize>, key: &str) {
+    match shared.get_mut(key) {
+        Some(n) if *n > 1 => *n -= 1,
+        Some(_) => {
+            shared.remove(key);
+        }
+        None => {
+            map.remove(key);
         }
     }
 }
@@ -289,8 +408,21 @@ impl Incremental {
     /// to parts, those of parts gone included.
     #[cfg(test)]
     pub(super) fn lookups(&self) -> usize {
-        let lists = self.by_under.values().chain(self.readers.values()).map(Vec::len).sum::<usize>();
-        self.by_ingress.len() + self.by_link.len() + lists
+        let lists = self.by_under.values().chain(self.readers.values()).map(Ids::len).sum::<usize>();
+        let ingresses = self.by_ingress.values().map(Ids::len).sum::<usize>();
+        ingresses + self.by_link.len() + lists
+    }
+
+    /// Parts whose lookups by hash find every part under one hash.
+    #[cfg(test)]
+    pub(super) fn colliding() -> Incremental {
+        Incremental { hasher: Hashes { collide: true, ..Hashes::default() }, ..Incremental::default() }
+    }
+
+    /// True when two keys hash apart.
+    #[cfg(test)]
+    pub(super) fn hash_apart(&self, a: &Key, b: &Key) -> bool {
+        self.hasher.of(a) != self.hasher.of(b)
     }
 
     /// Translates all Ingresses as one part: a translation made once (no part is kept for
@@ -326,7 +458,7 @@ impl Incremental {
         if !everything {
             let mut dirty: BTreeSet<Key> = changes.ingresses.clone();
             for read in &changes.reads {
-                let readers = self.readers.get(read).into_iter().flatten();
+                let readers = self.readers.get(&self.hasher.of(read)).into_iter().flat_map(Ids::iter);
                 for part in readers.filter_map(|id| self.parts.get(id)) {
                     dirty.extend(part.members.iter().cloned());
                 }
@@ -341,7 +473,7 @@ impl Incremental {
                         self.external.insert(key.clone());
                     }
                     parsed.insert(key, p);
-                } else if let Some(id) = self.live(self.by_ingress.get(&key)) {
+                } else if let Some(id) = self.part_of(&key) {
                     // Gone, or no longer ours: its part goes, the rest of it is translated
                     // again.
                     for member in self.remove(id) {
@@ -358,7 +490,8 @@ impl Incremental {
             everything = had_external != has_external;
         }
         if everything {
-            *self = Incremental { whole: self.whole, ..Incremental::default() };
+            let hasher = std::mem::take(&mut self.hasher);
+            *self = Incremental { whole: self.whole, hasher, ..Incremental::default() };
             parsed.clear();
             for ((ns, name), ing) in ours.all() {
                 let key = (ns.to_owned(), name.to_owned());
@@ -381,11 +514,11 @@ impl Incremental {
             let Some((settings, _)) = parsed.get(&key) else { continue };
             let own = ties_of(ing, settings, opts, all);
             let mut found: Vec<u64> = Vec::new();
-            found.extend(self.live(self.by_ingress.get(&key)));
+            found.extend(self.part_of(&key));
             for link in &own.links {
                 found.extend(self.live(self.by_link.get(link)));
                 if let Link::Host(Host::Wildcard(suffix)) = link {
-                    let under = self.by_under.get(suffix).into_iter().flatten();
+                    let under = self.by_under.get(suffix).into_iter().flat_map(Ids::iter);
                     found.extend(under.filter(|id| self.parts.contains_key(id)));
                 }
             }
@@ -427,12 +560,12 @@ impl Incremental {
                 lookups.secrets.reads.start();
                 lookups.backends.reads.start();
             }
-            let mut part = super::ingress_part(&lookups, &mut users, &members, diags);
+            let part = super::ingress_part(&lookups, &mut users, &members, diags);
             let mut reads = lookups.secrets.reads.stop();
             reads.extend(lookups.backends.reads.stop());
             reads.sort_unstable();
             reads.dedup();
-            part.expires = part.certificates.iter().map(|(_, c)| c.not_after).filter(|t| *t >= opts.now).min();
+            let expires = part.certificates.iter().map(|(_, c)| c.not_after).filter(|t| *t >= opts.now).min();
             let id = self.next;
             self.next += 1;
             for key in &component {
@@ -441,19 +574,18 @@ impl Incremental {
                     self.by_link.insert(link, id);
                 }
                 for suffix in t.under {
-                    self.by_under.entry(suffix).or_default().push(id);
+                    push_id(&mut self.by_under, suffix, id);
                 }
-                self.by_ingress.insert(key.clone(), id);
+                push_id(&mut self.by_ingress, self.hasher.of(key), id);
             }
             for read in reads {
-                self.readers.entry(read).or_default().push(id);
+                push_id(&mut self.readers, self.hasher.of(&read), id);
             }
-            part.members = component;
-            self.merged.add(id, &part);
-            if let Some(e) = part.expires {
+            if let Some(e) = expires {
                 self.soonest = Some(self.soonest.map_or(e, |s| s.min(e)));
             }
-            self.parts.insert(id, part);
+            let kept = self.merged.add(id, component, expires, part);
+            self.parts.insert(id, kept);
         }
         self.compact_when_due();
         self.merge(world, &lookups)
@@ -482,6 +614,12 @@ impl Incremental {
         out
     }
 
+    /// The part Ingress `key` is in (a part's members are in key order).
+    fn part_of(&self, key: &Key) -> Option<u64> {
+        let ids = self.by_ingress.get(&self.hasher.of(key)).into_iter().flat_map(Ids::iter);
+        ids.copied().find(|id| self.parts.get(id).is_some_and(|p| p.members.binary_search(key).is_ok()))
+    }
+
     /// `id`, if its part is still there.
     fn live(&self, id: Option<&u64>) -> Option<u64> {
         id.copied().filter(|id| self.parts.contains_key(id))
@@ -490,13 +628,10 @@ impl Incremental {
     /// Drops the lookups of parts that are gone.
     fn compact(&mut self) {
         let parts = &self.parts;
-        self.by_ingress.retain(|_, id| parts.contains_key(id));
+        self.by_ingress.retain(|_, ids| ids.retain(|id| parts.contains_key(&id)));
         self.by_link.retain(|_, id| parts.contains_key(id));
-        for ids in self.by_under.values_mut().chain(self.readers.values_mut()) {
-            ids.retain(|id| parts.contains_key(id));
-        }
-        self.by_under.retain(|_, ids| !ids.is_empty());
-        self.readers.retain(|_, ids| !ids.is_empty());
+        self.by_under.retain(|_, ids| ids.retain(|id| parts.contains_key(&id)));
+        self.readers.retain(|_, ids| ids.retain(|id| parts.contains_key(&id)));
         self.gone = 0;
     }
 
@@ -506,7 +641,7 @@ impl Incremental {
             Some(part) => {
                 self.gone += 1;
                 self.merged.remove(id, &part);
-                part.members
+                part.members.into_vec()
             }
             None => Vec::new(),
         }
@@ -517,7 +652,7 @@ impl Incremental {
         let mut snapshot = Snapshot::default();
         let mut diags = Vec::new();
         let mut demands = Vec::new();
-        for part in self.merged.extras.iter().filter_map(|id| self.parts.get(id)) {
+        for part in self.merged.extras.iter().filter_map(|id| self.parts.get(id)?.rest.as_deref()) {
             diags.extend(part.diags.iter().cloned());
             demands.extend(part.acme.iter().cloned());
             snapshot.passthrough.extend(part.passthrough.iter().cloned());

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Map, Value};
 
 use super::parts::{Changes, Incremental, Read};
@@ -252,7 +253,8 @@ fn translating_the_parts_a_change_touches_gives_what_translating_everything_give
         let mut g = Gen { rng: fastrand::Rng::with_seed(seed) };
         let opts = opts(seed % 4 == 3);
         let mut objects = Objects::new();
-        let mut parts = Incremental::default();
+        // Some of the runs with every Ingress and every object read under one hash.
+        let mut parts = if seed % 5 == 4 { Incremental::colliding() } else { Incremental::default() };
         let mut last = parts.translate(&objects.world(), &opts, None, &Changes::everything());
         for step in 0..40 {
             let changes = objects.change(&mut g);
@@ -273,6 +275,39 @@ fn translating_the_parts_a_change_touches_gives_what_translating_everything_give
             last = got;
         }
     }
+}
+
+#[test]
+fn ingresses_of_one_hash_are_told_apart() {
+    let mut objects = Objects::new();
+    let opts = opts(false);
+    let hosts = ["a.example.com", "b.example.com", "c.test"];
+    for (i, host) in hosts.iter().enumerate() {
+        let name = format!("i{i}");
+        let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+        objects.ingresses.insert(name.clone(), ingress(&name, 0, json!({}), spec));
+    }
+    let mut parts = Incremental::colliding();
+    parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert_eq!(parts.parts(), 3);
+    let key = |name: &str| ("web".to_owned(), name.to_owned());
+    assert!(!parts.hash_apart(&key("i0"), &key("i2")), "translating everything kept the hashes");
+    // The last goes: its part goes, not the first part under the same hash.
+    objects.ingresses.remove("i2");
+    let changes = Changes { ingresses: [("web".into(), "i2".into())].into(), ..Changes::default() };
+    let t = parts.translate(&objects.world(), &opts, None, &changes);
+    assert_eq!((parts.parts(), parts.translated()), (2, 0));
+    let served: Vec<String> = t.snapshot.virtual_hosts.iter().map(|vh| vh.host.to_string()).collect();
+    assert_eq!(served, &hosts[..2]);
+}
+
+#[test]
+fn keys_hash_apart() {
+    let parts = Incremental::default();
+    let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
+    assert!(parts.hash_apart(&key("web", "a"), &key("web", "b")));
+    assert!(parts.hash_apart(&key("web", "a"), &key("shop", "a")));
+    assert!(!Incremental::colliding().hash_apart(&key("web", "a"), &key("web", "b")));
 }
 
 #[test]
@@ -325,6 +360,33 @@ fn a_change_translates_only_the_parts_it_touches() {
     let mut whole = Incremental::whole();
     whole.translate(&objects.world(), &opts, None, &Changes::everything());
     assert_eq!(whole.parts(), 1, "whole: one part");
+}
+
+#[test]
+fn a_certificate_and_a_cluster_many_parts_hold_stay_until_the_last_goes() {
+    let mut objects = Objects::new();
+    let opts = opts(false);
+    let hosts = ["a.example.com", "b.example.com", "x.example.com", "y.example.com"];
+    for (i, host) in hosts.iter().enumerate() {
+        let name = format!("i{i}");
+        let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": [host], "secretName": "s1"}],
+                          "rules": [rule(Some(host), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+        objects.ingresses.insert(name.clone(), ingress(&name, 0, json!({}), spec));
+    }
+    let mut parts = Incremental::default();
+    let mut last = parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    assert_eq!(parts.parts(), 4, "four hosts, four parts, one certificate and one cluster");
+    for (i, _) in hosts.iter().enumerate() {
+        let name = format!("i{i}");
+        objects.ingresses.remove(&name);
+        let changes = Changes { ingresses: [("web".into(), name.clone())].into(), ..Changes::default() };
+        let got = parts.translate(&objects.world(), &opts, Some(&last.snapshot), &changes);
+        let fresh = translate(&objects.world(), &opts, Some(&last.snapshot));
+        same(&got, &fresh, &format!("{name} gone"));
+        let held = (got.snapshot.certificates.len(), got.snapshot.clusters.len());
+        assert_eq!(held, if i + 1 < hosts.len() { (1, 1) } else { (0, 0) }, "{name} gone");
+        last = got;
+    }
 }
 
 #[test]
@@ -402,10 +464,10 @@ fn few_lookups_search_the_objects_where_they_are_many_build_maps() {
         let mut with = w.clone();
         for _ in 0..2 {
             match kind {
-                "HTTPRoute" => with.http_routes.push(obj(route(kind))),
-                "GRPCRoute" => with.grpc_routes.push(obj(route(kind))),
-                "TLSRoute" => with.tls_routes.push(obj(route(kind))),
-                _ => with.tcp_routes.push(obj(route(kind))),
+                "HTTPRoute" => with.http_routes.push(obj::<wharf_gateway_api::httproutes::HttpRoute>(route(kind))),
+                "GRPCRoute" => with.grpc_routes.push(obj::<wharf_gateway_api::grpcroutes::GrpcRoute>(route(kind))),
+                "TLSRoute" => with.tls_routes.push(obj::<wharf_gateway_api::tlsroutes::TlsRoute>(route(kind))),
+                _ => with.tcp_routes.push(obj::<wharf_gateway_api::tcproutes::TcpRoute>(route(kind))),
             }
         }
         assert!(!search_in_place(&with, 1), "{kind}: (1 + 2) x 32 is not below 96");
@@ -431,7 +493,7 @@ fn our_ingresses_are_found_by_key_with_a_missing_namespace_taken_as_default() {
     w.ingresses.push(ours_in("other", Some("web"), "nginx"));
     let opts = opts(false);
     let classes = Classes::new(&w.ingress_classes, &opts);
-    let name = |i: Option<&Ingress>| i.and_then(|i| i.metadata.name.clone());
+    let name = |i: Option<&crate::stored::Ingress>| i.and_then(|i| i.metadata.name.as_deref().map(str::to_owned));
     for many in [false, true] {
         let ours = Ours::new(&w, &classes, many);
         assert_eq!(name(ours.get("default", "bare")), Some("bare".into()), "many: {many}");

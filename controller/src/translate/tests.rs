@@ -2,7 +2,7 @@ use serde_json::{json, Value};
 
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use super::*;
 
@@ -80,7 +80,7 @@ fn world(ingresses: Vec<Ingress>) -> World {
         ]
         .into(),
         ingresses: ingresses.into(),
-        secrets: vec![].into(),
+        secrets: Default::default(),
         services: vec![
             service("app", json!([{"name": "http", "port": 80}])),
             service("h2", json!([{"port": 81, "appProtocol": "kubernetes.io/h2c"}])),
@@ -255,7 +255,7 @@ fn not_ready_endpoints_skipped_terminating_as_fallback() {
     let t = translate(&w, &opts(), None);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints.len(), 1);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints[0].addr.to_string(), "10.0.0.2:8080");
-    w.endpoint_slices[0].endpoints[0].conditions.as_mut().unwrap().ready = Some(true);
+    w.endpoint_slices[0].endpoints[0].ready = Some(true);
     let t = translate(&w, &opts(), None);
     assert_eq!(t.snapshot.clusters["web/app:80"].endpoints[0].addr.to_string(), "10.0.0.1:8080");
 }
@@ -283,7 +283,10 @@ fn tls_hosts_certificates_and_redirects() {
                   rule(Some("plain.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]})
     };
     let mut w = world(vec![ingress("i", 0, json!({}), spec("cert"))]);
-    w.secrets = vec![tls_secret("cert", &["a.com", "*.w.com"])].into();
+    let source = tls_secret("cert", &["a.com", "*.w.com"]);
+    let pem = |k: &str| source.data.as_ref().unwrap()[k].0.clone();
+    w.secrets = vec![source.clone()].into();
+    assert_eq!((w.secrets[0].get("tls.crt"), w.secrets[0].get("tls.key")), (None, None), "the PEM is not kept");
     let t = translate(&w, &opts(), None);
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
     let tls: Vec<(String, &str)> =
@@ -291,11 +294,10 @@ fn tls_hosts_certificates_and_redirects() {
     assert_eq!(tls, [("a.com".into(), "web/cert"), ("*.w.com".into(), "web/cert")]);
     // The key validation parsed goes to the data plane with the certificate: the Secret's.
     let cert = &t.snapshot.certificates["web/cert"];
-    let data = w.secrets[0].data.as_ref().unwrap();
     use rustls::pki_types::pem::PemObject as _;
-    let leaf = rustls::pki_types::CertificateDer::pem_slice_iter(&data["tls.crt"].0).next().unwrap().unwrap();
+    let leaf = rustls::pki_types::CertificateDer::pem_slice_iter(&pem("tls.crt")).next().unwrap().unwrap();
     assert_eq!(cert.key.cert[0], leaf);
-    assert_eq!(cert.sha256, wharf_model::Certificate::digest(&data["tls.crt"].0, &data["tls.key"].0));
+    assert_eq!(cert.sha256, wharf_model::Certificate::digest(&pem("tls.crt"), &pem("tls.key")));
     // Each host holds its routes and no spare room (10,000 hosts of one route each).
     assert!(t.snapshot.virtual_hosts.iter().all(|v| v.routes.capacity() == v.routes.len()));
     let redirect: Vec<(String, bool)> =
@@ -323,16 +325,18 @@ fn tls_hosts_certificates_and_redirects() {
     // Key from another certificate.
     let other = tls_secret("other", &["a.com"]);
     let mut mismatch = w.clone();
-    let (crt, key) =
-        (w.secrets[0].data.as_ref().unwrap()["tls.crt"].clone(), other.data.as_ref().unwrap()["tls.key"].clone());
-    mismatch.secrets[0].data = Some([("tls.crt".to_string(), crt), ("tls.key".to_string(), key)].into());
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
+    let (crt, key) = (text(&pem("tls.crt")), text(other.data.as_ref().unwrap()["tls.key"].0.as_slice()));
+    mismatch.secrets[0] = secret("cert", &crt, &key).into();
     assert_eq!(reasons(&translate(&mismatch, &opts(), None)), [("i", "KeyMismatch")]);
 
     // A Secret of another type, without tls.crt or tls.key: said as such.
     for (missing, data) in [("tls.crt", json!({"password": b64("x")})), ("tls.key", json!({"tls.crt": b64("x")}))] {
         let mut opaque = w.clone();
-        opaque.secrets =
-            vec![obj(json!({"metadata": {"name": "cert", "namespace": "web"}, "type": "Opaque", "data": data}))].into();
+        opaque.secrets = vec![obj::<Secret>(
+            json!({"metadata": {"name": "cert", "namespace": "web"}, "type": "Opaque", "data": data}),
+        )]
+        .into();
         let t = translate(&opaque, &opts(), None);
         assert_eq!(reasons(&t), [("i", "SecretNotTLS")]);
         let m = &t.diagnostics[0].message;
@@ -458,8 +462,10 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     assert!(eps.iter().all(|e| e.hbone.is_none()), "namespace not enrolled yet: direct");
 
-    w.namespaces =
-        vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}))].into();
+    w.namespaces = vec![obj::<k8s_openapi::api::core::v1::Namespace>(
+        json!({"metadata": {"name": "web", "labels": {"istio.io/dataplane-mode": "ambient"}}}),
+    )]
+    .into();
     let t = translate(&w, &Options { trust_domain: "mesh.example".into(), ..opts() }, None);
     let eps = &t.snapshot.clusters["web/app:80"].endpoints;
     let h = eps[0].hbone.as_ref().expect("enrolled pod goes over HBONE");
@@ -481,19 +487,19 @@ fn ambient_endpoints_are_reached_over_hbone_with_the_pod_identity() {
 fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority() {
     let mut w = world(vec![simple("i", 0, "a.com", "/")]);
     w.services = vec![
-        obj(json!({"metadata": {"name": "app", "namespace": "web", "labels": {"istio.io/use-waypoint": "wp"}},
+        obj::<Service>(json!({"metadata": {"name": "app", "namespace": "web", "labels": {"istio.io/use-waypoint": "wp"}},
                    "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "http", "port": 80}]}})),
         obj(
             json!({"metadata": {"name": "wp", "namespace": "web"}, "spec": {"ports": [{"name": "mesh", "port": 15008}]}}),
         ),
     ].into();
-    w.endpoint_slices.push(obj(json!({
+    w.endpoint_slices.push(obj::<EndpointSlice>(json!({
         "metadata": {"name": "wp-1", "namespace": "web", "labels": {"kubernetes.io/service-name": "wp"}},
         "addressType": "IPv4",
         "ports": [{"name": "mesh", "port": 15008}],
         "endpoints": [{"addresses": ["10.1.0.5"], "targetRef": {"kind": "Pod", "namespace": "web", "name": "wp-0"}}],
     })));
-    w.pods = vec![obj(
+    w.pods = vec![obj::<Pod>(
         json!({"metadata": {"name": "wp-0", "namespace": "web"}, "spec": {"containers": [], "serviceAccountName": "wp-sa"}}),
     )].into();
     let t = translate(&w, &opts(), None);
@@ -505,10 +511,13 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
     assert_eq!(h.identity.to_string(), "spiffe://cluster.local/ns/web/sa/wp-sa");
 
     // The namespace label works too; "none" on the Service opts out.
-    w.services[0].metadata.labels = None;
-    w.namespaces = vec![obj(json!({"metadata": {"name": "web", "labels": {"istio.io/use-waypoint": "wp"}}}))].into();
+    w.services[0].labels = Default::default();
+    w.namespaces = vec![obj::<k8s_openapi::api::core::v1::Namespace>(
+        json!({"metadata": {"name": "web", "labels": {"istio.io/use-waypoint": "wp"}}}),
+    )]
+    .into();
     assert!(translate(&w, &opts(), None).snapshot.clusters["web/app:80"].endpoints[0].hbone.is_some());
-    w.services[0].metadata.labels = Some([("istio.io/use-waypoint".to_string(), "none".to_string())].into());
+    w.services[0].labels = [("istio.io/use-waypoint", "none")].into_iter().collect();
     let t = translate(&w, &opts(), None);
     assert!(t.snapshot.clusters["web/app:80"].endpoints.iter().all(|e| e.hbone.is_none()));
 }
@@ -568,6 +577,16 @@ fn an_empty_tls_host_list_covers_the_rules_and_a_wildcard_rule_redirects_only_un
 
 #[test]
 fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
+    // Stored from a watch (parsed when stored) and read from a file (parsed when translated).
+    for from_file in [false, true] {
+        changed_secret_validated_again(|s| match from_file {
+            false => s.into(),
+            true => crate::stored::Secret::unparsed(s),
+        });
+    }
+}
+
+fn changed_secret_validated_again(store: impl Fn(Secret) -> crate::stored::Secret) {
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let mut params = rcgen::CertificateParams::new(vec!["a.com".to_string()]).unwrap();
     params.not_before = rcgen::date_time_ymd(2026, 1, 1);
@@ -575,7 +594,7 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     let (crt, key) = (params.self_signed(&key).unwrap().pem(), key.serialize_pem());
     let spec = json!({"ingressClassName": "wharf", "tls": [{"hosts": ["a.com"], "secretName": "cert"}]});
     let mut w = world(vec![ingress("i", 0, json!({}), spec)]);
-    w.secrets = vec![secret("cert", &crt, &key)].into();
+    w.secrets = vec![store(secret("cert", &crt, &key))].into();
     let first = translate(&w, &opts(), None);
     assert!(first.diagnostics.is_empty(), "{:?}", first.diagnostics);
     let served = &first.snapshot.certificates["web/cert"];
@@ -586,7 +605,7 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     let pem = |s: &Secret, k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
     for (crt, key) in [(crt.clone(), pem(&other, "tls.key")), (pem(&other, "tls.crt"), key.clone())] {
         let mut changed = w.clone();
-        changed.secrets = vec![secret("cert", &crt, &key)].into();
+        changed.secrets = vec![store(secret("cert", &crt, &key))].into();
         let t = translate(&changed, &opts(), Some(&first.snapshot));
         assert_eq!(reasons(&t), [("i", "KeyMismatch")]);
         assert_eq!(&t.snapshot.certificates["web/cert"], served, "the last good certificate keeps serving");
@@ -596,6 +615,8 @@ fn a_changed_secret_is_validated_again_and_an_unchanged_one_still_expires() {
     let at = |now| Options { now, ..opts() };
     let t = translate(&w, &at(served.not_after), Some(&first.snapshot));
     assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    let again = &t.snapshot.certificates["web/cert"].key;
+    assert!(std::sync::Arc::ptr_eq(again, &served.key), "an unchanged Secret is not parsed again");
     let t = translate(&w, &at(served.not_after + 1), Some(&first.snapshot));
     assert_eq!(reasons(&t), [("i", "CertificateExpired")]);
 }
@@ -1031,7 +1052,7 @@ fn basic_auth_reaches_every_route_of_its_ingress_and_its_canaries_and_fails_clos
             json!({"ingressClassName": "wharf", "rules": [rule(Some("c.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]}),
         ),
     ]);
-    w.secrets.push(obj(json!({
+    w.secrets.push(obj::<Secret>(json!({
         "metadata": {"name": "users", "namespace": "web"}, "type": "Opaque",
         "data": {"auth": b64("alice:{PLAIN}a\n")},
     })));
@@ -1170,7 +1191,7 @@ fn client_certificates_ask_each_host_for_one_ca_and_what_cannot_be_checked_refus
     for (name, key, pem) in
         [("ca", "ca.crt", ca_pem("one")), ("ca2", "ca.crt", ca_pem("two")), ("users", "auth", "x".into())]
     {
-        w.secrets.push(obj(json!({
+        w.secrets.push(obj::<Secret>(json!({
             "metadata": {"name": name, "namespace": "web"}, "type": "Opaque", "data": {key: b64(&pem)},
         })));
     }
@@ -1290,7 +1311,7 @@ fn https_backends_are_checked_against_the_proxy_ssl_secret_and_a_bad_one_refuses
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca = params.self_signed(&key).unwrap().pem();
-    w.secrets.push(obj(json!({
+    w.secrets.push(obj::<Secret>(json!({
         "metadata": {"name": "backend-ca", "namespace": "web"}, "type": "Opaque", "data": {"ca.crt": b64(&ca)},
     })));
     let t = translate(&w, &opts(), None);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::HashMap;
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::stored::{Secret, TLS_CRT, TLS_KEY};
 use wharf_model::tls::{self, CertError};
 use wharf_model::{Certificate, Host, ObjectRef, Snapshot, TlsHost};
 
@@ -81,26 +81,25 @@ impl<'a> Secrets<'a> {
         }
     }
 
+    /// The certificate of Secret `id`, if it has not expired: parsed when it was stored,
+    /// or (read from a file) parsed now.
     fn validate(&self, id: &str, secret: &Secret) -> Result<Certificate, CertError> {
-        let data = secret.data.as_ref();
-        let get = |k: &str| data.and_then(|d| d.get(k)).map(|b| b.0.as_slice()).unwrap_or_default();
-        for k in ["tls.crt", "tls.key"] {
-            if !data.is_some_and(|d| d.contains_key(k)) {
-                let secret_type = secret.type_.clone().unwrap_or_else(|| "Opaque".to_owned());
-                return Err(CertError::NotTls { key: k, secret_type });
+        let cert = match (&secret.certificate, secret.get(TLS_CRT), secret.get(TLS_KEY)) {
+            (Some(parsed), _, _) => parsed.clone()?,
+            (None, Some(crt), Some(key)) => match self.previous.and_then(|p| p.certificates.get(id)) {
+                // Unchanged Secret: reuse the earlier validation, only the clock moved.
+                Some(prev) if prev.sha256 == Certificate::digest(crt, key) => prev.clone(),
+                _ => Certificate::from_pem(crt, key, i64::MIN)?,
+            },
+            (None, crt, _) => {
+                let key = if crt.is_none() { TLS_CRT } else { TLS_KEY };
+                return Err(CertError::NotTls { key, secret_type: secret.type_.to_string() });
             }
+        };
+        if cert.not_after < self.now {
+            return Err(CertError::Expired { not_after: cert.not_after });
         }
-        let (crt, key) = (get("tls.crt"), get("tls.key"));
-        if let Some(prev) = self.previous.and_then(|p| p.certificates.get(id)) {
-            // Unchanged Secret: reuse the earlier validation, only the clock moved.
-            if prev.sha256 == Certificate::digest(crt, key) {
-                if prev.not_after < self.now {
-                    return Err(CertError::Expired { not_after: prev.not_after });
-                }
-                return Ok(prev.clone());
-            }
-        }
-        Certificate::from_pem(crt, key, self.now)
+        Ok(cert)
     }
 }
 
