@@ -356,6 +356,30 @@ mod tests {
     }
 
     #[test]
+    fn entries_and_keys_compare_by_namespace_then_name_whichever_way_they_are_compared() {
+        let entry = |name: &str, class: &str| {
+            let mut i = ing(name);
+            i.spec = Some(IngressSpec { ingress_class_name: Some(class.into()), ..Default::default() });
+            Entry(Arc::new(i))
+        };
+        let (a, a_other, b) = (entry("a", "x"), entry("a", "y"), entry("b", "x"));
+        assert!(a == a_other, "an entry is equal to another of its key, whatever it holds");
+        assert!(a != b);
+        assert_eq!(a.partial_cmp(&b), Some(Ordering::Less));
+        assert_eq!(b.partial_cmp(&a), Some(Ordering::Greater));
+        assert_eq!(a.partial_cmp(&a_other), Some(Ordering::Equal));
+        let owned: Key = ("ns".into(), "a".into());
+        let lookups: [&dyn Lookup; 4] = [&a, &("ns", "a"), &owned, &("ns", "b")];
+        assert!(lookups[0] == lookups[1] && lookups[1] == lookups[2], "a key is equal however it is held");
+        assert!(lookups[0] != lookups[3]);
+        assert_eq!(lookups[2].partial_cmp(lookups[3]), Some(Ordering::Less));
+        assert_eq!(lookups[3].partial_cmp(lookups[0]), Some(Ordering::Greater));
+        assert_eq!(lookups[1].partial_cmp(lookups[0]), Some(Ordering::Equal));
+        let other_namespace: &dyn Lookup = &("nr", "z");
+        assert_eq!(other_namespace.partial_cmp(lookups[0]), Some(Ordering::Less), "namespace first");
+    }
+
+    #[test]
     fn a_relisted_secret_keeps_the_certificate_parsed_before() {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap_or_else(|e| panic!("{e}"));
         let params = rcgen::CertificateParams::new(vec!["a.example".to_owned()]).unwrap_or_else(|e| panic!("{e}"));
