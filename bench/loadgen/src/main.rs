@@ -7,11 +7,14 @@
 //!   hidden (coordinated omission).
 //! - `idle`: memory per idle client connection: many TLS connections, one request each,
 //!   then held open while the proxy's RSS is read.
+//! - `live`: how long a new object written to the API server takes to be served, over
+//!   connections opened before the first write.
 
 // A command-line tool whose output is its result.
 #![allow(clippy::print_stdout)]
 
 mod idle;
+mod live;
 mod rebuild;
 mod reliability;
 
@@ -138,6 +141,36 @@ enum Cmd {
         /// translates everything, as a resync does.
         #[arg(long)]
         change: bool,
+    },
+    /// POSTs COUNT new objects to the API server, one at a time, and times each from the
+    /// write until the proxy answers 200 for its host; prints p50 / p99 (nearest rank) of
+    /// that and of the API server's own answer.
+    Live {
+        /// The API server, https://IP:PORT.
+        #[arg(long)]
+        api: String,
+        /// Client certificate and key (PEM) the API server accepts.
+        #[arg(long)]
+        cert: std::path::PathBuf,
+        #[arg(long)]
+        key: std::path::PathBuf,
+        /// The collection to POST to, e.g. /apis/networking.k8s.io/v1/namespaces/bench/ingresses.
+        #[arg(long)]
+        path: String,
+        /// The object as JSON, with {name} and {host} where its name and host go.
+        #[arg(long)]
+        template: String,
+        /// Objects are named <prefix>-<k> and served at <prefix>-<k>.bench.local.
+        #[arg(long)]
+        prefix: String,
+        /// The proxy's plain HTTP listener.
+        #[arg(long)]
+        proxy: SocketAddr,
+        #[arg(long, default_value_t = 20)]
+        count: usize,
+        /// Pause after each object is live, before the next write.
+        #[arg(long, default_value_t = 500)]
+        pause_ms: u64,
     },
     /// Fixed-rate keep-alive HTTPS/1.1 requests; prints latency percentiles.
     Rate {
@@ -322,6 +355,11 @@ async fn main() -> Result<()> {
             let cfg = client_config(if h2 { b"h2" } else { b"http/1.1" });
             let target = idle::Target { addr, sni, path, h2, cfg };
             idle::run(target, connections, concurrency, pid, Duration::from_secs_f64(settle)).await?;
+        }
+        Cmd::Live { api, cert, key, path, template, prefix, proxy, count, pause_ms } => {
+            let target = live::Target { api, cert, key, path, template, prefix, proxy };
+            let times = live::run(&target, count, Duration::from_millis(pause_ms)).await?;
+            println!("{}", live::summary(&times));
         }
         Cmd::Rate { addr, sni, path, rate, connections, seconds } => {
             let cfg = client_config(b"http/1.1");
