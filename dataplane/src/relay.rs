@@ -3,21 +3,25 @@
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::metrics::{Listener, Metrics};
+use crate::proxy::upstream::Dialed;
 
 /// Copies both ways until both sides have closed (half-close is honoured). Returns bytes
 /// sent upstream (plus `already_sent`) and bytes sent back.
-pub async fn relay<A, B>(
+pub async fn relay<A>(
     metrics: &Metrics,
     listener: Listener,
     down: &mut A,
-    up: &mut B,
+    up: &mut Dialed,
     already_sent: u64,
 ) -> (u64, u64)
 where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
-    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let (to_up, to_down) = copy(down, up).await.unwrap_or((0, 0));
+    let copied = match up {
+        Dialed::Tcp(s) => copy(down, s).await,
+        Dialed::Tunnel(t) => t.relay(down).await,
+    };
+    let (to_up, to_down) = copied.unwrap_or((0, 0));
     let (up_c, down_c) = metrics.bytes(listener);
     up_c.inc_by(to_up + already_sent);
     down_c.inc_by(to_down);

@@ -328,6 +328,84 @@ async fn gateway_routes_http_and_tcp_over_hbone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_listener_relays_ten_mib_each_way_through_a_tunnel_and_passes_the_half_close() {
+    let ca = TestCa::new("mesh root");
+    let (in_gw, hbone_addr) = inbound(&ca, BACKEND).await;
+    let backend = tcp_echo().await;
+    let mesh = Arc::new(MeshIdentity::new("cluster.local"));
+    mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
+    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, ..Options::default() }).unwrap();
+    let bound = gw
+        .bind(&ListenerAddrs { tcp: vec![(SocketAddr::from(([127, 0, 0, 1], 0)), 31400)], ..Default::default() })
+        .await
+        .unwrap();
+    let tcp = bound.tcp_addrs()[0];
+    let (signal, watch) = drain::channel();
+    tokio::spawn(bound.serve(gw.clone(), watch));
+    let mut s = snapshot(
+        vec![],
+        vec![(
+            "db",
+            wharf_model::Cluster {
+                protocol: wharf_model::AppProtocol::Http1,
+                endpoints: vec![wharf_model::Endpoint {
+                    addr: backend,
+                    hbone: Some(target(hbone_addr, BACKEND, backend)),
+                }],
+                tls: None,
+            },
+        )],
+    );
+    s.tcp_routes = vec![TcpRoute { port: 31400, cluster: "db".into() }];
+    gw.apply(s).unwrap();
+
+    // The client sends 10 MiB and half-closes; the echo backend sends them back and closes
+    // after the EOF came through the tunnel; the client reads to the EOF that came back.
+    let payload: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i % 253) as u8).collect();
+    let (mut r, mut w) = tokio::net::TcpStream::connect(tcp).await.unwrap().into_split();
+    let send = async {
+        w.write_all(&payload).await.unwrap();
+        w.shutdown().await.unwrap();
+    };
+    let mut got = Vec::with_capacity(payload.len());
+    let (_, n) = tokio::time::timeout(Duration::from_secs(30), async { tokio::join!(send, r.read_to_end(&mut got)) })
+        .await
+        .expect("the relay did not pass the half-close on both ways");
+    n.unwrap();
+    assert_eq!(got.len(), payload.len());
+    assert!(got == payload, "bytes changed on the way through the tunnel");
+
+    let ten_mib = 10 * 1024 * 1024;
+    let counted = |m: &wharf_dataplane::Gateway, lines: Vec<String>| {
+        let text = m.metrics().render();
+        lines.iter().all(|l| text.contains(l.as_str()))
+    };
+    let edge = vec![
+        format!("wharf_proxied_bytes_total{{direction=\"upstream\",listener=\"tcp\"}} {ten_mib}"),
+        format!("wharf_proxied_bytes_total{{direction=\"downstream\",listener=\"tcp\"}} {ten_mib}"),
+        format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"outbound\"}} {ten_mib}"),
+        format!("wharf_hbone_bytes_total{{direction=\"downstream\",tunnel=\"outbound\"}} {ten_mib}"),
+    ];
+    let ok = eventually(Duration::from_secs(5), || {
+        let (gw, edge) = (gw.clone(), edge.clone());
+        async move { counted(&gw, edge) }
+    })
+    .await;
+    assert!(ok, "{}", gw.metrics().render());
+    let inbound_lines = vec![
+        format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"inbound\"}} {ten_mib}"),
+        format!("wharf_hbone_bytes_total{{direction=\"downstream\",tunnel=\"inbound\"}} {ten_mib}"),
+    ];
+    let ok = eventually(Duration::from_secs(5), || {
+        let (gw, lines) = (in_gw.clone(), inbound_lines.clone());
+        async move { counted(&gw, lines) }
+    })
+    .await;
+    assert!(ok, "{}", in_gw.metrics().render());
+    drop(signal);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mesh_endpoint_without_identity_is_a_clear_502() {
     let r = start().await;
     let backend = echo("x").await;

@@ -4,25 +4,19 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode};
-use http_body_util::Empty;
-use hyper::client::conn::http2;
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use http::{Method, Request, StatusCode, Version};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use wharf_model::{Hbone, Identity};
 
 use super::certs::{mesh_provider, MeshCerts, MeshIdentity};
+use super::tunnel::Tunnel;
 use super::verify::{CurrentKey, PeerVerifier};
 use super::{
     refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY, PING_TIMEOUT,
@@ -41,14 +35,20 @@ struct PoolKey {
 
 #[derive(Debug)]
 struct Pooled {
-    sender: http2::SendRequest<Empty<Bytes>>,
+    sender: h2::client::SendRequest<Bytes>,
+    /// Set when the connection has ended.
+    closed: Arc<AtomicBool>,
     streams: AtomicUsize,
     last_used_ms: AtomicU64,
 }
 
 impl Pooled {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     fn try_reserve(&self) -> bool {
-        !self.sender.is_closed()
+        !self.is_closed()
             && self
                 .streams
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -70,21 +70,13 @@ pub struct HboneClient {
     metrics: Metrics,
 }
 
-/// An open tunnel: bytes to and from the target. Shutting down the write side sends
-/// END_STREAM (a half-close).
-#[derive(Debug)]
-pub struct Tunnel {
-    io: TokioIo<Upgraded>,
-    slot: Slot,
-}
-
 /// A stream slot on a pooled connection, and what the tunnel carried.
 #[derive(Debug)]
-struct Slot {
+pub(super) struct Slot {
     conn: Arc<Pooled>,
     metrics: Metrics,
-    sent: u64,
-    received: u64,
+    pub(super) sent: u64,
+    pub(super) received: u64,
     span: tracing::Span,
 }
 
@@ -95,31 +87,6 @@ impl Drop for Slot {
         self.metrics.hbone_active.dec();
         self.metrics.hbone_bytes("outbound", self.sent, self.received);
         self.span.in_scope(|| tracing::debug!(sent = self.sent, received = self.received, "HBONE tunnel closed"));
-    }
-}
-
-impl AsyncRead for Tunnel {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        self.slot.received += (buf.filled().len() - before) as u64;
-        polled
-    }
-}
-
-impl AsyncWrite for Tunnel {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = polled {
-            self.slot.sent += n as u64;
-        }
-        polled
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -184,15 +151,14 @@ impl HboneClient {
         self.metrics.hbone_active.inc();
         let span = tracing::debug_span!("hbone_tunnel", dial = %target.dial, peer = %target.identity, authority = %target.authority);
         let slot = Slot { conn: Arc::clone(&conn), metrics: self.metrics.clone(), sent: 0, received: 0, span };
-        let mut req = Request::builder().method(Method::CONNECT).uri(target.authority.as_str());
+        let mut req =
+            Request::builder().method(Method::CONNECT).version(Version::HTTP_2).uri(target.authority.as_str());
         if let Some(c) = client {
             req = req.header("forwarded", format!("for=\"{c}\""));
         }
         req = req.header("traceparent", format!("00-{:032x}-{:016x}-00", fastrand::u128(1..), fastrand::u64(1..)));
-        let req =
-            req.body(Empty::new()).map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
-        let mut sender = conn.sender.clone();
-        let resp = sender.send_request(req).await.map_err(|e| {
+        let req = req.body(()).map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
+        let failed = |e: h2::Error| {
             if fresh {
                 // With TLS 1.3 a refused client certificate shows only now, as a closed
                 // connection on the first request.
@@ -206,7 +172,10 @@ impl HboneClient {
             } else {
                 HboneError::Http2 { addr: target.dial, message: e.to_string() }
             }
-        })?;
+        };
+        let mut sender = conn.sender.clone().ready().await.map_err(failed)?;
+        let (resp, send) = sender.send_request(req, false).map_err(failed)?;
+        let resp = resp.await.map_err(failed)?;
         if resp.status() != StatusCode::OK {
             let status = resp.status().as_u16();
             return Err(HboneError::Refused {
@@ -216,10 +185,7 @@ impl HboneClient {
                 hint: refusal_hint(status),
             });
         }
-        let upgraded = hyper::upgrade::on(resp)
-            .await
-            .map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
-        Ok(Tunnel { io: TokioIo::new(upgraded), slot })
+        Ok(Tunnel::new(send, resp.into_body(), slot))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, Vec<Arc<Pooled>>>> {
@@ -230,7 +196,7 @@ impl HboneClient {
         let mut pool = self.lock();
         let conns = pool.get_mut(key)?;
         let before = conns.len();
-        conns.retain(|c| !c.sender.is_closed());
+        conns.retain(|c| !c.is_closed());
         for _ in conns.len()..before {
             self.metrics.hbone_pooled.dec();
         }
@@ -243,7 +209,7 @@ impl HboneClient {
         for conns in pool.values_mut() {
             let before = conns.len();
             conns.retain(|c| {
-                !c.sender.is_closed()
+                !c.is_closed()
                     && (c.streams.load(Ordering::Acquire) > 0 || c.last_used_ms.load(Ordering::Relaxed) > cutoff)
             });
             for _ in conns.len()..before {
@@ -290,26 +256,48 @@ impl HboneClient {
         .map_err(|_| tls_err("handshake timed out".into()))?
         .map_err(|e| tls_err(e.to_string()))?;
         tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
-        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(STREAM_WINDOW)
+        let (sender, mut conn) = h2::client::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_frame_size(MAX_FRAME)
             .max_header_list_size(16 * 1024)
-            .keep_alive_interval(PING_EVERY)
-            .keep_alive_timeout(PING_TIMEOUT)
-            .keep_alive_while_idle(true)
-            .handshake(TokioIo::new(tls))
+            .enable_push(false)
+            .handshake::<_, Bytes>(tls)
             .await
             // With TLS 1.3 a refused client certificate shows up here, at the first read.
             .map_err(|e| tls_err(format!("the peer closed the connection: {e} (was our certificate refused?)")))?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&closed);
         let peer = target.identity.to_string();
+        let pings = conn.ping_pong();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%addr, %peer, error = %e, "HBONE connection ended");
+            let why = match pings {
+                Some(pings) => tokio::select! {
+                    r = &mut conn => r.err().map(|e| e.to_string()),
+                    () = keep_alive(pings) => Some(format!("no answer to PING within {PING_TIMEOUT:?}")),
+                },
+                None => conn.await.err().map(|e| e.to_string()),
+            };
+            ended.store(true, Ordering::Release);
+            if let Some(why) = why {
+                tracing::debug!(%addr, %peer, error = why, "HBONE connection ended");
             }
         });
-        Ok(Pooled { sender, streams: AtomicUsize::new(0), last_used_ms: AtomicU64::new(now_ms()) })
+        Ok(Pooled { sender, closed, streams: AtomicUsize::new(0), last_used_ms: AtomicU64::new(now_ms()) })
+    }
+}
+
+/// Pings the peer every [`PING_EVERY`], busy or idle; returns when an answer has not come
+/// within [`PING_TIMEOUT`] (the connection is then dropped, which fails its tunnels).
+async fn keep_alive(mut pings: h2::PingPong) {
+    loop {
+        tokio::time::sleep(PING_EVERY).await;
+        match tokio::time::timeout(PING_TIMEOUT, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => {}
+            // The connection is ending; its own result says why.
+            Ok(Err(_)) => std::future::pending().await,
+            Err(_) => return,
+        }
     }
 }
 

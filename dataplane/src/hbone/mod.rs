@@ -6,6 +6,7 @@ pub mod certs;
 pub mod client;
 pub mod inbound;
 pub mod istio_ca;
+pub mod tunnel;
 mod verify;
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use crate::metrics::UpstreamError;
 
 pub use certs::{MeshCerts, MeshFiles, MeshIdentity};
 pub use client::HboneClient;
+pub use tunnel::Tunnel;
 
 /// HTTP/2 settings both sides use (ztunnel's).
 pub(crate) const STREAM_WINDOW: u32 = 4 * 1024 * 1024;

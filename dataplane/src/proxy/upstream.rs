@@ -2,21 +2,23 @@
 //! endpoints that recently refused connections) and pooled HTTP connections.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use crossbeam_queue::ArrayQueue;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use wharf_model::{AppProtocol, Hbone};
 
 use super::body::RequestBody;
 use super::upstream_tls::UpstreamTlsConfig;
-use crate::hbone::HboneClient;
+use crate::hbone::{HboneClient, Tunnel};
 use crate::metrics::UpstreamError;
 
 /// How long an endpoint that refused a connection is skipped.
@@ -196,7 +198,7 @@ impl EndpointState {
     }
 
     async fn dial_new(&self, dialer: &Dialer, client: SocketAddr) -> Result<Conn, UpstreamError> {
-        let mut io = dialer.dial(self, Some(client)).await?;
+        let mut io: BoxIo = Box::new(dialer.dial(self, Some(client)).await?);
         if let Some(tls) = &self.tls {
             io = match tokio::time::timeout(dialer.timeout, tls.connect(io)).await {
                 Ok(Ok(s)) => Box::new(s),
@@ -261,6 +263,63 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 /// A boxed [`Io`].
 pub type BoxIo = Box<dyn Io>;
 
+/// A dialed endpoint: a TCP connection, or an HBONE tunnel for a mesh endpoint. The byte
+/// relays move a tunnel's buffers without copying them ([`Tunnel::relay`]); everything else
+/// uses it as a byte stream.
+#[derive(Debug)]
+pub enum Dialed {
+    /// A direct TCP connection.
+    Tcp(TcpStream),
+    /// A tunnel through the mesh (boxed: several times a TCP stream's size).
+    Tunnel(Box<Tunnel>),
+}
+
+impl AsyncRead for Dialed {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Dialed::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Dialed::Tunnel(t) => Pin::new(&mut **t).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Dialed {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Dialed::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Dialed::Tunnel(t) => Pin::new(&mut **t).poll_write(cx, buf),
+        }
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Dialed::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Dialed::Tunnel(t) => Pin::new(&mut **t).poll_write_vectored(cx, bufs),
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Dialed::Tcp(s) => s.is_write_vectored(),
+            Dialed::Tunnel(t) => t.is_write_vectored(),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Dialed::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Dialed::Tunnel(t) => Pin::new(&mut **t).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Dialed::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Dialed::Tunnel(t) => Pin::new(&mut **t).poll_shutdown(cx),
+        }
+    }
+}
+
 /// Dials endpoints: directly, or through an HBONE tunnel for mesh endpoints.
 #[derive(Debug, Clone)]
 pub struct Dialer {
@@ -273,16 +332,16 @@ pub struct Dialer {
 impl Dialer {
     /// A connection to `ep`; `client` is the real client address, passed on in HBONE's
     /// `forwarded` header.
-    pub async fn dial(&self, ep: &EndpointState, client: Option<SocketAddr>) -> Result<BoxIo, UpstreamError> {
+    pub async fn dial(&self, ep: &EndpointState, client: Option<SocketAddr>) -> Result<Dialed, UpstreamError> {
         let Some(target) = &ep.hbone else {
-            return Ok(Box::new(connect(ep.addr, self.timeout).await?));
+            return Ok(Dialed::Tcp(connect(ep.addr, self.timeout).await?));
         };
         let Some(hbone) = &self.hbone else {
             tracing::warn!(endpoint = %ep.addr, identity = %target.identity, "endpoint is in the ambient mesh but no mesh identity is configured (--istio-ca-address, or --mesh-cert, --mesh-key and --mesh-roots; chart: mesh.enabled)");
             return Err(UpstreamError::MeshTls);
         };
         match hbone.open(target, client).await {
-            Ok(t) => Ok(Box::new(t)),
+            Ok(t) => Ok(Dialed::Tunnel(Box::new(t))),
             Err(e) => {
                 tracing::warn!(endpoint = %ep.addr, via = %target.dial, reason = e.reason(), error = %e, "HBONE tunnel failed");
                 Err(e.upstream_error())
@@ -313,7 +372,7 @@ pub async fn connect_any(
     upstream: &Upstream,
     dialer: &Dialer,
     client: SocketAddr,
-) -> Result<(BoxIo, Arc<EndpointState>), UpstreamError> {
+) -> Result<(Dialed, Arc<EndpointState>), UpstreamError> {
     let mut tried = Vec::new();
     let mut last = UpstreamError::NoEndpoints;
     while let Some(i) = upstream.pick(&tried) {
