@@ -28,6 +28,8 @@ fn main() -> std::process::ExitCode {
     }
     // One crypto provider for the whole process.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    // Relayed buffers reuse the heap's top instead of faulting it in again each time.
+    let _ = wharf_sys::keep_heap_top();
     // One worker (TOKIO_WORKER_THREADS=1, or one CPU): a single-threaded scheduler does the
     // same work without cross-thread synchronisation.
     let single = match std::env::var("TOKIO_WORKER_THREADS") {
