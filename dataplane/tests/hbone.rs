@@ -375,33 +375,29 @@ async fn tcp_listener_relays_ten_mib_each_way_through_a_tunnel_and_passes_the_ha
     assert_eq!(got.len(), payload.len());
     assert!(got == payload, "bytes changed on the way through the tunnel");
 
-    let ten_mib = 10 * 1024 * 1024;
-    let counted = |m: &wharf_dataplane::Gateway, lines: Vec<String>| {
-        let text = m.metrics().render();
-        lines.iter().all(|l| text.contains(l.as_str()))
-    };
+    // Each side counts a connection's and a tunnel's bytes once they have closed.
+    let line = |metric: &str, labels: &str| format!("{metric}{{{labels}}} {}", 10 * 1024 * 1024);
     let edge = vec![
-        format!("wharf_proxied_bytes_total{{direction=\"upstream\",listener=\"tcp\"}} {ten_mib}"),
-        format!("wharf_proxied_bytes_total{{direction=\"downstream\",listener=\"tcp\"}} {ten_mib}"),
-        format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"outbound\"}} {ten_mib}"),
-        format!("wharf_hbone_bytes_total{{direction=\"downstream\",tunnel=\"outbound\"}} {ten_mib}"),
+        line("wharf_proxied_bytes_total", "direction=\"upstream\",listener=\"tcp\""),
+        line("wharf_proxied_bytes_total", "direction=\"downstream\",listener=\"tcp\""),
+        line("wharf_hbone_bytes_total", "direction=\"upstream\",tunnel=\"outbound\""),
+        line("wharf_hbone_bytes_total", "direction=\"downstream\",tunnel=\"outbound\""),
     ];
-    let ok = eventually(Duration::from_secs(5), || {
-        let (gw, edge) = (gw.clone(), edge.clone());
-        async move { counted(&gw, edge) }
-    })
-    .await;
-    assert!(ok, "{}", gw.metrics().render());
-    let inbound_lines = vec![
-        format!("wharf_hbone_bytes_total{{direction=\"upstream\",tunnel=\"inbound\"}} {ten_mib}"),
-        format!("wharf_hbone_bytes_total{{direction=\"downstream\",tunnel=\"inbound\"}} {ten_mib}"),
+    let inbound = vec![
+        line("wharf_hbone_bytes_total", "direction=\"upstream\",tunnel=\"inbound\""),
+        line("wharf_hbone_bytes_total", "direction=\"downstream\",tunnel=\"inbound\""),
     ];
-    let ok = eventually(Duration::from_secs(5), || {
-        let (gw, lines) = (in_gw.clone(), inbound_lines.clone());
-        async move { counted(&gw, lines) }
-    })
-    .await;
-    assert!(ok, "{}", in_gw.metrics().render());
+    for (side, lines) in [(&gw, edge), (&in_gw, inbound)] {
+        let counted = eventually(Duration::from_secs(5), || {
+            let (side, lines) = (side.clone(), lines.clone());
+            async move {
+                let text = side.metrics().render();
+                lines.iter().all(|l| text.contains(l.as_str()))
+            }
+        })
+        .await;
+        assert!(counted, "{}", side.metrics().render());
+    }
     drop(signal);
 }
 

@@ -356,7 +356,12 @@ mod tests {
         let kinds: Vec<&PathType> = paths.iter().map(|p| &p.path_type).collect();
         assert_eq!(
             kinds,
-            [&PathType::Prefix, &PathType::Exact, &PathType::ImplementationSpecific, &PathType::Other("Sometimes".into())]
+            [
+                &PathType::Prefix,
+                &PathType::Exact,
+                &PathType::ImplementationSpecific,
+                &PathType::Other("Sometimes".into())
+            ]
         );
         assert_eq!(crate::stored::Keyed::key(&stored), ("ns", "web"));
         let addrs = stored.status.as_ref().and_then(|s| s.load_balancer.as_ref()?.ingress.as_ref()).unwrap();
