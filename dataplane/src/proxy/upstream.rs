@@ -198,7 +198,7 @@ impl EndpointState {
     }
 
     async fn dial_new(&self, dialer: &Dialer, client: SocketAddr) -> Result<Conn, UpstreamError> {
-        let mut io: BoxIo = Box::new(dialer.dial(self, Some(client)).await?);
+        let mut io = dialer.dial(self, Some(client)).await?.into_io();
         if let Some(tls) = &self.tls {
             io = match tokio::time::timeout(dialer.timeout, tls.connect(io)).await {
                 Ok(Ok(s)) => Box::new(s),
@@ -272,6 +272,16 @@ pub enum Dialed {
     Tcp(TcpStream),
     /// A tunnel through the mesh (boxed: several times a TCP stream's size).
     Tunnel(Box<Tunnel>),
+}
+
+impl Dialed {
+    /// As a boxed byte stream; a tunnel keeps its own box.
+    pub fn into_io(self) -> BoxIo {
+        match self {
+            Dialed::Tcp(s) => Box::new(s),
+            Dialed::Tunnel(t) => t,
+        }
+    }
 }
 
 impl AsyncRead for Dialed {
