@@ -150,7 +150,7 @@ endpoints: [{addresses: ["127.0.0.1"], targetRef: {kind: Pod, namespace: bench, 
 CONF
 # The receiving side: a Wharf HBONE inbound standing in for ztunnel.
 taskset -c 0 "$wharf" run -f mesh/empty --listen-address 127.0.0.1 --http-port 0 --https-port 0 --passthrough-port 0 --admin-port 0 \
-  --hbone-port 15008 --mesh-cert mesh/iperf.crt --mesh-key mesh/iperf.key --mesh-roots mesh/ca.crt >"$work/ztunnel.log" 2>&1 &
+  --hbone-port 15008 --hbone-allow-destination 127.0.0.1 --mesh-cert mesh/iperf.crt --mesh-key mesh/iperf.key --mesh-roots mesh/ca.crt >"$work/ztunnel.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/15008) 2>/dev/null && break; sleep 0.1; done
 start 15033 -f mesh/ambient.yaml --https-port 0 --http-port 0 --tcp-service 32400=bench/iperf:5201 \

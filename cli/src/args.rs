@@ -483,6 +483,18 @@ pub struct MeshArgs {
     /// HBONE inbound port (east-west role; 0 turns it off). Needs a mesh identity.
     #[arg(long, default_value_t = 0, env = "WHARF_HBONE_PORT")]
     pub hbone_port: u16,
+    /// Networks (`198.18.0.0/24`, repeatable) the HBONE inbound may forward to besides the
+    /// gateway's own listeners and the endpoints its routes reach. Loopback, link-local and
+    /// unspecified addresses are reached only when listed; the admin and HBONE ports of
+    /// the gateway's own addresses never are.
+    #[arg(long = "hbone-allow-destination", value_parser = parse_ip_net, env = "WHARF_HBONE_ALLOWED_DESTINATIONS", value_delimiter = ',')]
+    pub hbone_allowed_destinations: Vec<wharf_model::IpNet>,
+    /// The mesh identities that may open HBONE tunnels, as
+    /// `spiffe://TRUST-DOMAIN/ns/NAMESPACE/sa/SERVICE-ACCOUNT` with `*` for any namespace
+    /// or service account (repeatable); others get 401. Default: any identity of the trust
+    /// domain.
+    #[arg(long = "hbone-allow-peer", value_parser = wharf_dataplane::hbone::inbound::PeerPattern::parse, env = "WHARF_HBONE_ALLOWED_PEERS", value_delimiter = ',')]
+    pub hbone_allowed_peers: Vec<wharf_dataplane::hbone::inbound::PeerPattern>,
 }
 
 /// `wharf echo`.

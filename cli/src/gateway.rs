@@ -64,6 +64,10 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
             tls13_only: proxy.tls_min_version == "1.3",
             cipher_suites: proxy.tls_ciphers.as_ref().map(|c| c.0.clone()),
         },
+        hbone: wharf_dataplane::hbone::inbound::InboundOptions {
+            allowed_destinations: mesh.hbone_allowed_destinations.clone(),
+            allowed_peers: mesh.hbone_allowed_peers.clone(),
+        },
     };
     let gateway = Gateway::new(opts).context("cannot start the data plane")?;
     if let (Some(ca), Some(identity)) = (istio_ca, &gateway.shared().opts.mesh) {

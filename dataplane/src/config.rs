@@ -166,6 +166,9 @@ pub struct CompiledConfig {
     /// The ACME challenges every listener answers.
     pub acme: crate::acme::AcmeAnswers,
     endpoints: Endpoints,
+    /// The addresses of the endpoints dialed directly, made on the first HBONE inbound
+    /// CONNECT that asks (see [`CompiledConfig::fronts`]).
+    direct: std::sync::OnceLock<HashSet<SocketAddr>>,
     /// Every cluster's upstream by id, for the next compilation to reuse those of
     /// unchanged clusters.
     upstreams: Persistent<String, Arc<Upstream>>,
@@ -173,6 +176,16 @@ pub struct CompiledConfig {
 }
 
 impl CompiledConfig {
+    /// Whether `addr` is an endpoint some route or TCP port dials directly (not over
+    /// HBONE): a workload this gateway fronts. The set is made once per config, when the
+    /// HBONE inbound first asks.
+    pub fn fronts(&self, addr: SocketAddr) -> bool {
+        let direct = self.direct.get_or_init(|| {
+            self.endpoints.keys().filter(|(_, _, hbone, _)| hbone.is_none()).map(|(a, ..)| *a).collect()
+        });
+        direct.contains(&addr)
+    }
+
     /// The tables a connection is served from: the edge's (`None`), or those of the
     /// Gateway port bound at `port` (`None` once that port is gone).
     pub fn tables(&self, port: Option<SocketAddr>) -> Option<&Tables> {
@@ -362,7 +375,19 @@ impl Compiler {
         }
         let acme = crate::acme::AcmeAnswers::new(&snapshot.acme, &self.policy);
         drop(upstreams);
-        Ok(CompiledConfig { version, snapshot, edge, ports, edge_gateway, acme, endpoints, upstreams: by_id, certs })
+        let direct = std::sync::OnceLock::new();
+        Ok(CompiledConfig {
+            version,
+            snapshot,
+            edge,
+            ports,
+            edge_gateway,
+            acme,
+            endpoints,
+            direct,
+            upstreams: by_id,
+            certs,
+        })
     }
 
     /// The tables of `src`; the hosts of `previous` (the tables compiled last time from

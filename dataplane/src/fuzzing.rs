@@ -67,6 +67,9 @@ pub fn hbone_connect(data: &[u8]) {
         Err(Refused::NotConnect) => assert_ne!(method, Method::CONNECT),
         Err(Refused::ReservedPort) => assert_eq!(method, Method::CONNECT),
         Err(Refused::BadAuthority) => assert_eq!(method, Method::CONNECT),
+        Err(other @ (Refused::PrivatePort | Refused::UnknownDestination | Refused::PeerDenied)) => {
+            panic!("{other:?} is decided after the target is read")
+        }
     }
 }
 

@@ -138,6 +138,8 @@ pub struct Options {
     pub hsts: Option<http::HeaderValue>,
     /// TLS versions and cipher suites of the HTTPS and TLS-terminating listeners.
     pub tls: tls::TlsPolicy,
+    /// Where the HBONE inbound may forward, and whom it admits.
+    pub hbone: hbone::inbound::InboundOptions,
 }
 
 impl Options {
@@ -166,6 +168,7 @@ impl Default for Options {
             trusted_proxies: Vec::new(),
             hsts: None,
             tls: tls::TlsPolicy::default(),
+            hbone: hbone::inbound::InboundOptions::default(),
         }
     }
 }
@@ -230,6 +233,7 @@ impl Gateway {
         let empty = compiler.empty()?;
         let dialer = proxy::upstream::Dialer {
             timeout: opts.timeouts.connect,
+            own: Arc::default(),
             hbone: opts
                 .mesh
                 .as_ref()

@@ -17,6 +17,7 @@ use wharf_model::PortProtocol;
 
 use crate::coalesce::Coalesce;
 use crate::drain::Watch;
+use crate::hbone::inbound::OwnPorts;
 use crate::metrics::Listener;
 use crate::prefixed::{Inbound, Prefixed};
 use crate::proxy::{self, ConnInfo, Scheme};
@@ -125,10 +126,28 @@ impl Bound {
         self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
+    /// The ports of the sockets bound.
+    fn own_ports(&self) -> OwnPorts {
+        let port = |l: &TcpListener| l.local_addr().map(|a| a.port()).ok();
+        let mut serving: Vec<u16> = [self.http.as_ref().map(|(l, _)| l), self.https.as_ref().map(|(l, _)| l)]
+            .into_iter()
+            .flatten()
+            .chain(self.passthrough.as_ref())
+            .chain(self.tcp.iter().map(|(l, _)| l))
+            .filter_map(port)
+            .collect();
+        serving.sort_unstable();
+        let private = self.admin.iter().chain(self.hbone.as_ref()).filter_map(port).collect();
+        OwnPorts { serving, private }
+    }
+
     /// Runs every listener until `drain` is signaled; connections keep their watch until
     /// they finish.
     pub async fn serve(self, gateway: Gateway, drain: Watch) {
         let shared = Arc::clone(gateway.shared());
+        let own = Arc::new(self.own_ports());
+        // A second serve of the same gateway keeps the ports of the first.
+        let _ = shared.dialer.own.set(OwnPorts::clone(&own));
         let mut set = JoinSet::new();
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
@@ -184,17 +203,10 @@ impl Bound {
                 tcp::serve(s.clone(), stream, client, route_port, None)
             }));
         }
-        if let (Some(l), Some(mesh)) = (self.hbone, shared.opts.mesh.clone()) {
+        if let (Some(l), true) = (self.hbone, shared.opts.mesh.is_some()) {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Hbone, s.clone(), move |stream, client, w| {
-                crate::hbone::inbound::serve_conn(
-                    stream,
-                    client,
-                    Arc::clone(&mesh),
-                    s.opts.timeouts.connect,
-                    s.metrics.clone(),
-                    w,
-                )
+                crate::hbone::inbound::serve_conn(stream, client, Arc::clone(&s), Arc::clone(&own), w)
             }));
         }
         if let Some(l) = self.admin {

@@ -12,19 +12,22 @@ use std::time::Duration;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_dataplane::drain;
+use wharf_dataplane::hbone::inbound::{InboundOptions, PeerPattern};
 use wharf_dataplane::hbone::{HboneClient, HboneError, MeshIdentity};
 use wharf_dataplane::testing::TestCa;
 use wharf_dataplane::{Gateway, ListenerAddrs, Metrics, Options};
-use wharf_model::{Hbone, Identity, PathMatch, TcpRoute};
+use wharf_model::{Hbone, Identity, IpNet, PathMatch, TcpRoute};
 
 const GATEWAY: &str = "spiffe://cluster.local/ns/wharf/sa/gateway";
 const BACKEND: &str = "spiffe://cluster.local/ns/app/sa/backend";
 
-/// An HBONE inbound (a Wharf gateway in the east-west role) presenting `id`.
+/// An HBONE inbound presenting `id`, standing in for the backends' ztunnel: the operator
+/// lets it forward to loopback, where the tests' backends listen.
 async fn inbound(ca: &TestCa, id: &str) -> (Gateway, SocketAddr) {
     let mesh = Arc::new(MeshIdentity::new("cluster.local"));
     mesh.set(ca.mesh_certs(id, "cluster.local"));
-    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, ..Options::default() }).unwrap();
+    let hbone = InboundOptions { allowed_destinations: vec![IpNet::parse("127.0.0.1").unwrap()], ..Default::default() };
+    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, hbone, ..Options::default() }).unwrap();
     let bound = gw.bind(&ListenerAddrs { hbone: loopback(), ..Default::default() }).await.unwrap();
     let addr = bound.hbone_addr().unwrap();
     let (signal, watch) = drain::channel();
@@ -418,4 +421,88 @@ async fn mesh_endpoint_without_identity_is_a_clear_502() {
     let seen = http_get(r.http, "a.test", "/").await.unwrap();
     assert_eq!(seen.status, 502);
     assert!(seen.body.contains("mesh_tunnel_failed"), "{}", seen.body);
+}
+
+/// A gateway with its own HTTP, admin and HBONE listeners on loopback, forwarding only
+/// where it would by default: (gateway, http, admin, hbone).
+async fn east_west(ca: &TestCa, hbone: InboundOptions) -> (Gateway, SocketAddr, SocketAddr, SocketAddr) {
+    let mesh = Arc::new(MeshIdentity::new("cluster.local"));
+    mesh.set(ca.mesh_certs(GATEWAY, "cluster.local"));
+    let gw = Gateway::new(Options { mesh: Some(mesh), access_log: false, hbone, ..Options::default() }).unwrap();
+    let addrs = ListenerAddrs { http: loopback(), admin: loopback(), hbone: loopback(), ..Default::default() };
+    let bound = gw.bind(&addrs).await.unwrap();
+    let (http, admin, hbone) = (bound.http_addr().unwrap(), bound.admin_addr().unwrap(), bound.hbone_addr().unwrap());
+    let (signal, watch) = drain::channel();
+    tokio::spawn(bound.serve(gw.clone(), watch));
+    std::mem::forget(signal);
+    (gw, http, admin, hbone)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbound_reaches_the_gateways_own_listeners_and_nothing_else_on_the_host() {
+    let ca = TestCa::new("mesh root");
+    let (gw, http, admin, hbone) = east_west(&ca, InboundOptions::default()).await;
+    let backend = echo("fronted").await;
+    gw.apply(snapshot(
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "web", false)])],
+        vec![("web", cluster(&[backend]))],
+    ))
+    .unwrap();
+    // Any identity of the trust domain, as a mesh attacker would have.
+    let (c, _) = client(&ca, "spiffe://cluster.local/ns/random-tenant/sa/default", "cluster.local");
+    let refused = |err: HboneError| match err {
+        HboneError::Refused { status, .. } => status,
+        other => panic!("{other}"),
+    };
+    // The admin port (the config dump), a loopback service, and the HBONE port itself.
+    let other = tcp_echo().await;
+    for to in [admin, other, hbone] {
+        let err = c.open(&target(hbone, GATEWAY, to), None).await.unwrap_err();
+        assert_eq!(refused(err), 503, "{to} was reachable through the inbound");
+    }
+    // A loopback endpoint the config routes to is no workload either.
+    let err = c.open(&target(hbone, GATEWAY, backend), None).await.unwrap_err();
+    assert_eq!(refused(err), 503, "a loopback endpoint was reachable");
+    // The gateway's own HTTP listener, at the address the peer dialed: served by its routes.
+    let mut t = c.open(&target(hbone, GATEWAY, http), None).await.unwrap();
+    t.write_all(b"GET / HTTP/1.1\r\nhost: a.test\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    t.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("fronted"), "{answer}");
+    let m = gw.metrics().render();
+    for (reason, n) in [("private_port", 2), ("unknown_destination", 2), ("ok", 1)] {
+        let line = format!("wharf_hbone_tunnels_total{{direction=\"inbound\",result=\"{reason}\"}} {n}");
+        assert!(m.contains(&line), "{line} in\n{m}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_peers_listed_may_open_tunnels() {
+    let ca = TestCa::new("mesh root");
+    let hbone = InboundOptions {
+        allowed_peers: vec![PeerPattern::parse("spiffe://cluster.local/ns/istio-system/sa/*").unwrap()],
+        ..Default::default()
+    };
+    let (_gw, http, _admin, inbound) = east_west(&ca, hbone).await;
+    let (tenant, _) = client(&ca, "spiffe://cluster.local/ns/shop/sa/web", "cluster.local");
+    let err = tenant.open(&target(inbound, GATEWAY, http), None).await.unwrap_err();
+    assert!(matches!(err, HboneError::Refused { status: 401, .. }), "{err}");
+    let (eastwest, _) = client(&ca, "spiffe://cluster.local/ns/istio-system/sa/eastwest", "cluster.local");
+    assert!(eastwest.open(&target(inbound, GATEWAY, http), None).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_route_reaches_the_gateways_admin_port() {
+    let r = start().await;
+    // An endpoint a tenant could write into an EndpointSlice: the gateway's own admin port.
+    r.gw.apply(snapshot(
+        vec![(host("a.test"), vec![route(PathMatch::prefix("/").unwrap(), "admin", false)])],
+        vec![("admin", cluster(&[r.admin]))],
+    ))
+    .unwrap();
+    let seen = http_get(r.http, "a.test", "/debug/config").await.unwrap();
+    assert!(seen.status >= 500, "{} {}", seen.status, seen.body);
+    assert!(!seen.body.contains("virtual_hosts"), "the config dump came through a route: {}", seen.body);
 }

@@ -158,7 +158,11 @@ async fn certificate_from_the_ca_works_for_hbone() {
     // The issued identity opens a tunnel to a peer of the same mesh.
     let peer = Arc::new(MeshIdentity::new("cluster.local"));
     peer.set(ca.mesh_certs("spiffe://cluster.local/ns/app/sa/backend", "cluster.local"));
-    let gw = Gateway::new(Options { mesh: Some(peer), access_log: false, ..Options::default() }).unwrap();
+    // The peer stands in for a ztunnel whose pods listen on loopback.
+    let loopback = vec![wharf_model::IpNet::parse("127.0.0.1").unwrap()];
+    let hbone =
+        wharf_dataplane::hbone::inbound::InboundOptions { allowed_destinations: loopback, ..Default::default() };
+    let gw = Gateway::new(Options { mesh: Some(peer), access_log: false, hbone, ..Options::default() }).unwrap();
     let bound = gw
         .bind(&ListenerAddrs { hbone: Some(SocketAddr::from(([127, 0, 0, 1], 0))), ..Default::default() })
         .await

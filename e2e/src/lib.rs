@@ -589,13 +589,25 @@ pub fn bare_gateway_args(dir: &std::path::Path, listen: &str, extra: &[&str]) ->
 }
 
 /// A stand-in for the backend node's ztunnel: a Wharf HBONE inbound on port 15008 of the
-/// backend address, with the mesh identity in `cert`/`key` and `roots`. Port 15008 is
-/// where HBONE dials by protocol; the backend network namespace is the suite's own.
+/// backend address, with the mesh identity in `cert`/`key` and `roots`, allowed to forward
+/// to the backend address (the node's pods). Port 15008 is where HBONE dials by protocol;
+/// the backend network namespace is the suite's own.
 pub async fn ztunnel_stand_in(env: &Env, dir: &std::path::Path, cert: &str, key: &str, roots: &str) -> Result<Proc> {
     let args = bare_gateway_args(
         dir,
         &env.backend_ip,
-        &["--hbone-port", "15008", "--mesh-cert", cert, "--mesh-key", key, "--mesh-roots", roots],
+        &[
+            "--hbone-port",
+            "15008",
+            "--mesh-cert",
+            cert,
+            "--mesh-key",
+            key,
+            "--mesh-roots",
+            roots,
+            "--hbone-allow-destination",
+            &env.backend_ip,
+        ],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let proc = spawn_at_backend(env, &args)?;

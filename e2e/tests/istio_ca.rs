@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
-use wharf_dataplane::hbone::{HboneClient, MeshIdentity};
+use wharf_dataplane::hbone::{HboneClient, HboneError, MeshIdentity};
 use wharf_dataplane::Metrics;
 use wharf_e2e::*;
 use wharf_model::{Hbone, Identity};
@@ -112,23 +112,29 @@ async fn chart_istio_mode_gets_its_identity_from_istiod_tunnels_with_it_and_rene
     assert!(expiry > now && expiry < now + 120.0, "expiry {expiry} is not about 40 s from {now}");
 
     // A mesh client with an istiod identity tunnels into the gateway's HBONE inbound and
-    // finds the gateway's istiod identity there.
-    let target = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // finds the gateway's istiod identity there; the tunnel reaches the gateway's own HTTP
+    // listener, and nothing else on its host.
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let client_identity = Arc::new(MeshIdentity::new("cluster.local"));
     let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     client_identity.set(backend_identity.with_roots(root.as_bytes(), unix_now).unwrap());
     let client = HboneClient::new(client_identity, Duration::from_secs(5), Metrics::new());
-    let hb = Hbone {
-        dial: std::net::SocketAddr::from(([127, 0, 0, 1], inbound_port)),
+    let dial = std::net::SocketAddr::from(([127, 0, 0, 1], inbound_port));
+    let to = |authority: String| Hbone {
+        dial,
         identity: Identity::new("cluster.local", "wharf-system", "wharf"),
-        authority: target.local_addr().unwrap().to_string(),
+        authority,
     };
-    let mut tunnel = client.open(&hb, None).await.unwrap();
-    let (mut upstream, _) = tokio::time::timeout(Duration::from_secs(5), target.accept()).await.unwrap().unwrap();
-    tunnel.write_all(b"through the inbound").await.unwrap();
-    let mut got = [0u8; 19];
-    upstream.read_exact(&mut got).await.unwrap();
-    assert_eq!(&got, b"through the inbound");
+    let mut tunnel = client.open(&to(c.http.to_string()), None).await.unwrap();
+    tunnel.write_all(b"GET / HTTP/1.1\r\nhost: nothing.e2e.test\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    tunnel.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 404"), "the gateway's own listener did not answer: {answer}");
+    let refused = client.open(&to(elsewhere.local_addr().unwrap().to_string()), None).await;
+    assert!(matches!(refused, Err(HboneError::Refused { status: 503, .. })), "{:?}", refused.err());
+    let admin = client.open(&to(c.admin.to_string()), None).await;
+    assert!(matches!(admin, Err(HboneError::Refused { status: 503, .. })), "{:?}", admin.err());
 
     // An ambient backend is served over HBONE with that identity.
     let (_b, addr) = backend(&env, "in-mesh").await.unwrap();

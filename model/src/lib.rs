@@ -27,7 +27,7 @@ pub use cors::Cors;
 pub use host::{is_dns_name, Host, HostError};
 pub use hosts::{Change, Hosted, Hosts};
 pub use identity::Identity;
-pub use net::{ClientFilter, IpNet, IpNetError, RateLimit};
+pub use net::{is_workload_address, ClientFilter, IpNet, IpNetError, RateLimit};
 pub use path::{PathMatch, PathMatchError};
 pub use pattern::{Pattern, PatternError};
 pub use route::{

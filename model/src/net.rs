@@ -55,6 +55,18 @@ impl IpNet {
     }
 }
 
+/// Whether `ip` can be a workload's address: not loopback, unspecified, link-local
+/// (169.254.0.0/16, where cloud metadata services answer, and fe80::/10), multicast or
+/// broadcast. An IPv4-mapped IPv6 address counts as its IPv4 address.
+pub fn is_workload_address(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(a) => {
+            !(a.is_loopback() || a.is_unspecified() || a.is_link_local() || a.is_multicast() || a.is_broadcast())
+        }
+        IpAddr::V6(a) => !(a.is_loopback() || a.is_unspecified() || a.is_unicast_link_local() || a.is_multicast()),
+    }
+}
+
 fn max_len(addr: IpAddr) -> u8 {
     match addr {
         IpAddr::V4(_) => 32,
@@ -145,6 +157,29 @@ mod tests {
 
     fn net(s: &str) -> IpNet {
         IpNet::parse(s).unwrap_or(IpNet { addr: ip("255.255.255.255"), len: 32 })
+    }
+
+    #[test]
+    fn workload_addresses_are_unicast_and_off_the_host() {
+        for good in ["10.1.2.3", "198.18.0.2", "8.8.8.8", "fd00::7", "2001:db8::1", "::ffff:10.0.0.1", "169.253.1.1"] {
+            assert!(is_workload_address(ip(good)), "{good}");
+        }
+        for bad in [
+            "127.0.0.1",
+            "127.9.9.9",
+            "0.0.0.0",
+            "169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(!is_workload_address(ip(bad)), "{bad}");
+        }
     }
 
     #[test]

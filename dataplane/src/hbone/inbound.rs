@@ -1,9 +1,15 @@
 //! The HBONE inbound side (east-west role): mutual TLS with the gateway's identity, client
-//! identities from our trust domain only, CONNECT only; 200 only once the upstream
-//! connection is up; half-closes passed on.
+//! identities from our trust domain only (or those the operator lists), CONNECT only; 200
+//! only once the upstream connection is up; half-closes passed on.
+//!
+//! The inbound is no relay: a tunnel goes only where the mesh would send it, to a workload
+//! this gateway fronts. That is one of the gateway's own serving listeners at the address
+//! the peer dialed, an endpoint the current config routes to (never a loopback, link-local
+//! or unspecified one), or a network the operator lists. The admin and HBONE ports of the
+//! gateway's own addresses are never reached, whatever the config says.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,25 +23,93 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tracing::Instrument;
 use wharf_model::identity::uri_sans;
+use wharf_model::{Identity, IpNet};
 
-use super::certs::MeshIdentity;
 use super::{CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, RESERVED_PORTS, STREAM_WINDOW, TLS_BUFFER_LIMIT};
 use crate::drain::Watch;
-use crate::metrics::Metrics;
+use crate::Shared;
+
+/// What the operator allows the inbound beyond its defaults.
+#[derive(Debug, Clone, Default)]
+pub struct InboundOptions {
+    /// Networks tunnels may go to besides the gateway's own listeners and the endpoints
+    /// its routes reach (a loopback network only when listed here).
+    pub allowed_destinations: Vec<IpNet>,
+    /// The peers that may open tunnels; any identity of the trust domain when empty.
+    pub allowed_peers: Vec<PeerPattern>,
+}
+
+impl InboundOptions {
+    /// Whether `peer` may open tunnels.
+    pub fn admits_peer(&self, peer: &Identity) -> bool {
+        self.allowed_peers.is_empty() || self.allowed_peers.iter().any(|p| p.matches(peer))
+    }
+}
+
+/// A SPIFFE identity in which the namespace or the service account may be `*` (any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerPattern {
+    trust_domain: String,
+    namespace: Option<String>,
+    service_account: Option<String>,
+}
+
+impl PeerPattern {
+    /// Parses `spiffe://TRUST-DOMAIN/ns/NAMESPACE/sa/SERVICE-ACCOUNT`, `*` standing for any
+    /// namespace or service account.
+    pub fn parse(s: &str) -> Result<PeerPattern, String> {
+        let err = || {
+            format!("{s:?} is not spiffe://TRUST-DOMAIN/ns/NAMESPACE/sa/SERVICE-ACCOUNT (`*` for any namespace or service account)")
+        };
+        let rest = s.trim().strip_prefix("spiffe://").ok_or_else(err)?;
+        let any = |part: &str| (part != "*").then(|| part.to_owned());
+        match rest.split('/').collect::<Vec<_>>().as_slice() {
+            [td, "ns", ns, "sa", sa] if !td.is_empty() && *td != "*" && !ns.is_empty() && !sa.is_empty() => {
+                Ok(PeerPattern { trust_domain: (*td).to_owned(), namespace: any(ns), service_account: any(sa) })
+            }
+            _ => Err(err()),
+        }
+    }
+
+    /// Whether `id` is one this pattern names.
+    pub fn matches(&self, id: &Identity) -> bool {
+        id.trust_domain == self.trust_domain
+            && self.namespace.as_ref().is_none_or(|ns| *ns == id.namespace)
+            && self.service_account.as_ref().is_none_or(|sa| *sa == id.service_account)
+    }
+}
+
+/// The ports of the gateway's own sockets.
+#[derive(Debug, Clone, Default)]
+pub struct OwnPorts {
+    /// The listeners that serve traffic (HTTP, HTTPS, passthrough, TCP): a tunnel to one
+    /// of them at the address the peer dialed reaches the gateway itself.
+    pub serving: Vec<u16>,
+    /// The admin and HBONE listeners: never reached through a tunnel or a route on a
+    /// local address.
+    pub private: Vec<u16>,
+}
+
+impl OwnPorts {
+    /// Whether `addr` is one of the gateway's private sockets: a private port on a
+    /// loopback or unspecified address, or on `local` (the gateway's own address).
+    pub fn is_private(&self, addr: SocketAddr, local: Option<IpAddr>) -> bool {
+        let ip = addr.ip().to_canonical();
+        let own = ip.is_loopback() || ip.is_unspecified() || local.is_some_and(|l| l.to_canonical() == ip);
+        own && self.private.contains(&addr.port())
+    }
+}
 
 /// Serves one inbound connection.
-pub async fn serve_conn(
-    stream: TcpStream,
-    client: SocketAddr,
-    identity: Arc<MeshIdentity>,
-    connect_timeout: Duration,
-    metrics: Metrics,
-    drain: Watch,
-) {
+pub async fn serve_conn(stream: TcpStream, client: SocketAddr, shared: Arc<Shared>, own: Arc<OwnPorts>, drain: Watch) {
+    let Some(identity) = shared.opts.mesh.clone() else { return };
     let Some(certs) = identity.load() else {
         tracing::warn!(%client, "HBONE inbound connection refused: no mesh identity loaded");
         return;
     };
+    // The address the peer dialed: a tunnel to one of our listeners there reaches us.
+    let Ok(dialed) = stream.local_addr().map(|a| a.ip().to_canonical()) else { return };
+    let metrics = shared.metrics.clone();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&certs.server_config));
     let mut tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
         Ok(Ok(t)) => t,
@@ -47,17 +121,24 @@ pub async fn serve_conn(
         Err(_) => return,
     };
     tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
-    let peer = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| uri_sans(c.as_ref()).join(","))
-        .unwrap_or_default();
+    let sans = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| uri_sans(c.as_ref()));
+    let sans = sans.unwrap_or_default();
+    // The verifier admitted only certificates with an identity of the trust domain.
+    let admitted = sans.iter().filter_map(|u| Identity::parse(u).ok()).any(|id| shared.opts.hbone.admits_peer(&id));
+    let peer = sans.join(",");
+    if !admitted {
+        tracing::info!(%client, %peer, "HBONE inbound: this peer may not open tunnels (--hbone-allow-peer); every CONNECT is answered 401");
+    }
     let svc = service_fn(move |req| {
-        let metrics = metrics.clone();
         let span = tracing::info_span!("hbone_inbound", %client, peer = %peer, authority = tracing::field::Empty);
-        async move { Ok::<_, Infallible>(connect(req, connect_timeout, metrics).instrument(span).await) }
+        let (shared, own) = (Arc::clone(&shared), Arc::clone(&own));
+        let at = Destination { dialed, own: &own };
+        let target = admitted.then_some(()).ok_or(Refused::PeerDenied).and_then(|()| {
+            let target = connect_target(req.method(), req.uri())?;
+            at.admits(target, &shared.opts.hbone.allowed_destinations, |a| shared.config.load().fronts(a))?;
+            Ok(target)
+        });
+        async move { Ok::<_, Infallible>(connect(req, target, &shared).instrument(span).await) }
     });
     let conn = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
@@ -87,6 +168,12 @@ pub enum Refused {
     BadAuthority,
     /// The port is one of ztunnel's own ([`RESERVED_PORTS`]).
     ReservedPort,
+    /// The gateway's own admin or HBONE socket.
+    PrivatePort,
+    /// No workload this gateway fronts is at that address.
+    UnknownDestination,
+    /// The peer's identity is not one `--hbone-allow-peer` lists.
+    PeerDenied,
 }
 
 impl Refused {
@@ -96,14 +183,21 @@ impl Refused {
             Refused::NotConnect => "not_connect",
             Refused::BadAuthority => "bad_authority",
             Refused::ReservedPort => "reserved_port",
+            Refused::PrivatePort => "private_port",
+            Refused::UnknownDestination => "unknown_destination",
+            Refused::PeerDenied => "peer_denied",
         }
     }
 
-    /// The status the client gets.
+    /// The status the client gets (as ztunnel: 401 for a peer that may not, 503 for a
+    /// destination that is not served).
     pub fn status(self) -> StatusCode {
         match self {
             Refused::NotConnect | Refused::BadAuthority => StatusCode::BAD_REQUEST,
-            Refused::ReservedPort => StatusCode::SERVICE_UNAVAILABLE,
+            Refused::ReservedPort | Refused::PrivatePort | Refused::UnknownDestination => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Refused::PeerDenied => StatusCode::UNAUTHORIZED,
         }
     }
 }
@@ -124,16 +218,61 @@ pub fn connect_target(method: &Method, uri: &http::Uri) -> Result<SocketAddr, Re
     Ok(target)
 }
 
-async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Metrics) -> Response<Empty<Bytes>> {
-    let target = match connect_target(req.method(), req.uri()) {
+/// Where a tunnel of one connection may go.
+#[derive(Debug, Clone, Copy)]
+pub struct Destination<'a> {
+    /// The address the peer dialed (the gateway's own).
+    pub dialed: IpAddr,
+    /// The gateway's own ports.
+    pub own: &'a OwnPorts,
+}
+
+impl Destination<'_> {
+    /// Whether a tunnel may go to `target`: never to a private port of the gateway; to a
+    /// serving listener at the dialed address, a network of `allowed`, or an endpoint the
+    /// config routes to (`fronts`) that is no loopback, link-local, multicast or
+    /// unspecified address.
+    pub fn admits(
+        &self,
+        target: SocketAddr,
+        allowed: &[IpNet],
+        fronts: impl FnOnce(SocketAddr) -> bool,
+    ) -> Result<(), Refused> {
+        let ip = target.ip().to_canonical();
+        if self.own.is_private(target, Some(self.dialed)) {
+            return Err(Refused::PrivatePort);
+        }
+        if ip == self.dialed && self.own.serving.contains(&target.port()) {
+            return Ok(());
+        }
+        if allowed.iter().any(|n| n.contains(ip)) {
+            return Ok(());
+        }
+        if wharf_model::is_workload_address(ip) && fronts(SocketAddr::new(ip, target.port())) {
+            return Ok(());
+        }
+        Err(Refused::UnknownDestination)
+    }
+}
+
+async fn connect(
+    req: Request<Incoming>,
+    target: Result<SocketAddr, Refused>,
+    shared: &Shared,
+) -> Response<Empty<Bytes>> {
+    let metrics = &shared.metrics;
+    let target = match target {
         Ok(t) => t,
         Err(refused) => {
             metrics.hbone_tunnel("inbound", refused.reason());
+            if refused != Refused::NotConnect && refused != Refused::BadAuthority {
+                tracing::info!(authority = %req.uri(), reason = refused.reason(), "HBONE inbound: CONNECT refused");
+            }
             return status(refused.status());
         }
     };
     tracing::Span::current().record("authority", tracing::field::display(target));
-    let upstream = match tokio::time::timeout(connect_timeout, TcpStream::connect(target)).await {
+    let upstream = match tokio::time::timeout(shared.opts.timeouts.connect, TcpStream::connect(target)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             metrics.hbone_tunnel("inbound", "upstream_refused");
@@ -149,6 +288,7 @@ async fn connect(req: Request<Incoming>, connect_timeout: Duration, metrics: Met
     metrics.hbone_tunnel("inbound", "ok");
     let on_upgrade = hyper::upgrade::on(req);
     let span = tracing::Span::current();
+    let metrics = metrics.clone();
     tokio::spawn(
         async move {
             let Ok(tunnel) = on_upgrade.await else { return };
@@ -182,11 +322,89 @@ mod tests {
             assert_eq!(t(Method::CONNECT, &format!("10.1.2.3:{port}")), Err(Refused::ReservedPort), "{port}");
         }
         assert_eq!(Refused::ReservedPort.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Refused::PrivatePort.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Refused::UnknownDestination.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(Refused::PeerDenied.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(Refused::BadAuthority.status(), StatusCode::BAD_REQUEST);
         assert_eq!(Refused::NotConnect.status(), StatusCode::BAD_REQUEST);
+        let all = [
+            Refused::NotConnect,
+            Refused::BadAuthority,
+            Refused::ReservedPort,
+            Refused::PrivatePort,
+            Refused::UnknownDestination,
+            Refused::PeerDenied,
+        ];
         assert_eq!(
-            [Refused::NotConnect, Refused::BadAuthority, Refused::ReservedPort].map(Refused::reason),
-            ["not_connect", "bad_authority", "reserved_port"]
+            all.map(Refused::reason),
+            ["not_connect", "bad_authority", "reserved_port", "private_port", "unknown_destination", "peer_denied"]
         );
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_tunnel_goes_only_to_what_the_gateway_fronts() {
+        let own = OwnPorts { serving: vec![8080, 8443], private: vec![15021, 15009] };
+        let at = Destination { dialed: "10.0.0.5".parse().unwrap(), own: &own };
+        let endpoints =
+            [addr("10.0.0.9:3000"), addr("127.0.0.1:3000"), addr("169.254.169.254:80"), addr("10.0.0.5:15021")];
+        let fronts = |a: SocketAddr| endpoints.contains(&a);
+        let admits = |t: &str, allowed: &[IpNet]| at.admits(addr(t), allowed, fronts);
+        // The gateway's own serving listeners, at the address the peer dialed.
+        assert_eq!(admits("10.0.0.5:8443", &[]), Ok(()));
+        assert_eq!(admits("[::ffff:10.0.0.5]:8080", &[]), Ok(()));
+        assert_eq!(admits("10.0.0.6:8443", &[]), Err(Refused::UnknownDestination), "another address's 8443");
+        assert_eq!(admits("127.0.0.1:8443", &[]), Err(Refused::UnknownDestination), "not the dialed address");
+        // Endpoints the config routes to, unless they are local or special.
+        assert_eq!(admits("10.0.0.9:3000", &[]), Ok(()));
+        assert_eq!(admits("10.0.0.9:3001", &[]), Err(Refused::UnknownDestination), "another port of a fronted IP");
+        assert_eq!(admits("127.0.0.1:3000", &[]), Err(Refused::UnknownDestination), "a loopback endpoint");
+        assert_eq!(admits("169.254.169.254:80", &[]), Err(Refused::UnknownDestination), "cloud metadata");
+        // The admin and HBONE ports of the gateway's own addresses, never.
+        for private in ["10.0.0.5:15021", "127.0.0.1:15021", "0.0.0.0:15009", "[::1]:15021", "[::]:15009"] {
+            assert_eq!(admits(private, &[]), Err(Refused::PrivatePort), "{private}");
+            let all = [IpNet::parse("0.0.0.0/0").unwrap(), IpNet::parse("::/0").unwrap()];
+            assert_eq!(admits(private, &all), Err(Refused::PrivatePort), "{private}, whatever is allowed");
+        }
+        assert_eq!(admits("10.0.0.9:15021", &[]), Err(Refused::UnknownDestination), "another pod's 15021 is not ours");
+        // Networks the operator lists.
+        let backends = [IpNet::parse("198.18.0.0/24").unwrap()];
+        assert_eq!(admits("198.18.0.2:20001", &backends), Ok(()));
+        assert_eq!(admits("198.18.1.2:20001", &backends), Err(Refused::UnknownDestination));
+        assert_eq!(admits("127.0.0.1:9000", &[IpNet::parse("127.0.0.1").unwrap()]), Ok(()), "loopback when listed");
+        assert!(!own.is_private(addr("10.0.0.5:8080"), Some(at.dialed)));
+        assert!(own.is_private(addr("10.0.0.5:15009"), Some(at.dialed)));
+        assert!(!own.is_private(addr("10.0.0.5:15009"), None));
+    }
+
+    #[test]
+    fn peer_patterns_name_a_trust_domain_and_maybe_a_namespace_and_service_account() {
+        let id = |s: &str| Identity::parse(s).unwrap();
+        let p = |s: &str| PeerPattern::parse(s).unwrap();
+        let client = id("spiffe://cluster.local/ns/shop/sa/web");
+        assert!(p("spiffe://cluster.local/ns/shop/sa/web").matches(&client));
+        assert!(p("spiffe://cluster.local/ns/shop/sa/*").matches(&client));
+        assert!(p("spiffe://cluster.local/ns/*/sa/web").matches(&client));
+        assert!(p("spiffe://cluster.local/ns/*/sa/*").matches(&client));
+        assert!(!p("spiffe://cluster.local/ns/shop/sa/api").matches(&client));
+        assert!(!p("spiffe://cluster.local/ns/blog/sa/*").matches(&client));
+        assert!(!p("spiffe://other.local/ns/*/sa/*").matches(&client));
+        for bad in [
+            "cluster.local/ns/a/sa/b",
+            "spiffe://*/ns/a/sa/b",
+            "spiffe://td/ns/a",
+            "spiffe://td/ns//sa/b",
+            "spiffe://td/sa/a/ns/b",
+        ] {
+            assert!(PeerPattern::parse(bad).is_err(), "{bad}");
+        }
+        let open = InboundOptions::default();
+        assert!(open.admits_peer(&client), "no list: the trust domain (the verifier's check) is enough");
+        let only_gw = InboundOptions { allowed_peers: vec![p("spiffe://cluster.local/ns/istio-system/sa/*")], ..open };
+        assert!(!only_gw.admits_peer(&client));
+        assert!(only_gw.admits_peer(&id("spiffe://cluster.local/ns/istio-system/sa/eastwest")));
     }
 }

@@ -337,6 +337,9 @@ pub struct Dialer {
     pub timeout: Duration,
     /// The HBONE client, when a mesh identity is configured.
     pub hbone: Option<Arc<HboneClient>>,
+    /// The gateway's own ports, once its listeners are bound: no route dials its admin or
+    /// HBONE socket.
+    pub own: Arc<std::sync::OnceLock<crate::hbone::inbound::OwnPorts>>,
 }
 
 impl Dialer {
@@ -344,6 +347,10 @@ impl Dialer {
     /// `forwarded` header.
     pub async fn dial(&self, ep: &EndpointState, client: Option<SocketAddr>) -> Result<Dialed, UpstreamError> {
         let Some(target) = &ep.hbone else {
+            if self.own.get().is_some_and(|own| own.is_private(ep.addr, None)) {
+                tracing::warn!(endpoint = %ep.addr, "endpoint refused: it is the gateway's own admin or HBONE port");
+                return Err(UpstreamError::InvalidBackend);
+            }
             return Ok(Dialed::Tcp(connect(ep.addr, self.timeout).await?));
         };
         let Some(hbone) = &self.hbone else {
