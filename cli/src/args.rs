@@ -221,6 +221,16 @@ pub struct ListenArgs {
 /// How objects become config.
 #[derive(Debug, Args)]
 pub struct TranslateArgs {
+    /// Assigns hosts to a namespace: `HOST=NAMESPACE`, HOST an exact name or `*.domain`
+    /// for every name under the domain (repeatable). Only that namespace's Ingresses and
+    /// edge Gateway routes serve them; without an assignment a host belongs to the
+    /// namespace of its oldest claim.
+    #[arg(long = "host-owner", value_parser = wharf_controller::translate::owners::Assignment::parse, env = "WHARF_HOST_OWNERS", value_delimiter = ',')]
+    pub host_owners: Vec<wharf_controller::translate::owners::Assignment>,
+    /// Lets Ingresses of every namespace add paths to a host, as ingress-nginx merged them
+    /// (off: a host's paths come from its owner's namespace only).
+    #[arg(long, env = "WHARF_MERGE_HOSTS_ACROSS_NAMESPACES")]
+    pub merge_hosts_across_namespaces: bool,
     /// `spec.controller` of the IngressClasses Wharf serves.
     #[arg(long, default_value = "wharf.dev/ingress-controller", env = "WHARF_CONTROLLER_NAME")]
     pub controller_name: String,

@@ -196,6 +196,10 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
             issuers: args.acme.issuers.iter().map(|i| i.name.clone()).collect(),
             default_issuer: args.acme.default_issuer.clone(),
         },
+        ownership: wharf_controller::translate::owners::Ownership {
+            assigned: t.host_owners.clone(),
+            merge_across_namespaces: t.merge_hosts_across_namespaces,
+        },
     })
 }
 

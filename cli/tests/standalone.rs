@@ -782,3 +782,75 @@ fn an_acme_issuer_whose_files_cannot_be_used_stops_the_start_with_its_name() {
         assert!(stderr.contains(want), "{issuer}: {stderr}");
     }
 }
+
+/// Tenant `a` and tenant `b`, each with an echo backend, and the Ingresses `b` writes to
+/// take over `a`'s host: a path of its own, a canary, a rule without host.
+async fn tenants(name: &str) -> TempDir {
+    let dir = temp_dir(name);
+    let mut yaml = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: wharf}\nspec: {controller: wharf.dev/ingress-controller}\n",
+    );
+    for ns in ["a", "b"] {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(wharf_dataplane::echo::serve(l, format!("{ns}-backend")));
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: app, namespace: {ns}}}\nspec: {{ports: [{{name: http, port: 80, targetPort: {port}}}]}}\n\
+             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {{name: app-1, namespace: {ns}, labels: {{kubernetes.io/service-name: app}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {port}}}]\nendpoints: [{{addresses: [\"127.0.0.1\"]}}]\n"
+        ));
+    }
+    let ingress = |ns: &str, name: &str, minute: u32, annotations: &str, host: Option<&str>, path: &str| {
+        let host = host.map(|h| format!("host: {h}, ")).unwrap_or_default();
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: {ns}, creationTimestamp: \"2026-01-01T00:{minute:02}:00Z\", annotations: {{{annotations}}}}}\n\
+             spec:\n  ingressClassName: wharf\n  rules: [{{{host}http: {{paths: [{{path: {path}, pathType: Prefix, backend: {{service: {{name: app, port: {{number: 80}}}}}}}}]}}}}]\n"
+        )
+    };
+    yaml.push_str(&ingress("a", "shop", 1, "", Some("shop.a.test"), "/"));
+    yaml.push_str(&ingress("a", "docs", 1, "", Some("docs.a.test"), "/app"));
+    yaml.push_str(&ingress("b", "admin", 2, "", Some("shop.a.test"), "/admin"));
+    let canary = "nginx.ingress.kubernetes.io/canary: \"true\", nginx.ingress.kubernetes.io/canary-weight: \"100\"";
+    yaml.push_str(&ingress("b", "canary", 0, canary, Some("shop.a.test"), "/"));
+    yaml.push_str(&ingress("b", "catch-all", 3, "", None, "/"));
+    std::fs::write(dir.join("tenants.yaml"), yaml).unwrap();
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_take_over_shadow_or_canary_another_tenants_host() {
+    let dir = tenants("tenants").await;
+    let w = Wharf::start(&[&dir.join("tenants.yaml")], &[]);
+    w.wait_ready().await;
+    let http = addr(w.http);
+    let who = |host: &'static str, path: &'static str| async move {
+        http_get(http, host, path).await.map(|s| (s.status, s.echo_name())).unwrap()
+    };
+    for _ in 0..20 {
+        assert_eq!(who("shop.a.test", "/").await, (200, "a-backend".into()), "b's canary took a's traffic");
+    }
+    assert_eq!(who("shop.a.test", "/admin").await, (200, "a-backend".into()), "b's path on a's host");
+    assert_eq!(who("docs.a.test", "/favicon.ico").await.0, 404, "fell through to b's rule without host");
+    assert_eq!(who("other.test", "/").await, (200, "b-backend".into()), "b's own rule without host");
+    let log = w.log();
+    for ingress in ["b/admin", "b/canary"] {
+        assert!(
+            log.lines().any(|l| l.contains("HostOwnedByOtherNamespace") && l.contains(ingress)),
+            "no diagnostic for {ingress}:\n{log}"
+        );
+    }
+    drop(w);
+
+    // The operator's settings, as the chart passes them.
+    let merged = Wharf::start(&[&dir.join("tenants.yaml")], &["--merge-hosts-across-namespaces"]);
+    merged.wait_ready().await;
+    let got = http_get(addr(merged.http), "shop.a.test", "/admin").await.unwrap();
+    assert_eq!(got.echo_name(), "b-backend", "merging lets b's path in");
+    drop(merged);
+    let assigned = Wharf::start(&[&dir.join("tenants.yaml")], &["--host-owner", "*.a.test=b"]);
+    assigned.wait_ready().await;
+    let at = addr(assigned.http);
+    assert_eq!(http_get(at, "shop.a.test", "/admin").await.unwrap().echo_name(), "b-backend");
+    // a's Ingress is not served: `/` falls through to b's own rule without host.
+    assert_eq!(http_get(at, "shop.a.test", "/").await.unwrap().echo_name(), "b-backend");
+}

@@ -503,7 +503,9 @@ impl Compiler {
             upstreams.looked_up.borrow_mut().clear();
             let routes = vh.routes.iter().map(&mut compile_route).collect();
             let clusters = upstreams.looked_up.borrow_mut().drain(..).collect();
-            Arc::new(HostRoutes { routes, clusters, source: arc_swap::ArcSwapOption::new(Some(Arc::clone(vh))) })
+            let compiled = HostRoutes::of(vh, routes, clusters);
+            compiled.source.store(Some(Arc::clone(vh)));
+            Arc::new(compiled)
         };
         let mut router = Router::default();
         let mut users = ClusterUsers::new();
@@ -570,6 +572,7 @@ impl Compiler {
             }
         }
         router.default = src.default_backend.map(&mut compile_route);
+        router.default_owner = src.default_backend.map(|r| r.source.namespace.as_str().into());
         router.isolated = src.isolated;
 
         let relay = |backends: &mut dyn Iterator<Item = (&str, u32, bool)>| {
@@ -1034,6 +1037,94 @@ mod tests {
         snapshot.tls_hosts.insert(TlsHost { host: host("four.example.com"), certificate: "web/none".into() });
         let refused = c.compile(Arc::new(snapshot), 4, Some(&second)).err().map(|e| e.reason());
         assert_eq!(refused, Some("missing_certificate"));
+    }
+
+    #[test]
+    fn a_request_falls_through_only_to_hosts_and_a_default_backend_of_the_same_namespace() {
+        use wharf_model::{GatewayPort, PortProtocol};
+        let of = |ns: &str, name: &str, path: PathMatch| Route::forward(path, "c", ObjectRef::new("Ingress", ns, name));
+        let vh = |h: &str, routes| Arc::new(VirtualHost { host: host(h), routes });
+        let snapshot = Snapshot {
+            virtual_hosts: vec![
+                vh("docs.a.test", vec![of("a", "docs", prefix("/app"))]),
+                vh("*.a.test", vec![of("a", "wild", prefix("/"))]),
+                vh("api.b.test", vec![of("b", "api", prefix("/v1"))]),
+                vh("", vec![of("b", "catch-all", prefix("/"))]),
+            ]
+            .into(),
+            default_backend: Some(of("b", "default", prefix("/"))),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
+            ..Default::default()
+        };
+        let config = compiler().compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+        let source = |c: &CompiledConfig, h: &str, p: &str| get(c, h, p).map(|r| r.source().to_owned());
+        assert_eq!(source(&config, "docs.a.test", "/app/x").as_deref(), Some("a/docs"));
+        assert_eq!(source(&config, "docs.a.test", "/favicon.ico").as_deref(), Some("a/wild"), "a's own wildcard");
+        assert_eq!(source(&config, "x.y.a.test", "/").as_deref(), Some("b/catch-all"), "no host of a covers it");
+        assert_eq!(
+            source(&config, "api.b.test", "/other").as_deref(),
+            Some("b/catch-all"),
+            "b's own rules without host"
+        );
+        assert_eq!(source(&config, "nobody.test", "/").as_deref(), Some("b/catch-all"));
+
+        // Without a's wildcard, a's host's other paths are a's alone: 404, not b's.
+        let mut only_docs = snapshot.clone();
+        only_docs.virtual_hosts.remove(&host("*.a.test"));
+        let config = compiler().compile(Arc::new(only_docs.clone()), 1, None).unwrap();
+        assert_eq!(source(&config, "docs.a.test", "/favicon.ico"), None, "b's rule without host");
+        only_docs.virtual_hosts.remove(&Host::Any);
+        let config = compiler().compile(Arc::new(only_docs), 1, None).unwrap();
+        assert_eq!(source(&config, "docs.a.test", "/favicon.ico"), None, "b's default backend");
+        assert_eq!(source(&config, "api.b.test", "/other").as_deref(), Some("b/default"), "b's own default backend");
+        assert_eq!(source(&config, "nobody.test", "/").as_deref(), Some("b/default"), "a host nobody owns");
+
+        // The edge Gateway's routes and the Ingress rules: the most specific host first,
+        // whichever API it comes from, and no fall-through to another namespace.
+        let edge = |virtual_hosts: Vec<Arc<VirtualHost>>| GatewayPort {
+            gateway: ObjectRef::new("Gateway", "infra", "edge"),
+            bind: ([0, 0, 0, 0], 8080).into(),
+            edge: true,
+            protocol: PortProtocol::Http,
+            tls_hosts: vec![],
+            virtual_hosts,
+            passthrough: vec![],
+            tcp: Vec::new(),
+        };
+        let route_of =
+            |ns: &str, name: &str, path: PathMatch| Route::forward(path, "c", ObjectRef::new("HTTPRoute", ns, name));
+        let with_edge = Snapshot {
+            gateway_ports: vec![edge(vec![
+                Arc::new(VirtualHost { host: Host::Any, routes: vec![route_of("b", "everything", prefix("/"))] }),
+                Arc::new(VirtualHost {
+                    host: Host::parse_gateway("*.b.test").unwrap(),
+                    routes: vec![route_of("b", "wild", prefix("/x"))],
+                }),
+                Arc::new(VirtualHost { host: host("api.b.test"), routes: vec![route_of("b", "api", prefix("/v1"))] }),
+            ])],
+            ..snapshot
+        };
+        let config = compiler().compile(Arc::new(with_edge), 1, None).unwrap();
+        let edge_get = |h: &str, p: &str| {
+            let headers = http::HeaderMap::new();
+            let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
+            let edge = config.edge_gateway(None, PortProtocol::Http).map(|t| &t.router);
+            crate::routing::shared_route(edge, &config.edge.router, h, &view).map(|r| r.source().to_owned())
+        };
+        assert_eq!(
+            edge_get("docs.a.test", "/app").as_deref(),
+            Some("a/docs"),
+            "a's exact host beats b's catch-all route"
+        );
+        assert_eq!(edge_get("docs.a.test", "/other").as_deref(), Some("a/wild"));
+        assert_eq!(
+            edge_get("api.b.test", "/v1").as_deref(),
+            Some("b/api"),
+            "the edge Gateway first at equal specificity"
+        );
+        assert_eq!(edge_get("y.b.test", "/x").as_deref(), Some("b/wild"));
+        assert_eq!(edge_get("y.b.test", "/z").as_deref(), Some("b/catch-all"), "b's own less specific hosts");
+        assert_eq!(edge_get("other.test", "/").as_deref(), Some("b/everything"));
     }
 
     #[test]

@@ -422,6 +422,12 @@ impl CompiledEdits {
 #[derive(Debug)]
 pub struct HostRoutes {
     pub(crate) routes: Vec<CompiledRoute>,
+    /// How specific the host is (see [`rank`]).
+    pub(crate) rank: u16,
+    /// The namespace of its routes (`None` when they come from several, as with
+    /// `--merge-hosts-across-namespaces`): a request for it falls through to a less
+    /// specific host, or the default backend, only of the same owner.
+    pub(crate) owner: Option<Box<str>>,
     /// The clusters its routes looked up (found or not).
     pub(crate) clusters: Box<[Box<str>]>,
     /// The host they were compiled from: a next snapshot with the same host (shared, or
@@ -434,8 +440,36 @@ impl HostRoutes {
     /// Routes that depend on no cluster, compiled from nothing (tests).
     #[cfg(test)]
     pub(crate) fn new(routes: Vec<CompiledRoute>) -> Arc<HostRoutes> {
-        Arc::new(HostRoutes { routes, clusters: Box::default(), source: Default::default() })
+        Arc::new(HostRoutes { routes, rank: 0, owner: None, clusters: Box::default(), source: Default::default() })
     }
+
+    /// The routes of `host` as compiled from `vh`, its rank and owner read from it.
+    pub(crate) fn of(vh: &wharf_model::VirtualHost, routes: Vec<CompiledRoute>, clusters: Box<[Box<str>]>) -> Self {
+        HostRoutes {
+            routes,
+            rank: rank(&vh.host),
+            owner: owner(vh.routes.iter().map(|r| r.source.namespace.as_str())),
+            clusters,
+            source: Default::default(),
+        }
+    }
+}
+
+/// Specificity of a host, lower first: an exact name, then wildcards by longest suffix,
+/// then every host.
+pub fn rank(host: &wharf_model::Host) -> u16 {
+    use wharf_model::Host;
+    match host {
+        Host::Exact(_) => 0,
+        Host::Wildcard(s) | Host::Suffix(s) => 1 + 512u16.saturating_sub(u16::try_from(s.len()).unwrap_or(u16::MAX)),
+        Host::Any => u16::MAX,
+    }
+}
+
+/// The one namespace of `namespaces`, if they are all the same.
+pub fn owner<'a>(mut namespaces: impl Iterator<Item = &'a str>) -> Option<Box<str>> {
+    let first = namespaces.next()?;
+    namespaces.all(|ns| ns == first).then(|| first.into())
 }
 
 /// Host lookup then route lookup, in precedence order.
@@ -443,6 +477,8 @@ impl HostRoutes {
 pub struct Router {
     pub(crate) hosts: HostMap<Arc<HostRoutes>>,
     pub(crate) default: Option<CompiledRoute>,
+    /// The namespace of the default backend's Ingress.
+    pub(crate) default_owner: Option<Box<str>>,
     /// Only the most specific host is tried (Gateway ports: a host is a listener's, and a
     /// request never falls through to a less specific listener's routes).
     pub(crate) isolated: bool,
@@ -451,15 +487,50 @@ pub struct Router {
 impl Router {
     /// The route for a request: the most specific host that has a matching route wins
     /// (exact host, then wildcards by longest suffix, then rules without host; only the
-    /// most specific host when isolated), then the default backend.
+    /// most specific host when isolated), then the default backend. A request falls from
+    /// one host to a less specific one, or to the default backend, only when both belong
+    /// to the same namespace: a host's unmatched paths never reach another tenant.
     pub fn route(&self, host: &str, req: &RequestView<'_>) -> Option<&CompiledRoute> {
-        let tried = if self.isolated { 1 } else { usize::MAX };
-        self.hosts
-            .candidates(host)
-            .take(tried)
-            .find_map(|(host, _)| host.routes.iter().find(|r| matches(&r.matches, req)))
-            .or(self.default.as_ref())
+        if self.isolated {
+            let (first, _) = self.hosts.candidates(host).next()?;
+            return first.routes.iter().find(|r| matches(&r.matches, req));
+        }
+        shared_route(None, self, host, req)
     }
+}
+
+/// The route for a request on an edge listener, where the edge Gateway's routes (`edge`,
+/// an isolated router) and the Ingress rules (`ingress`) share the hosts: the candidates
+/// of both, most specific host first (the edge Gateway's first at equal specificity, and
+/// only its most specific host), while they belong to the namespace of the first; then
+/// the Ingresses' default backend, when no host matched or it is of that namespace too.
+pub fn shared_route<'a>(
+    edge: Option<&'a Router>,
+    ingress: &'a Router,
+    host: &str,
+    req: &RequestView<'_>,
+) -> Option<&'a CompiledRoute> {
+    let mut edge_host = edge.and_then(|e| e.hosts.candidates(host).next()).map(|(h, _)| &**h);
+    let mut ingress_hosts = ingress.hosts.candidates(host).map(|(h, _)| &**h).peekable();
+    let mut owner: Option<&Option<Box<str>>> = None;
+    loop {
+        let next = match (edge_host, ingress_hosts.peek()) {
+            (Some(e), Some(i)) if e.rank <= i.rank => edge_host.take(),
+            (Some(_), None) => edge_host.take(),
+            (_, Some(_)) => ingress_hosts.next(),
+            (None, None) => None,
+        };
+        let Some(h) = next else { break };
+        match owner {
+            None => owner = Some(&h.owner),
+            Some(o) if *o != h.owner => return None,
+            Some(_) => {}
+        }
+        if let Some(r) = h.routes.iter().find(|r| matches(&r.matches, req)) {
+            return Some(r);
+        }
+    }
+    ingress.default.as_ref().filter(|_| owner.is_none_or(|o| o.is_some() && *o == ingress.default_owner))
 }
 
 #[cfg(test)]

@@ -1,10 +1,156 @@
-//! Ingress rules and the edge Gateway's routes on the same listeners: the Gateway's
-//! routes are tried first, so an Ingress rule whose every request a Gateway route takes
-//! is never served. Such a rule is reported on its Ingress (an Event), naming the route.
+//! Ingress rules and the edge Gateway's routes on the same listeners. A host both claim
+//! belongs to one namespace, whichever API claimed it first (see [`super::owners`]): the
+//! other namespaces' claims are taken out. Among the owner's, the Gateway's routes are
+//! tried first, so an Ingress rule whose every request a Gateway route takes is never
+//! served. Such a rule is reported on its Ingress (an Event), naming the route.
 
-use wharf_model::{GatewayPort, Host, PathMatch, PortProtocol, RouteMatch, Snapshot};
+use std::sync::Arc;
 
+use wharf_model::{GatewayPort, Host, ObjectRef, PathMatch, PortProtocol, RouteMatch, Snapshot};
+
+use super::owners::{Claims, Ownership, HOST_OWNED};
 use super::Diagnostic;
+use crate::World;
+
+/// A claim's age: creationTimestamp, then namespace/name (oldest first).
+type Age = (Option<k8s_openapi::jiff::Timestamp>, String, String);
+
+/// The name of a host as written, one key for both APIs (`*.a.test` is an Ingress
+/// wildcard or a Gateway API one).
+fn written(host: &Host) -> Host {
+    match host {
+        Host::Suffix(s) => Host::Wildcard(s.clone()),
+        h => h.clone(),
+    }
+}
+
+/// How old the object behind `source` is; `None` when it is gone (then it claims nothing).
+fn age(world: &World, source: &ObjectRef) -> Option<Age> {
+    use crate::kinds::ByKey;
+    let (ns, name) = (source.namespace.as_str(), source.name.as_str());
+    let created = match &*source.kind {
+        "Ingress" => ByKey::new(&world.ingresses, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone()),
+        "HTTPRoute" => {
+            ByKey::new(&world.http_routes, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone())
+        }
+        "GRPCRoute" => {
+            ByKey::new(&world.grpc_routes, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone())
+        }
+        "TLSRoute" => ByKey::new(&world.tls_routes, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone()),
+        _ => None,
+    }?;
+    Some((created.map(|t| t.0), ns.to_owned(), name.to_owned()))
+}
+
+/// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
+/// hosts the other API claims for another namespace first (or the operator assigned
+/// elsewhere), and says so on each object that lost one.
+pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Vec<Diagnostic> {
+    let edge: Vec<usize> = (0..snapshot.gateway_ports.len()).filter(|&i| snapshot.gateway_ports[i].edge).collect();
+    if edge.is_empty() {
+        return Vec::new();
+    }
+    // The claims on the hosts the edge Gateway serves, from both APIs: (host, source).
+    let mut claims: Vec<(Host, ObjectRef)> = Vec::new();
+    let ingress_claims = |host: &Host, out: &mut Vec<(Host, ObjectRef)>| {
+        if let Some(vh) = snapshot.virtual_hosts.get(host) {
+            out.extend(vh.routes.iter().map(|r| (host.clone(), r.source.clone())));
+        }
+        let passthrough = snapshot.passthrough.iter().filter(|p| p.host == *host);
+        out.extend(passthrough.map(|p| (host.clone(), p.source.clone())));
+    };
+    for &i in &edge {
+        let port = &snapshot.gateway_ports[i];
+        let hosts =
+            port.virtual_hosts.iter().map(|v| (&v.host, v.routes.iter().map(|r| &r.source).collect::<Vec<_>>()));
+        let sni = port.passthrough.iter().map(|p| (&p.host, vec![&p.source]));
+        for (host, sources) in hosts.chain(sni) {
+            let key = written(host);
+            claims.extend(sources.into_iter().map(|s| (key.clone(), s.clone())));
+            ingress_claims(&key, &mut claims);
+            match host {
+                // An exact name, and the Ingress wildcard over it.
+                Host::Exact(name) => {
+                    if let Some(w) = Host::wildcard_key(name) {
+                        ingress_claims(&Host::Wildcard(w.to_owned()), &mut claims);
+                    }
+                }
+                // A wildcard, and the Ingress names under it.
+                Host::Wildcard(_) | Host::Suffix(_) => {
+                    let under: Vec<Host> = snapshot
+                        .virtual_hosts
+                        .iter()
+                        .map(|v| &v.host)
+                        .chain(snapshot.passthrough.iter().map(|p| &p.host))
+                        .filter(|h| matches!(h, Host::Exact(_)) && host.covers(h))
+                        .cloned()
+                        .collect();
+                    for h in under {
+                        ingress_claims(&h, &mut claims);
+                    }
+                }
+                Host::Any => {}
+            }
+        }
+    }
+    let mut aged: Vec<(Age, Host, ObjectRef)> =
+        claims.into_iter().filter_map(|(h, s)| Some((age(world, &s)?, h, s))).collect();
+    aged.sort();
+    aged.dedup();
+    let mut first = Claims::default();
+    for (rank, (_, host, source)) in aged.iter().enumerate() {
+        first.claim(host, rank, &source.namespace);
+    }
+    // One owner across the APIs, merging or not.
+    let rules = Ownership { merge_across_namespaces: false, ..rules.clone() };
+    let mut lost: Vec<(Host, ObjectRef, String)> = Vec::new();
+    for (_, host, source) in &aged {
+        if let Err(refusal) = first.may_serve(host, &source.namespace, &rules) {
+            let shown = match host {
+                Host::Any => "host * (routes without hostname)".to_owned(),
+                h => format!("host {h}"),
+            };
+            lost.push((host.clone(), source.clone(), refusal.message(&shown)));
+        }
+    }
+    let mut out = Vec::new();
+    for (host, source, message) in lost {
+        take_out(snapshot, &edge, &host, &source);
+        out.push(Diagnostic { object: source, reason: HOST_OWNED, message });
+    }
+    out
+}
+
+/// Takes `source`'s routes for `host` (as written) out of the Ingress tables and the edge
+/// ports.
+fn take_out(snapshot: &mut Snapshot, edge: &[usize], host: &Host, source: &ObjectRef) {
+    let keep = |s: &ObjectRef| s != source;
+    if let Some(vh) = snapshot.virtual_hosts.get(host) {
+        if !vh.routes.iter().all(|r| keep(&r.source)) {
+            let mut vh = wharf_model::VirtualHost::clone(vh);
+            vh.routes.retain(|r| keep(&r.source));
+            match vh.routes.is_empty() {
+                true => {
+                    snapshot.virtual_hosts.remove(host);
+                }
+                false => {
+                    snapshot.virtual_hosts.insert(Arc::new(vh));
+                }
+            }
+        }
+    }
+    snapshot.passthrough.retain(|p| p.host != *host || keep(&p.source));
+    for &i in edge {
+        let port: &mut GatewayPort = &mut snapshot.gateway_ports[i];
+        for vh in port.virtual_hosts.iter_mut().filter(|v| written(&v.host) == *host) {
+            if !vh.routes.iter().all(|r| keep(&r.source)) {
+                Arc::make_mut(vh).routes.retain(|r| keep(&r.source));
+            }
+        }
+        port.virtual_hosts.retain(|v| !v.routes.is_empty());
+        port.passthrough.retain(|p| written(&p.host) != *host || keep(&p.source));
+    }
+}
 
 /// Reason of the diagnostic on an Ingress whose rule an edge Gateway route overrides.
 pub const OVERRIDDEN: &str = "OverriddenByGatewayRoute";

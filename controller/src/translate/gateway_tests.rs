@@ -1396,3 +1396,89 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
     assert_eq!(asked, ["gw"], "the listeners foreign and any, in one diagnostic");
     assert!(!t.diagnostics.iter().any(|d| d.reason == "AcmeNoHost"), "without issuers, only AcmeNotConfigured");
 }
+
+#[test]
+fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_it() {
+    use super::gateway::{EdgeGateway, EdgeSocket};
+    let mut o = opts();
+    o.gateway.edge = Some(EdgeGateway {
+        namespace: "wharf".into(),
+        name: "edge".into(),
+        sockets: vec![EdgeSocket { port: 80, bind: ([0, 0, 0, 0], 8080).into(), protocol: PortProtocol::Http }],
+    });
+    let everyone =
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]);
+    let ingress = |ns: &str, name: &str, age: u32, host: Option<&str>| -> Ingress {
+        let rule = match host {
+            Some(h) => {
+                json!({"host": h, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}})
+            }
+            None => {
+                json!({"http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}})
+            }
+        };
+        obj(json!({
+            "metadata": {"name": name, "namespace": ns, "annotations": {"kubernetes.io/ingress.class": "wharf"},
+                         "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"rules": [rule]},
+        }))
+    };
+    let edge = json!({"name": "edge", "namespace": "wharf"});
+    let mut w = world(
+        vec![gateway("wharf", "edge", 0, everyone)],
+        vec![
+            // b takes over a's Ingress host: refused (a's Ingress is older).
+            http_route("b", "takeover", 5, to_app(edge.clone(), json!(["shop.a.test"]), "/")),
+            // b's exact name under a's older Ingress wildcard: refused.
+            http_route("b", "under", 5, to_app(edge.clone(), json!(["login.a.test"]), "/")),
+            // b's route without hostname: a's rules without host are older.
+            http_route("b", "everything", 5, to_app(edge.clone(), json!([]), "/")),
+            // a's route is older than b's Ingress: a keeps the host.
+            http_route("a", "blog", 1, to_app(edge.clone(), json!(["blog.a.test"]), "/")),
+            // b's own host: served.
+            http_route("b", "own", 5, to_app(edge, json!(["api.b.test"]), "/")),
+        ],
+    );
+    w.ingresses = vec![
+        ingress("a", "shop", 2, Some("shop.a.test")),
+        ingress("a", "wild", 2, Some("*.a.test")),
+        ingress("a", "any", 2, None),
+        ingress("b", "blog", 6, Some("blog.a.test")),
+    ]
+    .into();
+    let t = translate(&w, &o, None);
+    let port = ports(&t).iter().find(|p| p.edge).unwrap();
+    let served: Vec<(String, Vec<String>)> =
+        hosts(port).into_iter().map(|(h, rs)| (h, rs.into_iter().map(|(n, _)| n).collect())).collect();
+    // b's route without hostname stays on b's own host (a route for every host is merged
+    // into each host of an isolated listener), and nowhere else.
+    let want = [
+        ("api.b.test".to_owned(), vec!["own".to_owned(), "everything".to_owned()]),
+        ("blog.a.test".to_owned(), vec!["blog".to_owned()]),
+    ];
+    assert_eq!(served, want);
+    let ingress_hosts: Vec<(String, Vec<String>)> = t
+        .snapshot
+        .virtual_hosts
+        .iter()
+        .map(|v| {
+            (v.host.to_string(), v.routes.iter().map(|r| format!("{}/{}", r.source.namespace, r.source.name)).collect())
+        })
+        .collect();
+    assert!(
+        !ingress_hosts.iter().any(|(h, _)| h == "blog.a.test"),
+        "b's Ingress lost a's route host: {ingress_hosts:?}"
+    );
+    assert!(ingress_hosts.contains(&("shop.a.test".to_owned(), vec!["a/shop".to_owned()])), "{ingress_hosts:?}");
+    let mut lost: Vec<String> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason == super::owners::HOST_OWNED)
+        .map(|d| format!("{} {}/{}", d.object.kind, d.object.namespace, d.object.name))
+        .collect();
+    lost.sort();
+    lost.dedup();
+    assert_eq!(lost, ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog"]);
+    let m = t.diagnostics.iter().find(|d| d.object.name == "takeover").unwrap();
+    assert!(m.message.starts_with("host shop.a.test belongs to namespace a"), "{}", m.message);
+}

@@ -10,6 +10,7 @@ pub mod edge;
 pub mod gateway;
 pub mod grants;
 pub mod http_route;
+pub mod owners;
 pub mod parts;
 mod tls;
 
@@ -72,6 +73,9 @@ pub struct Options {
     pub annotations: annotations::AnnotationOptions,
     /// ACME settings.
     pub acme: AcmeOptions,
+    /// Who owns which host: the operator's assignments, and whether Ingresses of several
+    /// namespaces may share one.
+    pub ownership: owners::Ownership,
 }
 
 /// ACME settings of translation.
@@ -100,6 +104,7 @@ impl Default for Options {
             gateway: gateway::GatewayOptions::default(),
             annotations: annotations::AnnotationOptions::default(),
             acme: AcmeOptions::default(),
+            ownership: owners::Ownership::default(),
         }
     }
 }
@@ -167,8 +172,15 @@ fn ingress_part(
     diags: Vec<Diagnostic>,
 ) -> parts::Part {
     let (opts, secrets) = (l.opts, &l.secrets);
-    let mut t =
-        Translator { opts, diags, snapshot: Snapshot::default(), backends: &l.backends, acme: Default::default() };
+    let claims = claims(members);
+    let mut t = Translator {
+        opts,
+        diags,
+        snapshot: Snapshot::default(),
+        backends: &l.backends,
+        acme: Default::default(),
+        claims,
+    };
     let mut tls_hosts = tls::TlsHosts::default();
     let mut routes = RouteTable::default();
     let ours: Vec<&Ingress> = members.iter().map(|(ing, _)| *ing).collect();
@@ -210,7 +222,7 @@ fn ingress_part(
             t.canary(ing, canary, &mut routes);
         }
     }
-    routes.add_www_redirects();
+    routes.add_www_redirects(&t.claims, &opts.ownership);
     let tls_hosts = tls_hosts.into_hosts();
     parts::Part {
         virtual_hosts: routes.take_virtual_hosts(&tls_hosts),
@@ -224,6 +236,26 @@ fn ingress_part(
         served: served.iter().map(|(ing, _)| ingress_ref(ing)).collect(),
         acme: t.acme.into_vec(),
     }
+}
+
+/// The hosts the Ingresses of a part claim (rule, TLS and passthrough hosts), oldest
+/// Ingress first: canaries and Ingresses Wharf skips claim none.
+fn claims(members: &[(&Ingress, annotations::Settings)]) -> owners::Claims {
+    let mut claims = owners::Claims::default();
+    for (rank, (ing, settings)) in members.iter().enumerate() {
+        let Some(spec) = ing.spec.as_ref().filter(|_| !settings.skip && settings.canary.is_none()) else { continue };
+        let ns = ing.metadata.namespace.as_deref().unwrap_or("default");
+        let rule_hosts = spec.rules.iter().flatten().map(|r| r.host.as_deref().filter(|h| !h.is_empty()));
+        let tls_hosts = spec.tls.iter().flatten().flat_map(|t| t.hosts.iter().flatten()).map(|h| Some(&**h));
+        for raw in rule_hosts.chain(tls_hosts) {
+            match raw.map(Host::parse) {
+                None => claims.claim(&Host::Any, rank, ns),
+                Some(Ok(host)) => claims.claim(&host, rank, ns),
+                Some(Err(_)) => {}
+            }
+        }
+    }
+    claims
 }
 
 /// The entries of `map`, in order, in a vector with no room to spare.
@@ -245,7 +277,7 @@ fn finish(
     ingresses: imbl::OrdSet<ObjectRef>,
 ) -> Translation {
     let opts = l.opts;
-    let mut t = Translator { opts, diags, snapshot, backends: &l.backends, acme };
+    let mut t = Translator { opts, diags, snapshot, backends: &l.backends, acme, claims: owners::Claims::default() };
     if let Some((ns, name)) = &opts.default_certificate {
         let source = ObjectRef::new("Secret", ns, name);
         if let Some(id) = l.secrets.certificate(ns, name, &source, &mut t.diags, &mut t.snapshot) {
@@ -272,6 +304,7 @@ fn finish(
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
+    t.diags.extend(edge::share(world, &opts.ownership, &mut t.snapshot));
     t.diags.extend(edge::overridden(&t.snapshot));
 
     t.diags.sort();
@@ -358,10 +391,12 @@ struct RouteTable {
 }
 
 impl RouteTable {
-    fn add_www_redirects(&mut self) {
+    /// Redirects the `from-to-www-redirect` aliases that no Ingress serves and no other
+    /// namespace owns.
+    fn add_www_redirects(&mut self, claims: &owners::Claims, rules: &owners::Ownership) {
         for (from, to, source) in std::mem::take(&mut self.www_redirects) {
             let host = Host::Exact(from);
-            if self.by_host.contains_key(&host) {
+            if self.by_host.contains_key(&host) || claims.may_serve(&host, &source.namespace, rules).is_err() {
                 continue;
             }
             let redirect =
@@ -461,11 +496,29 @@ struct Translator<'a> {
     snapshot: Snapshot,
     backends: &'a Backends<'a>,
     acme: acme::Demands,
+    /// The first claim on each host of the Ingresses being translated.
+    claims: owners::Claims,
 }
 
 impl<'a> Translator<'a> {
     fn diag(&mut self, object: &ObjectRef, reason: &'static str, message: String) {
         self.diags.push(Diagnostic { object: object.clone(), reason, message });
+    }
+
+    /// Whether the namespace of `src` may serve `host` (see [`owners`]); told on `src`
+    /// when not, `what` naming the claim ("host", "TLS host", ...).
+    fn owns(&mut self, src: &ObjectRef, host: &Host, what: &str) -> bool {
+        match self.claims.may_serve(host, &src.namespace, &self.opts.ownership) {
+            Ok(()) => true,
+            Err(refusal) => {
+                let shown = match host {
+                    Host::Any => format!("{what} * (rules without host)"),
+                    h => format!("{what} {h}"),
+                };
+                self.diag(src, owners::HOST_OWNED, refusal.message(&shown));
+                false
+            }
+        }
     }
 
     /// Adds the Ingress's TLS hosts and routes; false when it is not served at all.
@@ -584,6 +637,14 @@ impl<'a> Translator<'a> {
                 // No hosts: the entry covers every host of the Ingress's rules.
                 _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
             };
+            // Neither a certificate nor an ACME order for another namespace's host.
+            let hosts: Vec<&str> = hosts
+                .into_iter()
+                .filter(|h| Host::parse(h).map_or(true, |h| self.owns(&src, &h, "TLS host")))
+                .collect();
+            if hosts.is_empty() {
+                continue;
+            }
             let acme = (settings.acme, settings.acme_issuer.as_deref());
             let secret_name = entry.secret_name.as_deref();
             self.acme.add(&self.opts.acme, &src, acme, secrets, (&src.namespace, secret_name), &hosts, &mut self.diags);
@@ -618,6 +679,9 @@ impl<'a> Translator<'a> {
         }
         for rule in spec.rules.iter().flatten() {
             let Some(host) = self.rule_host(&src, rule) else { continue };
+            if !self.owns(&src, &host, "host") {
+                continue;
+            }
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
                 let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
                     continue;
@@ -701,6 +765,10 @@ impl<'a> Translator<'a> {
         let Some(spec) = &ing.spec else { return };
         for rule in spec.rules.iter().flatten() {
             let Some(host) = self.rule_host(&src, rule) else { continue };
+            // A canary takes requests only from its own namespace's routes.
+            if !self.owns(&src, &host, "canary host") {
+                continue;
+            }
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
                 let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
                     continue;
@@ -959,6 +1027,9 @@ impl<'a> Translator<'a> {
                     continue;
                 }
             };
+            if !self.owns(src, &host, "passthrough host") {
+                continue;
+            }
             let Some(path) = rule.http.as_ref().and_then(|h| h.paths.first()) else {
                 self.diag(src, "UnsupportedBackend", format!("passthrough host {host} has no path with a backend"));
                 continue;
@@ -1002,6 +1073,8 @@ impl<'a> Translator<'a> {
 
 #[cfg(test)]
 mod gateway_tests;
+#[cfg(test)]
+mod owners_tests;
 #[cfg(test)]
 mod parts_tests;
 #[cfg(test)]

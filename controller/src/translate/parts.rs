@@ -760,7 +760,13 @@ fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all:
     }
     let ns = ing.metadata.namespace.as_deref().unwrap_or("default");
     for entry in spec.tls.iter().flatten() {
-        out.links.extend(entry.hosts.iter().flatten().filter_map(|h| host(Some(h))).map(Link::Host));
+        for h in entry.hosts.iter().flatten().filter_map(|h| host(Some(h))) {
+            // Its owner is decided with the wildcard covering it, if any.
+            if let Host::Exact(name) = &h {
+                out.under.extend(Host::wildcard_key(name).map(str::to_owned));
+            }
+            out.links.push(Link::Host(h));
+        }
         if let (false, Some(secret)) = (opts.acme.issuers.is_empty(), entry.secret_name.as_deref()) {
             out.links.push(Link::AcmeSecret((ns.to_owned(), secret.to_owned())));
         }

@@ -213,11 +213,13 @@ pub async fn handle(
                 method: req.method(),
                 headers: req.headers(),
             };
-            // The edge Gateway's routes first, then the Ingress routes.
+            // The edge Gateway's routes and the Ingress routes, by host and owner.
             let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
-            cfg.edge_gateway(conn.gateway_port, protocol)
-                .and_then(|g| g.router.route(&host, &view))
-                .or_else(|| t.router.route(&host, &view))
+            let edge = cfg.edge_gateway(conn.gateway_port, protocol).map(|g| &g.router);
+            match edge {
+                Some(edge) => crate::routing::shared_route(Some(edge), &t.router, &host, &view),
+                None => t.router.route(&host, &view),
+            }
         }
         _ => None,
     };

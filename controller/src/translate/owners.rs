@@ -1,0 +1,253 @@
+//! Who owns a host on Wharf's own listeners: the one rule that keeps tenants apart.
+//!
+//! A host name (exact or wildcard, as written) belongs to the namespace of its oldest
+//! claim: an Ingress rule, TLS or passthrough host, or a route of the edge Gateway. An
+//! exact name under a wildcard that another namespace claimed earlier belongs to the
+//! wildcard's namespace. The operator may assign hosts to namespaces instead
+//! (`--host-owner`), and may let Ingresses of several namespaces share a host, as
+//! ingress-nginx merged them (`--merge-hosts-across-namespaces`). A claim from another
+//! namespace is refused with a diagnostic and never served; canaries, ACME orders and
+//! www redirects follow the same owner.
+
+use wharf_model::Host;
+
+use super::HashMap;
+
+/// Diagnostic reason of a claim on a host that belongs to another namespace.
+pub const HOST_OWNED: &str = "HostOwnedByOtherNamespace";
+
+/// A host pattern the operator assigns to a namespace: an exact name, or `*.domain` for
+/// every name under `domain` (any depth), and the wildcards under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// `Exact(name)`, or `Suffix(".domain")` for `*.domain`.
+    pattern: Host,
+    /// The namespace that owns what the pattern covers.
+    namespace: String,
+}
+
+impl Assignment {
+    /// Parses `HOST=NAMESPACE`, where HOST is `shop.example.com` or `*.example.com`.
+    pub fn parse(s: &str) -> Result<Assignment, String> {
+        let (host, ns) = s.split_once('=').ok_or_else(|| format!("{s:?} is not HOST=NAMESPACE"))?;
+        let (host, ns) = (host.trim(), ns.trim());
+        if !wharf_model::is_dns_name(ns) || ns.contains('.') {
+            return Err(format!("{s:?}: {ns:?} is not a namespace name"));
+        }
+        let pattern = match Host::parse_gateway(host).map_err(|e| format!("{s:?}: {e}"))? {
+            Host::Any => return Err(format!("{s:?}: name a host or a *.domain")),
+            h => h,
+        };
+        Ok(Assignment { pattern, namespace: ns.to_owned() })
+    }
+
+    /// How many characters of `host` the pattern takes: `None` when it does not cover it.
+    fn covers(&self, host: &Host) -> Option<usize> {
+        let name_or_suffix = match host {
+            Host::Exact(n) => n.as_str(),
+            Host::Wildcard(s) | Host::Suffix(s) => s.as_str(),
+            Host::Any => return None,
+        };
+        match &self.pattern {
+            Host::Exact(p) => (matches!(host, Host::Exact(_)) && p == name_or_suffix).then_some(usize::MAX),
+            // `.example.com` covers `a.example.com`, `a.b.example.com`, and the wildcards
+            // `.example.com` (`*.example.com`) and `.b.example.com`.
+            Host::Suffix(p) => {
+                let under = name_or_suffix.ends_with(p.as_str())
+                    && (name_or_suffix.len() > p.len() || !matches!(host, Host::Exact(_)));
+                under.then_some(p.len())
+            }
+            Host::Wildcard(_) | Host::Any => None,
+        }
+    }
+}
+
+/// The operator's say over hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// Hosts assigned to namespaces; the most specific pattern covering a host decides.
+    pub assigned: Vec<Assignment>,
+    /// Ingresses of any namespace may add paths to a host (ingress-nginx's merging);
+    /// off by default.
+    pub merge_across_namespaces: bool,
+}
+
+impl Ownership {
+    /// The namespace the operator assigned `host` to, if any.
+    pub fn assigned(&self, host: &Host) -> Option<&str> {
+        self.assigned
+            .iter()
+            .filter_map(|a| Some((a.covers(host)?, a)))
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, a)| &*a.namespace)
+    }
+}
+
+/// Why a namespace may not serve a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The operator assigned it to this namespace.
+    Assigned(String),
+    /// This namespace claimed it first.
+    Claimed(String),
+}
+
+impl Refusal {
+    /// The message of the diagnostic, for `what` (e.g. "host shop.a.test").
+    pub fn message(&self, what: &str) -> String {
+        match self {
+            Refusal::Assigned(ns) => format!(
+                "{what} is assigned to namespace {ns} by the gateway's operator (--host-owner); it is not served from this namespace"
+            ),
+            Refusal::Claimed(ns) => format!(
+                "{what} belongs to namespace {ns}, whose claim on it is older; it is not served from this namespace (a host is served from one namespace: ask the operator to assign it, or move the rule there)"
+            ),
+        }
+    }
+}
+
+/// The first claim on each host, in the order claims are made (oldest first).
+#[derive(Debug, Default)]
+pub struct Claims {
+    first: HashMap<Host, (usize, String)>,
+}
+
+impl Claims {
+    /// Records that the object of age rank `rank` (lower is older) in `namespace` claims
+    /// `host`; claims must come oldest first.
+    pub fn claim(&mut self, host: &Host, rank: usize, namespace: &str) {
+        if !self.first.contains_key(host) {
+            self.first.insert(host.clone(), (rank, namespace.to_owned()));
+        }
+    }
+
+    /// The namespace whose claim on `host` came first.
+    pub fn first(&self, host: &Host) -> Option<&str> {
+        self.first.get(host).map(|(_, ns)| &**ns)
+    }
+
+    /// Whether `namespace` may serve `host`: the operator's assignment, else the first
+    /// claim on it, and for an exact name, no older claim from elsewhere on the wildcard
+    /// covering it. A host nobody claimed (an alias) may be served by anyone.
+    pub fn may_serve(&self, host: &Host, namespace: &str, rules: &Ownership) -> Result<(), Refusal> {
+        if let Some(owner) = rules.assigned(host) {
+            return match owner == namespace {
+                true => Ok(()),
+                false => Err(Refusal::Assigned(owner.to_owned())),
+            };
+        }
+        if rules.merge_across_namespaces {
+            return Ok(());
+        }
+        let own = self.first.get(host);
+        if let Some((_, owner)) = own.filter(|(_, owner)| owner != namespace) {
+            return Err(Refusal::Claimed(owner.clone()));
+        }
+        if let Host::Exact(name) = host {
+            let wildcard = Host::wildcard_key(name).and_then(|s| self.first.get(&Host::Wildcard(s.to_owned())));
+            if let Some((rank, owner)) = wildcard.filter(|(_, owner)| owner != namespace) {
+                if own.is_none_or(|(mine, _)| rank < mine) {
+                    return Err(Refusal::Claimed(owner.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(s: &str) -> Host {
+        if s.is_empty() {
+            return Host::Any;
+        }
+        Host::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_first_claim_owns_a_host_and_an_older_wildcard_its_names() {
+        let mut c = Claims::default();
+        let rules = Ownership::default();
+        c.claim(&h("shop.a.test"), 0, "a");
+        c.claim(&h("*.a.test"), 1, "a");
+        c.claim(&h("shop.a.test"), 2, "b");
+        c.claim(&h("old.b.test"), 3, "b");
+        c.claim(&h("*.b.test"), 4, "c");
+        c.claim(&h("new.b.test"), 5, "b");
+        c.claim(&h(""), 6, "b");
+        c.claim(&h(""), 7, "a");
+        assert_eq!(c.first(&h("shop.a.test")), Some("a"));
+        assert_eq!(c.may_serve(&h("shop.a.test"), "a", &rules), Ok(()));
+        assert_eq!(c.may_serve(&h("shop.a.test"), "b", &rules), Err(Refusal::Claimed("a".into())));
+        // An exact name under another namespace's wildcard: the older claim decides.
+        assert_eq!(c.may_serve(&h("evil.a.test"), "b", &rules), Err(Refusal::Claimed("a".into())));
+        assert_eq!(c.may_serve(&h("old.b.test"), "b", &rules), Ok(()), "older than c's wildcard");
+        assert_eq!(c.may_serve(&h("new.b.test"), "b", &rules), Err(Refusal::Claimed("c".into())));
+        assert_eq!(c.may_serve(&h("*.b.test"), "c", &rules), Ok(()));
+        assert_eq!(c.may_serve(&h("x.y.a.test"), "b", &rules), Ok(()), "a wildcard covers one label");
+        // Rules without host: one owner too.
+        assert_eq!(c.may_serve(&h(""), "b", &rules), Ok(()));
+        assert_eq!(c.may_serve(&h(""), "a", &rules), Err(Refusal::Claimed("b".into())));
+        // A name nobody claimed.
+        assert_eq!(c.may_serve(&h("free.test"), "z", &rules), Ok(()));
+        // Merging lets every namespace in, but not past the operator.
+        let merge = Ownership { merge_across_namespaces: true, ..Ownership::default() };
+        assert_eq!(c.may_serve(&h("shop.a.test"), "b", &merge), Ok(()));
+        assert_eq!(c.may_serve(&h("new.b.test"), "b", &merge), Ok(()));
+        let assigned =
+            Ownership { assigned: vec![Assignment::parse("*.a.test=b").unwrap()], merge_across_namespaces: true };
+        assert_eq!(c.may_serve(&h("shop.a.test"), "b", &assigned), Ok(()));
+        assert_eq!(c.may_serve(&h("shop.a.test"), "a", &assigned), Err(Refusal::Assigned("b".into())));
+    }
+
+    #[test]
+    fn the_most_specific_assignment_decides() {
+        let rules = Ownership {
+            assigned: ["*.example.com=web", "*.shop.example.com=shop", "api.shop.example.com=api"]
+                .iter()
+                .map(|a| Assignment::parse(a).unwrap())
+                .collect(),
+            merge_across_namespaces: false,
+        };
+        let owner = |s: &str| rules.assigned(&h(s));
+        assert_eq!(owner("a.example.com"), Some("web"));
+        assert_eq!(owner("a.b.example.com"), Some("web"), "any depth");
+        assert_eq!(owner("*.example.com"), Some("web"), "the wildcard itself");
+        assert_eq!(owner("x.shop.example.com"), Some("shop"));
+        assert_eq!(owner("*.shop.example.com"), Some("shop"));
+        assert_eq!(owner("shop.example.com"), Some("web"), "the name itself is under *.example.com only");
+        assert_eq!(owner("api.shop.example.com"), Some("api"), "an exact name first");
+        assert_eq!(owner("example.com"), None, "*.example.com does not cover example.com");
+        assert_eq!(owner("other.org"), None);
+        assert_eq!(owner(""), None);
+        let gw = rules.assigned(&Host::parse_gateway("*.a.example.com").unwrap());
+        assert_eq!(gw, Some("web"), "a Gateway API wildcard");
+        let mut c = Claims::default();
+        c.claim(&h("a.example.com"), 0, "other");
+        assert_eq!(c.may_serve(&h("a.example.com"), "other", &rules), Err(Refusal::Assigned("web".into())));
+        assert_eq!(c.may_serve(&h("a.example.com"), "web", &rules), Ok(()), "even when another claimed it first");
+    }
+
+    #[test]
+    fn assignments_parse_a_host_and_a_namespace() {
+        assert!(Assignment::parse("shop.example.com=shop").is_ok());
+        assert!(Assignment::parse(" *.example.com = web ").is_ok());
+        for bad in [
+            "shop.example.com",
+            "=web",
+            "shop.example.com=",
+            "*=web",
+            "shop.example.com=Web",
+            "a.test=a.b",
+            "10.0.0.1=a",
+        ] {
+            assert!(Assignment::parse(bad).is_err(), "{bad}");
+        }
+        let m = Refusal::Claimed("a".into()).message("host shop.a.test");
+        assert!(m.starts_with("host shop.a.test belongs to namespace a"), "{m}");
+        let m = Refusal::Assigned("a".into()).message("TLS host x");
+        assert!(m.contains("assigned to namespace a") && m.contains("--host-owner"), "{m}");
+    }
+}

@@ -1,0 +1,189 @@
+//! Tenancy: one namespace's Ingresses never serve, shadow, canary or order certificates
+//! for a host another namespace owns.
+
+use k8s_openapi::api::networking::v1::Ingress;
+use serde_json::{json, Value};
+
+use super::tests::{class, ingress, path, rule, tls_secret};
+use super::*;
+
+/// An Ingress of namespace `ns`, created at minute `age`.
+fn ing(ns: &str, name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
+    let mut i = ingress(name, age, annotations, spec);
+    i.metadata.namespace = Some(ns.into());
+    i
+}
+
+fn spec(host: Option<&str>, p: &str, svc: &str) -> Value {
+    json!({"ingressClassName": "wharf", "rules": [rule(host, json!([path(p, "Prefix", svc, json!({"number": 80}))]))]})
+}
+
+fn world(ingresses: Vec<Ingress>) -> World {
+    World {
+        ingress_classes: vec![class("wharf", "wharf.dev/ingress-controller", false)].into(),
+        ingresses: ingresses.into(),
+        ..Default::default()
+    }
+}
+
+fn opts() -> Options {
+    Options { now: 1_800_000_000, ..Options::default() }
+}
+
+/// (host, namespace/name of each route's source).
+fn served(t: &Translation) -> Vec<(String, Vec<String>)> {
+    t.snapshot
+        .virtual_hosts
+        .iter()
+        .map(|v| {
+            (v.host.to_string(), v.routes.iter().map(|r| format!("{}/{}", r.source.namespace, r.source.name)).collect())
+        })
+        .collect()
+}
+
+fn owned_diags(t: &Translation) -> Vec<(String, String)> {
+    t.diagnostics
+        .iter()
+        .filter(|d| d.reason == owners::HOST_OWNED)
+        .map(|d| (format!("{}/{}", d.object.namespace, d.object.name), d.message.clone()))
+        .collect()
+}
+
+#[test]
+fn another_namespace_cannot_add_paths_to_an_owned_host() {
+    let w = world(vec![
+        ing("a", "shop", 1, json!({}), spec(Some("shop.a.test"), "/", "web")),
+        ing("b", "evil", 2, json!({}), spec(Some("shop.a.test"), "/admin", "evil")),
+        ing("a", "more", 3, json!({}), spec(Some("shop.a.test"), "/api", "api")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    assert_eq!(served(&t), [("shop.a.test".to_owned(), vec!["a/more".to_owned(), "a/shop".to_owned()])]);
+    let d = owned_diags(&t);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].0, "b/evil");
+    assert!(d[0].1.starts_with("host shop.a.test belongs to namespace a"), "{}", d[0].1);
+    assert!(t.ingresses.contains(&ObjectRef::new("Ingress", "b", "evil")), "still ours: its status is written");
+
+    // The operator's merging lets it in, as ingress-nginx did.
+    let mut merge = opts();
+    merge.ownership.merge_across_namespaces = true;
+    let t = translate(&w, &merge, None);
+    assert_eq!(served(&t)[0].1, ["b/evil", "a/more", "a/shop"]);
+    assert!(owned_diags(&t).is_empty());
+
+    // The operator's assignment beats age.
+    let mut assigned = opts();
+    assigned.ownership.assigned = vec![owners::Assignment::parse("*.a.test=b").unwrap()];
+    let t = translate(&w, &assigned, None);
+    assert_eq!(served(&t)[0].1, ["b/evil"]);
+    assert_eq!(owned_diags(&t).len(), 2, "both of a's Ingresses are told");
+}
+
+#[test]
+fn an_exact_host_under_an_older_wildcard_of_another_namespace_is_refused() {
+    let w = world(vec![
+        ing("a", "wild", 1, json!({}), spec(Some("*.a.test"), "/", "web")),
+        ing("b", "evil", 2, json!({}), spec(Some("login.a.test"), "/", "evil")),
+        ing("c", "early", 0, json!({}), spec(Some("early.a.test"), "/", "c")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    let hosts: Vec<(String, Vec<String>)> = served(&t);
+    assert_eq!(
+        hosts,
+        [("early.a.test".to_owned(), vec!["c/early".to_owned()]), ("*.a.test".to_owned(), vec!["a/wild".to_owned()])]
+    );
+    assert_eq!(owned_diags(&t).iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(), ["b/evil"]);
+}
+
+#[test]
+fn a_canary_in_another_namespace_takes_nothing() {
+    let canary =
+        json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-weight": "100"});
+    let w = world(vec![
+        ing("a", "shop", 1, json!({}), spec(Some("shop.a.test"), "/", "web")),
+        // Older than a's Ingress: a canary claims nothing, so it cannot become the owner.
+        ing("b", "evil", 0, canary.clone(), spec(Some("shop.a.test"), "/", "evil")),
+        ing("a", "beta", 2, canary, spec(Some("shop.a.test"), "/", "beta")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    let route = &t.snapshot.virtual_hosts.iter().next().unwrap().routes[0];
+    let Action::Forward(f) = &route.action else { panic!("{route:?}") };
+    let clusters: Vec<(&str, u32)> = f.backends.iter().map(|b| (b.cluster.as_str(), b.weight)).collect();
+    assert_eq!(clusters, [("a/web:80", 0), ("a/beta:80", 100)], "a's own canary only");
+    assert_eq!(owned_diags(&t).iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(), ["b/evil"]);
+}
+
+#[test]
+fn no_certificate_and_no_acme_order_for_another_namespaces_host() {
+    let tls = |secret: &str, host: &str| {
+        json!({"ingressClassName": "wharf", "tls": [{"hosts": [host], "secretName": secret}],
+               "rules": [rule(Some(host), json!([path("/", "Prefix", "web", json!({"number": 80}))]))]})
+    };
+    let mut w = world(vec![
+        ing("a", "shop", 1, json!({}), tls("shop-tls", "shop.a.test")),
+        // A new Secret name: Wharf would order shop.a.test into b's Secret.
+        ing("b", "order", 2, json!({}), tls("stolen", "shop.a.test")),
+        // A Secret of b's own holding a certificate for a's host.
+        ing("b", "cert", 3, json!({}), tls("b-cert", "shop.a.test")),
+    ]);
+    let mut a_secret = tls_secret("shop-tls", &["shop.a.test"]);
+    a_secret.metadata.namespace = Some("a".into());
+    let mut b_secret = tls_secret("b-cert", &["shop.a.test"]);
+    b_secret.metadata.namespace = Some("b".into());
+    w.secrets.push(a_secret);
+    w.secrets.push(b_secret);
+    let mut o = opts();
+    o.acme.issuers = vec!["le".into()];
+    let t = translate(&w, &o, None);
+    let orders: Vec<String> = t.acme.iter().map(|d| d.id()).collect();
+    assert!(orders.is_empty(), "ordered: {orders:?}");
+    let certs: Vec<(String, String)> =
+        t.snapshot.tls_hosts.iter().map(|h| (h.host.to_string(), h.certificate.clone())).collect();
+    assert_eq!(certs, [("shop.a.test".to_owned(), "a/shop-tls".to_owned())]);
+    let d: Vec<String> = owned_diags(&t).into_iter().map(|(o, m)| format!("{o}: {m}")).collect();
+    assert_eq!(d.len(), 4, "a TLS host and a host each: {d:?}");
+    assert!(d.iter().any(|m| m.starts_with("b/order: TLS host shop.a.test belongs to namespace a")), "{d:?}");
+}
+
+#[test]
+fn rules_without_host_and_passthrough_hosts_have_one_owner_too() {
+    let pass = json!({"nginx.ingress.kubernetes.io/ssl-passthrough": "true"});
+    let w = world(vec![
+        ing("a", "any", 1, json!({}), spec(None, "/", "web")),
+        ing("b", "any", 2, json!({}), spec(None, "/other", "evil")),
+        ing("a", "db", 3, pass.clone(), spec(Some("db.a.test"), "/", "db")),
+        ing("b", "db", 4, pass, spec(Some("db.a.test"), "/", "evil")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    assert_eq!(served(&t), [("*".to_owned(), vec!["a/any".to_owned()])]);
+    let pass: Vec<String> =
+        t.snapshot.passthrough.iter().map(|p| format!("{} {}", p.host, p.source.namespace)).collect();
+    assert_eq!(pass, ["db.a.test a"]);
+    let d = owned_diags(&t);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(
+        d[0].1.starts_with("passthrough host db.a.test belongs to namespace a")
+            || d[1].1.starts_with("passthrough host db.a.test"),
+        "{d:?}"
+    );
+    assert!(d.iter().any(|(_, m)| m.starts_with("host * (rules without host) belongs to namespace a")), "{d:?}");
+}
+
+#[test]
+fn a_www_redirect_never_lands_on_a_host_another_namespace_claims() {
+    let www = json!({"nginx.ingress.kubernetes.io/from-to-www-redirect": "true"});
+    // b asks for www.a.test -> a.test (its own, say); a already claims www.a.test by TLS only.
+    let w = world(vec![
+        ing(
+            "a",
+            "tls-only",
+            1,
+            json!({}),
+            json!({"ingressClassName": "wharf", "tls": [{"hosts": ["www.a.test"], "secretName": "x"}]}),
+        ),
+        ing("b", "apex", 2, www, spec(Some("a.test"), "/", "evil")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    let hosts: Vec<String> = served(&t).into_iter().map(|(h, _)| h).collect();
+    assert_eq!(hosts, ["a.test"], "no redirect for www.a.test");
+}
