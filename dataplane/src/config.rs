@@ -1128,6 +1128,26 @@ mod tests {
     }
 
     #[test]
+    fn the_workloads_a_config_fronts_are_its_direct_endpoints() {
+        let mesh = Endpoint {
+            addr: ([10, 0, 0, 7], 80).into(),
+            hbone: Some(wharf_model::Hbone {
+                dial: ([10, 0, 0, 7], 15008).into(),
+                identity: wharf_model::Identity::new("cluster.local", "app", "web"),
+                authority: "10.0.0.7:80".into(),
+            }),
+        };
+        let direct = Endpoint::direct(([10, 0, 0, 9], 3000).into());
+        let c = Cluster { protocol: AppProtocol::Http1, endpoints: vec![direct, mesh], tls: None };
+        let snapshot = Snapshot { clusters: [("c".to_owned(), c)].into_iter().collect(), ..Default::default() };
+        let config = compiler().compile(Arc::new(snapshot), 1, None).unwrap();
+        assert!(config.fronts(([10, 0, 0, 9], 3000).into()));
+        assert!(!config.fronts(([10, 0, 0, 9], 3001).into()), "another port");
+        assert!(!config.fronts(([10, 0, 0, 7], 80).into()), "a mesh endpoint is reached over HBONE, not dialed");
+        assert!(config.fronts(([10, 0, 0, 9], 3000).into()), "asked again, from the set made once");
+    }
+
+    #[test]
     fn refused_snapshots_say_why() {
         let missing = Snapshot {
             tls_hosts: vec![TlsHost { host: host("a.example.com"), certificate: "web/none".into() }].into(),

@@ -461,7 +461,8 @@ pub fn rank(host: &wharf_model::Host) -> u16 {
     use wharf_model::Host;
     match host {
         Host::Exact(_) => 0,
-        Host::Wildcard(s) | Host::Suffix(s) => 1 + 512u16.saturating_sub(u16::try_from(s.len()).unwrap_or(u16::MAX)),
+        // A DNS name has at most 253 characters: a wildcard ranks from 259 up.
+        Host::Wildcard(s) | Host::Suffix(s) => 512u16.saturating_sub(u16::try_from(s.len()).unwrap_or(u16::MAX)),
         Host::Any => u16::MAX,
     }
 }

@@ -1434,7 +1434,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
             // b's route without hostname: a's rules without host are older.
             http_route("b", "everything", 5, to_app(edge.clone(), json!([]), "/")),
             // a's route is older than b's Ingress: a keeps the host.
-            http_route("a", "blog", 1, to_app(edge.clone(), json!(["blog.a.test"]), "/")),
+            http_route("a", "blog", 1, to_app(edge.clone(), json!(["blog.c.test"]), "/")),
             // b's own host: served.
             http_route("b", "own", 5, to_app(edge, json!(["api.b.test"]), "/")),
         ],
@@ -1443,7 +1443,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         ingress("a", "shop", 2, Some("shop.a.test")),
         ingress("a", "wild", 2, Some("*.a.test")),
         ingress("a", "any", 2, None),
-        ingress("b", "blog", 6, Some("blog.a.test")),
+        ingress("b", "blog", 6, Some("blog.c.test")),
     ]
     .into();
     let t = translate(&w, &o, None);
@@ -1454,7 +1454,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
     // into each host of an isolated listener), and nowhere else.
     let want = [
         ("api.b.test".to_owned(), vec!["own".to_owned(), "everything".to_owned()]),
-        ("blog.a.test".to_owned(), vec!["blog".to_owned()]),
+        ("blog.c.test".to_owned(), vec!["blog".to_owned()]),
     ];
     assert_eq!(served, want);
     let ingress_hosts: Vec<(String, Vec<String>)> = t
@@ -1466,7 +1466,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         })
         .collect();
     assert!(
-        !ingress_hosts.iter().any(|(h, _)| h == "blog.a.test"),
+        !ingress_hosts.iter().any(|(h, _)| h == "blog.c.test"),
         "b's Ingress lost a's route host: {ingress_hosts:?}"
     );
     assert!(ingress_hosts.contains(&("shop.a.test".to_owned(), vec!["a/shop".to_owned()])), "{ingress_hosts:?}");
@@ -1481,4 +1481,99 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
     assert_eq!(lost, ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog"]);
     let m = t.diagnostics.iter().find(|d| d.object.name == "takeover").unwrap();
     assert!(m.message.starts_with("host shop.a.test belongs to namespace a"), "{}", m.message);
+}
+
+#[test]
+fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_and_ignores_merging() {
+    use super::gateway::{EdgeGateway, EdgeSocket};
+    use wharf_gateway_api::grpcroutes::GrpcRoute;
+    use wharf_gateway_api::tlsroutes::TlsRoute;
+    let mut o = opts();
+    o.gateway.edge = Some(EdgeGateway {
+        namespace: "wharf".into(),
+        name: "edge".into(),
+        sockets: vec![
+            EdgeSocket { port: 80, bind: ([0, 0, 0, 0], 8080).into(), protocol: PortProtocol::Http },
+            EdgeSocket { port: 15443, bind: ([0, 0, 0, 0], 15443).into(), protocol: PortProtocol::Passthrough },
+        ],
+    });
+    // Merging lets Ingresses of several namespaces share a host, not routes of the edge.
+    o.ownership.merge_across_namespaces = true;
+    let all = json!({"namespaces": {"from": "All"}});
+    let listeners = json!([
+        {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": all},
+        {"name": "tls", "port": 15443, "protocol": "TLS", "tls": {"mode": "Passthrough"}, "allowedRoutes": all},
+    ]);
+    let backend = json!({"service": {"name": "app", "port": {"number": 80}}});
+    let ingress = |ns: &str, name: &str, age: u32, host: &str, passthrough: bool| -> Ingress {
+        let mut annotations = json!({"kubernetes.io/ingress.class": "wharf"});
+        if passthrough {
+            annotations["nginx.ingress.kubernetes.io/ssl-passthrough"] = json!("true");
+        }
+        obj(json!({
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations,
+                         "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}]},
+        }))
+    };
+    let meta = |ns: &str, name: &str, age: u32| json!({"name": name, "namespace": ns, "generation": 1, "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")});
+    let edge = |section: &str| json!([{"name": "edge", "namespace": "wharf", "sectionName": section}]);
+    let tls_route = |ns: &str, name: &str, age: u32, host: &str| -> TlsRoute {
+        obj(json!({"metadata": meta(ns, name, age), "spec": {"parentRefs": edge("tls"), "hostnames": [host],
+            "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]}}))
+    };
+    // A wildcard of the edge: the Ingress names under it are weighed with it, no others.
+    let wild = to_app(json!({"name": "edge", "namespace": "wharf", "sectionName": "http"}), json!(["*.z.test"]), "/");
+    let mut w = world(vec![gateway("wharf", "edge", 0, listeners)], vec![http_route("a", "wild", 1, wild)]);
+    w.grpc_routes = vec![obj::<GrpcRoute>(json!({"metadata": meta("b", "grpc", 5), "spec": {
+        "parentRefs": edge("http"), "hostnames": ["rpc.a.test"], "rules": [{"backendRefs": [{"name": "app", "port": 80}]}]}}))]
+    .into();
+    w.tls_routes = vec![
+        // Newer than a's passthrough Ingress: refused.
+        tls_route("b", "db", 5, "db.a.test"),
+        // Older than b's passthrough Ingress: b's Ingress is refused.
+        tls_route("a", "mq", 1, "mq.a.test"),
+    ]
+    .into();
+    w.ingresses = vec![
+        ingress("a", "rpc", 2, "rpc.a.test", false),
+        ingress("a", "db", 2, "db.a.test", true),
+        ingress("b", "mq", 6, "mq.a.test", true),
+        // An Ingress host that merges two namespaces and no route claims: left as merged.
+        ingress("a", "shared", 2, "shared.c.test", false),
+        {
+            let mut other = ingress("b", "shared", 3, "shared.c.test", false);
+            let rules = other.spec.as_mut().and_then(|s| s.rules.as_mut()).unwrap();
+            rules[0].http.as_mut().unwrap().paths[0].path = Some("/b".into());
+            other
+        },
+    ]
+    .into();
+    let t = translate(&w, &o, None);
+    let mut lost: Vec<String> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason == super::owners::HOST_OWNED)
+        .map(|d| format!("{} {}/{}", d.object.kind, d.object.namespace, d.object.name))
+        .collect();
+    lost.sort();
+    lost.dedup();
+    assert_eq!(lost, ["GRPCRoute b/grpc", "Ingress b/mq", "TLSRoute b/db"]);
+    let edge_pass: Vec<String> = ports(&t)
+        .iter()
+        .filter(|p| p.edge)
+        .flat_map(|p| p.passthrough.iter().map(|r| format!("{} {}", r.host, r.source.name)))
+        .collect();
+    assert_eq!(edge_pass, ["mq.a.test mq"], "b's TLSRoute for a's passthrough host is out");
+    let ingress_pass: Vec<String> =
+        t.snapshot.passthrough.iter().map(|p| format!("{} {}/{}", p.host, p.source.namespace, p.source.name)).collect();
+    assert_eq!(ingress_pass, ["db.a.test a/db"], "b's passthrough Ingress for a's route host is out");
+    let http_hosts: Vec<String> = ports(&t)
+        .iter()
+        .filter(|p| p.edge && p.protocol == PortProtocol::Http)
+        .flat_map(|p| p.virtual_hosts.iter().filter(|v| !v.routes.is_empty()).map(|v| v.host.to_string()))
+        .collect();
+    assert!(!http_hosts.contains(&"rpc.a.test".to_owned()), "{http_hosts:?}");
+    let shared = t.snapshot.virtual_hosts.get(&Host::Exact("shared.c.test".into())).unwrap();
+    assert_eq!(shared.routes.len(), 2, "merged Ingress routes no route claims stay merged");
 }

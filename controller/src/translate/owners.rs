@@ -52,11 +52,8 @@ impl Assignment {
             Host::Exact(p) => (matches!(host, Host::Exact(_)) && p == name_or_suffix).then_some(usize::MAX),
             // `.example.com` covers `a.example.com`, `a.b.example.com`, and the wildcards
             // `.example.com` (`*.example.com`) and `.b.example.com`.
-            Host::Suffix(p) => {
-                let under = name_or_suffix.ends_with(p.as_str())
-                    && (name_or_suffix.len() > p.len() || !matches!(host, Host::Exact(_)));
-                under.then_some(p.len())
-            }
+            // (An exact name never starts with a dot, so it is longer than the suffix.)
+            Host::Suffix(p) => name_or_suffix.ends_with(p.as_str()).then_some(p.len()),
             Host::Wildcard(_) | Host::Any => None,
         }
     }
