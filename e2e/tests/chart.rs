@@ -147,7 +147,10 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
         let files: Vec<&str> = if values.is_empty() { vec![] } else { vec![values] };
         let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
         let pod = ChartPod::render(&files, &sets).unwrap();
-        let gateway_objects = apply_chart_gateway(&files, &sets).unwrap();
+        // Opened to every namespace, as an operator upgrading from an `All` default would:
+        // the routes above are in the test's namespace.
+        let open: Vec<&str> = sets.iter().copied().chain(["gateway.allowedRoutes=All"]).collect();
+        let gateway_objects = apply_chart_gateway(&files, &open).unwrap();
         let tcp_listener = gateway_objects
             .iter()
             .filter(|o| o["kind"] == "Gateway")
