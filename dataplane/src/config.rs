@@ -1125,6 +1125,38 @@ mod tests {
         assert_eq!(edge_get("y.b.test", "/x").as_deref(), Some("b/wild"));
         assert_eq!(edge_get("y.b.test", "/z").as_deref(), Some("b/catch-all"), "b's own less specific hosts");
         assert_eq!(edge_get("other.test", "/").as_deref(), Some("b/everything"));
+
+        // The chart's edge Gateway: listeners without routes own nothing, so the Ingress
+        // rules without host and the default backend still serve; a host shared on purpose
+        // (`--merge-hosts-across-namespaces`) falls through as before.
+        let mut bare = Snapshot {
+            virtual_hosts: vec![vh("docs.a.test", vec![of("a", "docs", prefix("/app"))])].into(),
+            default_backend: Some(of("b", "default", prefix("/"))),
+            clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
+            ..Default::default()
+        };
+        bare.gateway_ports = vec![edge(vec![
+            Arc::new(VirtualHost { host: Host::Any, routes: vec![] }),
+            Arc::new(VirtualHost { host: host("docs.a.test"), routes: vec![] }),
+        ])];
+        bare.virtual_hosts.insert(vh("", vec![of("b", "catch-all", prefix("/"))]));
+        bare.virtual_hosts
+            .insert(vh("shared.test", vec![of("a", "one", prefix("/one")), of("b", "two", prefix("/two"))]));
+        let config = compiler().compile(Arc::new(bare.clone()), 1, None).unwrap();
+        let edge_get = |c: &CompiledConfig, h: &str, p: &str| {
+            let headers = http::HeaderMap::new();
+            let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
+            let edge = c.edge_gateway(None, PortProtocol::Http).map(|t| &t.router);
+            crate::routing::shared_route(edge, &c.edge.router, h, &view).map(|r| r.source().to_owned())
+        };
+        assert_eq!(edge_get(&config, "docs.a.test", "/app").as_deref(), Some("a/docs"));
+        assert_eq!(edge_get(&config, "nobody.test", "/").as_deref(), Some("b/catch-all"));
+        assert_eq!(edge_get(&config, "shared.test", "/two").as_deref(), Some("b/two"));
+        assert_eq!(edge_get(&config, "shared.test", "/else").as_deref(), Some("b/catch-all"), "merged: falls through");
+        bare.virtual_hosts.remove(&Host::Any);
+        let config = compiler().compile(Arc::new(bare), 1, None).unwrap();
+        assert_eq!(edge_get(&config, "nobody.test", "/").as_deref(), Some("b/default"));
+        assert_eq!(edge_get(&config, "shared.test", "/else").as_deref(), Some("b/default"));
     }
 
     #[test]

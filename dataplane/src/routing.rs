@@ -522,16 +522,27 @@ pub fn shared_route<'a>(
             (None, None) => None,
         };
         let Some(h) = next else { break };
+        // A listener's host without routes takes no request and owns nothing.
+        if h.routes.is_empty() {
+            continue;
+        }
         match owner {
             None => owner = Some(&h.owner),
-            Some(o) if *o != h.owner => return None,
+            Some(o) if !same_owner(o, &h.owner) => return None,
             Some(_) => {}
         }
         if let Some(r) = h.routes.iter().find(|r| matches(&r.matches, req)) {
             return Some(r);
         }
     }
-    ingress.default.as_ref().filter(|_| owner.is_none_or(|o| o.is_some() && *o == ingress.default_owner))
+    ingress.default.as_ref().filter(|_| owner.is_none_or(|o| same_owner(o, &ingress.default_owner)))
+}
+
+/// Whether a request may fall from a host of owner `a` to one of owner `b`: the same
+/// namespace, or a host whose routes come from several (only with
+/// `--merge-hosts-across-namespaces`, which shares hosts on purpose).
+fn same_owner(a: &Option<Box<str>>, b: &Option<Box<str>>) -> bool {
+    a.is_none() || b.is_none() || a == b
 }
 
 #[cfg(test)]

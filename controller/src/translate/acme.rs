@@ -155,6 +155,17 @@ impl Demands {
         Demands { by_secret: demands.into_iter().map(|d| (d.secret.clone(), d)).collect() }
     }
 
+    /// Takes DNS name `name` out of the demands for Secrets of `namespace` (a namespace
+    /// that lost the host); a demand left with no name goes.
+    pub(super) fn drop_name(&mut self, namespace: &str, name: &str) {
+        self.by_secret.retain(|(ns, _), d| {
+            if ns == namespace {
+                d.names.retain(|n| n != name);
+            }
+            !d.names.is_empty()
+        });
+    }
+
     pub(super) fn into_vec(self) -> Vec<Demand> {
         self.by_secret.into_values().collect()
     }

@@ -42,13 +42,23 @@ fn age(world: &World, source: &ObjectRef) -> Option<Age> {
     Some((created.map(|t| t.0), ns.to_owned(), name.to_owned()))
 }
 
+/// What [`share`] took out.
+#[derive(Debug, Default)]
+pub struct Lost {
+    /// One for each object that lost a host.
+    pub diags: Vec<Diagnostic>,
+    /// The hosts Ingresses lost, with their namespace: their TLS hosts and ACME orders go
+    /// too.
+    pub ingress_hosts: Vec<(Host, String)>,
+}
+
 /// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
 /// hosts the other API claims for another namespace first (or the operator assigned
 /// elsewhere), and says so on each object that lost one.
-pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Vec<Diagnostic> {
+pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Lost {
     let edge: Vec<usize> = (0..snapshot.gateway_ports.len()).filter(|&i| snapshot.gateway_ports[i].edge).collect();
     if edge.is_empty() {
-        return Vec::new();
+        return Lost::default();
     }
     // The claims on the hosts the edge Gateway serves, from both APIs: (host, source).
     let mut claims: Vec<(Host, ObjectRef)> = Vec::new();
@@ -61,8 +71,12 @@ pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Vec<D
     };
     for &i in &edge {
         let port = &snapshot.gateway_ports[i];
-        let hosts =
-            port.virtual_hosts.iter().map(|v| (&v.host, v.routes.iter().map(|r| &r.source).collect::<Vec<_>>()));
+        // A listener's host without routes claims nothing.
+        let hosts = port
+            .virtual_hosts
+            .iter()
+            .filter(|v| !v.routes.is_empty())
+            .map(|v| (&v.host, v.routes.iter().map(|r| &r.source).collect::<Vec<_>>()));
         let sni = port.passthrough.iter().map(|p| (&p.host, vec![&p.source]));
         for (host, sources) in hosts.chain(sni) {
             let key = written(host);
@@ -113,10 +127,13 @@ pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Vec<D
             lost.push((host.clone(), source.clone(), refusal.message(&shown)));
         }
     }
-    let mut out = Vec::new();
+    let mut out = Lost::default();
     for (host, source, message) in lost {
         take_out(snapshot, &edge, &host, &source);
-        out.push(Diagnostic { object: source, reason: HOST_OWNED, message });
+        if source.kind == "Ingress" {
+            out.ingress_hosts.push((host.clone(), source.namespace.clone()));
+        }
+        out.diags.push(Diagnostic { object: source, reason: HOST_OWNED, message });
     }
     out
 }

@@ -1444,9 +1444,26 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         ingress("a", "wild", 2, Some("*.a.test")),
         ingress("a", "any", 2, None),
         ingress("b", "blog", 6, Some("blog.c.test")),
+        // With a TLS entry of a new Secret: no ACME order for a's host either.
+        obj(json!({
+            "metadata": {"name": "blog-tls", "namespace": "b", "annotations": {"kubernetes.io/ingress.class": "wharf"},
+                         "creationTimestamp": "2026-01-01T00:07:00Z"},
+            "spec": {"tls": [{"hosts": ["blog.c.test", "mine.b.test"], "secretName": "stolen"},
+                             {"hosts": ["blog.c.test"], "secretName": "b-cert"}],
+                     "rules": [{"host": "blog.c.test", "http": {"paths": [
+                         {"path": "/x", "pathType": "Prefix", "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+        })),
     ]
     .into();
+    let mut b_cert = tls_secret("b-cert", &["blog.c.test"]);
+    b_cert.metadata.namespace = Some("b".into());
+    w.secrets.push(b_cert);
+    o.acme.issuers = vec!["le".into()];
     let t = translate(&w, &o, None);
+    let tls: Vec<String> = t.snapshot.tls_hosts.iter().map(|h| format!("{} {}", h.host, h.certificate)).collect();
+    assert!(!tls.iter().any(|h| h.starts_with("blog.c.test")), "b's certificate for a's host: {tls:?}");
+    let ordered: Vec<(String, Vec<String>)> = t.acme.iter().map(|d| (d.id(), d.names.clone())).collect();
+    assert_eq!(ordered, [("b/stolen".to_owned(), vec!["mine.b.test".to_owned()])], "b's own name only");
     let port = ports(&t).iter().find(|p| p.edge).unwrap();
     let served: Vec<(String, Vec<String>)> =
         hosts(port).into_iter().map(|(h, rs)| (h, rs.into_iter().map(|(n, _)| n).collect())).collect();
@@ -1478,7 +1495,10 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         .collect();
     lost.sort();
     lost.dedup();
-    assert_eq!(lost, ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog"]);
+    assert_eq!(
+        lost,
+        ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog", "Ingress b/blog-tls"]
+    );
     let m = t.diagnostics.iter().find(|d| d.object.name == "takeover").unwrap();
     assert!(m.message.starts_with("host shop.a.test belongs to namespace a"), "{}", m.message);
 }

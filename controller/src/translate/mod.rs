@@ -304,7 +304,18 @@ fn finish(
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
-    t.diags.extend(edge::share(world, &opts.ownership, &mut t.snapshot));
+    let lost = edge::share(world, &opts.ownership, &mut t.snapshot);
+    for (host, ns) in &lost.ingress_hosts {
+        // Neither the certificate of the namespace that lost the host nor its ACME order.
+        let theirs = t.snapshot.tls_hosts.get(host).is_some_and(|h| h.certificate.split('/').next() == Some(ns));
+        if theirs {
+            t.snapshot.tls_hosts.remove(host);
+        }
+        if let Host::Exact(name) = host {
+            t.acme.drop_name(ns, name);
+        }
+    }
+    t.diags.extend(lost.diags);
     t.diags.extend(edge::overridden(&t.snapshot));
 
     t.diags.sort();
