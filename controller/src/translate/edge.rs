@@ -47,9 +47,9 @@ fn age(world: &World, source: &ObjectRef) -> Option<Age> {
 pub struct Lost {
     /// One for each object that lost a host.
     pub diags: Vec<Diagnostic>,
-    /// The hosts Ingresses lost, with their namespace: their TLS hosts and ACME orders go
-    /// too.
-    pub ingress_hosts: Vec<(Host, String)>,
+    /// The hosts lost, with the namespace that lost each: its TLS hosts and ACME orders for
+    /// them go too.
+    pub hosts: Vec<(Host, String)>,
 }
 
 /// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
@@ -130,9 +130,7 @@ pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Lost 
     let mut out = Lost::default();
     for (host, source, message) in lost {
         take_out(snapshot, &edge, &host, &source);
-        if source.kind == "Ingress" {
-            out.ingress_hosts.push((host.clone(), source.namespace.clone()));
-        }
+        out.hosts.push((host.clone(), source.namespace.clone()));
         out.diags.push(Diagnostic { object: source, reason: HOST_OWNED, message });
     }
     out

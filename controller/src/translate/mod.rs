@@ -305,7 +305,7 @@ fn finish(
     let gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
     let lost = edge::share(world, &opts.ownership, &mut t.snapshot);
-    for (host, ns) in &lost.ingress_hosts {
+    for (host, ns) in &lost.hosts {
         // Neither the certificate of the namespace that lost the host nor its ACME order.
         let theirs = t.snapshot.tls_hosts.get(host).is_some_and(|h| h.certificate.split('/').next() == Some(ns));
         if theirs {
