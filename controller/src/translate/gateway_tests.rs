@@ -1397,6 +1397,19 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
     assert!(!t.diagnostics.iter().any(|d| d.reason == "AcmeNoHost"), "without issuers, only AcmeNotConfigured");
 }
 
+/// `KIND namespace/name` of each object that lost a host to another namespace, once.
+fn losers(t: &Translation) -> Vec<String> {
+    let mut lost: Vec<String> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason == super::owners::HOST_OWNED)
+        .map(|d| format!("{} {}/{}", d.object.kind, d.object.namespace, d.object.name))
+        .collect();
+    lost.sort();
+    lost.dedup();
+    lost
+}
+
 #[test]
 fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_it() {
     use super::gateway::{EdgeGateway, EdgeSocket};
@@ -1487,14 +1500,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         "b's Ingress lost a's route host: {ingress_hosts:?}"
     );
     assert!(ingress_hosts.contains(&("shop.a.test".to_owned(), vec!["a/shop".to_owned()])), "{ingress_hosts:?}");
-    let mut lost: Vec<String> = t
-        .diagnostics
-        .iter()
-        .filter(|d| d.reason == super::owners::HOST_OWNED)
-        .map(|d| format!("{} {}/{}", d.object.kind, d.object.namespace, d.object.name))
-        .collect();
-    lost.sort();
-    lost.dedup();
+    let lost = losers(&t);
     assert_eq!(
         lost,
         ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog", "Ingress b/blog-tls"]
@@ -1570,14 +1576,7 @@ fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_
     ]
     .into();
     let t = translate(&w, &o, None);
-    let mut lost: Vec<String> = t
-        .diagnostics
-        .iter()
-        .filter(|d| d.reason == super::owners::HOST_OWNED)
-        .map(|d| format!("{} {}/{}", d.object.kind, d.object.namespace, d.object.name))
-        .collect();
-    lost.sort();
-    lost.dedup();
+    let lost = losers(&t);
     assert_eq!(lost, ["GRPCRoute b/grpc", "Ingress b/mq", "TLSRoute b/db"]);
     let edge_pass: Vec<String> = ports(&t)
         .iter()
