@@ -145,9 +145,9 @@ impl Bound {
     /// they finish.
     pub async fn serve(self, gateway: Gateway, drain: Watch) {
         let shared = Arc::clone(gateway.shared());
-        let own = Arc::new(self.own_ports());
-        // A second serve of the same gateway keeps the ports of the first.
-        let _ = shared.dialer.own.set(OwnPorts::clone(&own));
+        // The routes' dialer and the HBONE inbound read them; a second serve of the same
+        // gateway keeps the ports of the first.
+        let _ = shared.dialer.own.set(self.own_ports());
         let mut set = JoinSet::new();
         if let Some((l, port)) = self.http {
             let s = Arc::clone(&shared);
@@ -203,10 +203,10 @@ impl Bound {
                 tcp::serve(s.clone(), stream, client, route_port, None)
             }));
         }
-        if let (Some(l), true) = (self.hbone, shared.opts.mesh.is_some()) {
+        if let Some(l) = self.hbone.filter(|_| shared.opts.mesh.is_some()) {
             let s = Arc::clone(&shared);
             set.spawn(accept_loop(l, drain.clone(), Listener::Hbone, s.clone(), move |stream, client, w| {
-                crate::hbone::inbound::serve_conn(stream, client, Arc::clone(&s), Arc::clone(&own), w)
+                crate::hbone::inbound::serve_conn(stream, client, Arc::clone(&s), w)
             }));
         }
         if let Some(l) = self.admin {

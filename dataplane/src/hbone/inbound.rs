@@ -101,7 +101,7 @@ impl OwnPorts {
 }
 
 /// Serves one inbound connection.
-pub async fn serve_conn(stream: TcpStream, client: SocketAddr, shared: Arc<Shared>, own: Arc<OwnPorts>, drain: Watch) {
+pub async fn serve_conn(stream: TcpStream, client: SocketAddr, shared: Arc<Shared>, drain: Watch) {
     let Some(identity) = shared.opts.mesh.clone() else { return };
     let Some(certs) = identity.load() else {
         tracing::warn!(%client, "HBONE inbound connection refused: no mesh identity loaded");
@@ -131,10 +131,12 @@ pub async fn serve_conn(stream: TcpStream, client: SocketAddr, shared: Arc<Share
     }
     let svc = service_fn(move |req| {
         let span = tracing::info_span!("hbone_inbound", %client, peer = %peer, authority = tracing::field::Empty);
-        let (shared, own) = (Arc::clone(&shared), Arc::clone(&own));
-        let at = Destination { dialed, own: &own };
+        let shared = Arc::clone(&shared);
         let target = admitted.then_some(()).ok_or(Refused::PeerDenied).and_then(|()| {
             let target = connect_target(req.method(), req.uri())?;
+            // The ports are known once the listeners are bound, before any connection.
+            let own = shared.dialer.own.get().ok_or(Refused::UnknownDestination)?;
+            let at = Destination { dialed, own };
             at.admits(target, &shared.opts.hbone.allowed_destinations, |a| shared.config.load().fronts(a))?;
             Ok(target)
         });
