@@ -12,8 +12,9 @@ use super::owners::{Claims, Ownership, HOST_OWNED};
 use super::Diagnostic;
 use crate::World;
 
-/// A claim's age: creationTimestamp, then namespace/name (oldest first).
-type Age = (Option<k8s_openapi::jiff::Timestamp>, String, String);
+/// A claim's age: first the claims of the namespace that serves the host now (`false`),
+/// then by creationTimestamp, then namespace/name (oldest first).
+type Age = (bool, Option<k8s_openapi::jiff::Timestamp>, String, String);
 
 /// The name of a host as written, one key for both APIs (`*.a.test` is an Ingress
 /// wildcard or a Gateway API one).
@@ -24,8 +25,9 @@ fn written(host: &Host) -> Host {
     }
 }
 
-/// How old the object behind `source` is; `None` when it is gone (then it claims nothing).
-fn age(world: &World, source: &ObjectRef) -> Option<Age> {
+/// How old the claim of `source` on `host` is; `None` when the object is gone (then it
+/// claims nothing).
+fn age(world: &World, previous: Option<&Snapshot>, host: &Host, source: &ObjectRef) -> Option<Age> {
     use crate::kinds::ByKey;
     let (ns, name) = (source.namespace.as_str(), source.name.as_str());
     let created = match &*source.kind {
@@ -39,7 +41,8 @@ fn age(world: &World, source: &ObjectRef) -> Option<Age> {
         "TLSRoute" => ByKey::new(&world.tls_routes, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone()),
         _ => None,
     }?;
-    Some((created.map(|t| t.0), ns.to_owned(), name.to_owned()))
+    let held = previous.and_then(|p| super::owners::holder(p, host)) == Some(ns);
+    Some((!held, created.map(|t| t.0), ns.to_owned(), name.to_owned()))
 }
 
 /// What [`share`] took out.
@@ -54,8 +57,9 @@ pub struct Lost {
 
 /// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
 /// hosts the other API claims for another namespace first (or the operator assigned
-/// elsewhere), and says so on each object that lost one.
-pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Lost {
+/// elsewhere), and says so on each object that lost one. A namespace serving a host in
+/// `previous` keeps it.
+pub fn share(world: &World, rules: &Ownership, previous: Option<&Snapshot>, snapshot: &mut Snapshot) -> Lost {
     let edge: Vec<usize> = (0..snapshot.gateway_ports.len()).filter(|&i| snapshot.gateway_ports[i].edge).collect();
     if edge.is_empty() {
         return Lost::default();
@@ -108,7 +112,7 @@ pub fn share(world: &World, rules: &Ownership, snapshot: &mut Snapshot) -> Lost 
         }
     }
     let mut aged: Vec<(Age, Host, ObjectRef)> =
-        claims.into_iter().filter_map(|(h, s)| Some((age(world, &s)?, h, s))).collect();
+        claims.into_iter().filter_map(|(h, s)| Some((age(world, previous, &h, &s)?, h, s))).collect();
     aged.sort();
     aged.dedup();
     let mut first = Claims::default();

@@ -1595,4 +1595,65 @@ fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_
     assert!(!http_hosts.contains(&"rpc.a.test".to_owned()), "{http_hosts:?}");
     let shared = t.snapshot.virtual_hosts.get(&Host::Exact("shared.c.test".into())).unwrap();
     assert_eq!(shared.routes.len(), 2, "merged Ingress routes no route claims stay merged");
+    // Who serves each host, as the next translation reads it.
+    let holder = |h: &str| super::owners::holder(&t.snapshot, &Host::parse(h).unwrap());
+    assert_eq!(holder("mq.a.test"), Some("a"), "a TLSRoute on the edge");
+    assert_eq!(holder("db.a.test"), Some("a"), "a passthrough Ingress");
+    assert_eq!(holder("rpc.a.test"), Some("a"), "an Ingress rule");
+    assert_eq!(holder("nobody.a.test"), None);
+}
+
+#[test]
+fn on_the_edge_an_older_route_edited_to_name_a_served_host_takes_nothing() {
+    use super::gateway::{EdgeGateway, EdgeSocket};
+    let mut o = opts();
+    o.gateway.edge = Some(EdgeGateway {
+        namespace: "wharf".into(),
+        name: "edge".into(),
+        sockets: vec![EdgeSocket { port: 80, bind: ([0, 0, 0, 0], 8080).into(), protocol: PortProtocol::Http }],
+    });
+    let everyone =
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]);
+    let edge = json!({"name": "edge", "namespace": "wharf"});
+    let shop: Ingress = obj(json!({
+        "metadata": {"name": "shop", "namespace": "a", "annotations": {"kubernetes.io/ingress.class": "wharf"},
+                     "creationTimestamp": "2026-01-01T00:02:00Z"},
+        "spec": {"rules": [{"host": "shop.a.test", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                  "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+    }));
+    let at = |hosts: Value| {
+        let mut w = world(
+            vec![gateway("wharf", "edge", 0, everyone.clone())],
+            vec![http_route("b", "old", 1, to_app(edge.clone(), hosts, "/"))],
+        );
+        w.ingresses = vec![shop.clone()].into();
+        w
+    };
+    let first = translate(&at(json!(["own.b.test"])), &o, None);
+    let t = translate(&at(json!(["own.b.test", "shop.a.test"])), &o, Some(&first.snapshot));
+    assert_eq!(losers(&t), ["HTTPRoute b/old"], "the older route, named a host a serves");
+    assert!(t.snapshot.virtual_hosts.get(&Host::parse("shop.a.test").unwrap()).is_some(), "a's rule stays");
+    let port = ports(&t).iter().find(|p| p.edge).unwrap();
+    let served: Vec<String> = hosts(port).into_iter().map(|(h, _)| h).collect();
+    assert_eq!(served, ["own.b.test"]);
+    let fresh = translate(&at(json!(["own.b.test", "shop.a.test"])), &o, None);
+    assert_eq!(losers(&fresh), ["Ingress a/shop"], "on a fresh start, age decides");
+    // And the other way round: a's route keeps its host against b's older Ingress.
+    let mut w = at(json!(["shop.a.test"]));
+    w.http_routes = vec![http_route("a", "new", 3, to_app(edge.clone(), json!(["blog.a.test"]), "/"))].into();
+    let mut old_b = shop.clone();
+    old_b.metadata.namespace = Some("b".into());
+    old_b.metadata.name = Some("older".into());
+    old_b.metadata.creation_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-01-01T00:00:00Z".parse().unwrap()));
+    let mut own = old_b.clone();
+    own.spec.as_mut().unwrap().rules.as_mut().unwrap()[0].host = Some("own.b.test".into());
+    w.ingresses = vec![own].into();
+    let first = translate(&w, &o, None);
+    let mut blog = old_b;
+    blog.spec.as_mut().unwrap().rules.as_mut().unwrap()[0].host = Some("blog.a.test".into());
+    w.ingresses = vec![blog].into();
+    let t = translate(&w, &o, Some(&first.snapshot));
+    assert_eq!(losers(&t), ["Ingress b/older"]);
+    assert!(t.snapshot.virtual_hosts.get(&Host::parse("blog.a.test").unwrap()).is_none());
 }

@@ -148,6 +148,8 @@ struct Lookups<'a> {
     opts: &'a Options,
     secrets: tls::Secrets<'a>,
     backends: Backends<'a>,
+    /// The snapshot served now: who serves a host there keeps it.
+    previous: Option<&'a Snapshot>,
 }
 
 impl<'a> Lookups<'a> {
@@ -159,6 +161,7 @@ impl<'a> Lookups<'a> {
             opts,
             secrets: tls::Secrets::new(crate::kinds::ByKey::new(&world.secrets, few), previous, opts.now),
             backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain, few),
+            previous,
         }
     }
 }
@@ -172,7 +175,7 @@ fn ingress_part(
     diags: Vec<Diagnostic>,
 ) -> parts::Part {
     let (opts, secrets) = (l.opts, &l.secrets);
-    let claims = claims(members);
+    let claims = claims(members, l.previous);
     let mut t = Translator {
         opts,
         diags,
@@ -238,22 +241,30 @@ fn ingress_part(
     }
 }
 
-/// The hosts the Ingresses of a part claim (rule, TLS and passthrough hosts), oldest
-/// Ingress first: canaries and Ingresses Wharf skips claim none.
-fn claims(members: &[(&Ingress, annotations::Settings)]) -> owners::Claims {
-    let mut claims = owners::Claims::default();
-    for (rank, (ing, settings)) in members.iter().enumerate() {
+/// The hosts the Ingresses of a part claim (rule, TLS and passthrough hosts): first the
+/// claims of the namespace serving a host in `previous`, then the others, oldest Ingress
+/// first. Canaries and Ingresses Wharf skips claim none.
+fn claims(members: &[(&Ingress, annotations::Settings)], previous: Option<&Snapshot>) -> owners::Claims {
+    let mut all: Vec<(bool, usize, Host, &str)> = Vec::new();
+    for (age, (ing, settings)) in members.iter().enumerate() {
         let Some(spec) = ing.spec.as_ref().filter(|_| !settings.skip && settings.canary.is_none()) else { continue };
         let ns = ing.metadata.namespace.as_deref().unwrap_or("default");
         let rule_hosts = spec.rules.iter().flatten().map(|r| r.host.as_deref().filter(|h| !h.is_empty()));
         let tls_hosts = spec.tls.iter().flatten().flat_map(|t| t.hosts.iter().flatten()).map(|h| Some(&**h));
         for raw in rule_hosts.chain(tls_hosts) {
-            match raw.map(Host::parse) {
-                None => claims.claim(&Host::Any, rank, ns),
-                Some(Ok(host)) => claims.claim(&host, rank, ns),
-                Some(Err(_)) => {}
-            }
+            let host = match raw.map(Host::parse) {
+                None => Host::Any,
+                Some(Ok(host)) => host,
+                Some(Err(_)) => continue,
+            };
+            let held = previous.and_then(|p| owners::holder(p, &host)) == Some(ns);
+            all.push((!held, age, host, ns));
         }
+    }
+    all.sort_by_key(|&(newcomer, age, _, _)| (newcomer, age));
+    let mut claims = owners::Claims::default();
+    for (rank, (_, _, host, ns)) in all.iter().enumerate() {
+        claims.claim(host, rank, ns);
     }
     claims
 }
@@ -304,7 +315,7 @@ fn finish(
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
-    let lost = edge::share(world, &opts.ownership, &mut t.snapshot);
+    let lost = edge::share(world, &opts.ownership, l.previous, &mut t.snapshot);
     for (host, ns) in &lost.hosts {
         // Neither the certificate of the namespace that lost the host nor its ACME order.
         let theirs = t.snapshot.tls_hosts.get(host).is_some_and(|h| h.certificate.split('/').next() == Some(ns));

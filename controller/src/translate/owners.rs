@@ -1,15 +1,16 @@
 //! Who owns a host on Wharf's own listeners: the one rule that keeps tenants apart.
 //!
-//! A host name (exact or wildcard, as written) belongs to the namespace of its oldest
-//! claim: an Ingress rule, TLS or passthrough host, or a route of the edge Gateway. An
-//! exact name under a wildcard that another namespace claimed earlier belongs to the
-//! wildcard's namespace. The operator may assign hosts to namespaces instead
+//! A host name (exact or wildcard, as written) belongs to the namespace that serves it
+//! now, and a host nobody serves to the namespace of its oldest claim: an Ingress rule,
+//! TLS or passthrough host, or a route of the edge Gateway. So editing an old object to
+//! name a host another namespace serves takes nothing. An exact name under a wildcard
+//! that another namespace claimed earlier belongs to the wildcard's namespace. The operator may assign hosts to namespaces instead
 //! (`--host-owner`), and may let Ingresses of several namespaces share a host, as
 //! ingress-nginx merged them (`--merge-hosts-across-namespaces`). A claim from another
 //! namespace is refused with a diagnostic and never served; canaries, ACME orders and
 //! www redirects follow the same owner.
 
-use wharf_model::Host;
+use wharf_model::{Host, Snapshot};
 
 use super::HashMap;
 
@@ -101,6 +102,31 @@ impl Refusal {
             ),
         }
     }
+}
+
+/// The namespace that serves `host` (as an Ingress writes it) in `snapshot`: its Ingress
+/// rules, passthrough host, edge Gateway routes, or else its TLS host's certificate.
+pub fn holder<'s>(snapshot: &'s Snapshot, host: &Host) -> Option<&'s str> {
+    let written = |h: &Host| match h {
+        Host::Suffix(s) => Host::Wildcard(s.clone()),
+        h => h.clone(),
+    };
+    let rule = snapshot.virtual_hosts.get(host).and_then(|v| v.routes.first()).map(|r| &r.source);
+    let sni = || snapshot.passthrough.iter().find(|p| p.host == *host).map(|p| &p.source);
+    let edge = || {
+        snapshot.gateway_ports.iter().filter(|p| p.edge).find_map(|p| {
+            let routes = p.virtual_hosts.iter().filter(|v| written(&v.host) == *host).find_map(|v| v.routes.first());
+            routes
+                .map(|r| &r.source)
+                .or_else(|| p.passthrough.iter().find(|s| written(&s.host) == *host).map(|s| &s.source))
+        })
+    };
+    if let Some(source) = rule.or_else(sni).or_else(edge) {
+        return Some(&source.namespace);
+    }
+    // A certificate of a TLS host is the Secret's, `namespace/name...`.
+    let tls = snapshot.tls_hosts.get(host)?;
+    tls.certificate.split_once('/').map(|(ns, _)| ns)
 }
 
 /// The first claim on each host, in the order claims are made (oldest first).

@@ -187,3 +187,61 @@ fn a_www_redirect_never_lands_on_a_host_another_namespace_claims() {
     let hosts: Vec<String> = served(&t).into_iter().map(|(h, _)| h).collect();
     assert_eq!(hosts, ["a.test"], "no redirect for www.a.test");
 }
+
+#[test]
+fn an_older_ingress_edited_to_name_a_served_host_takes_nothing() {
+    // b's Ingress is the oldest of all, but names a's host only after a serves it.
+    let before = world(vec![
+        ing("b", "old", 1, json!({}), spec(Some("own.b.test"), "/", "web")),
+        ing("a", "shop", 2, json!({}), spec(Some("shop.a.test"), "/", "web")),
+    ]);
+    let first = translate(&before, &opts(), None);
+    let edited = |b_host: &str| {
+        let b = json!({"ingressClassName": "wharf", "rules": [
+            rule(Some("own.b.test"), json!([path("/", "Prefix", "web", json!({"number": 80}))])),
+            rule(Some(b_host), json!([path("/", "Prefix", "evil", json!({"number": 80}))])),
+        ]});
+        world(vec![
+            ing("b", "old", 1, json!({}), b),
+            ing("a", "shop", 2, json!({}), spec(Some("shop.a.test"), "/", "web")),
+        ])
+    };
+    let after = edited("shop.a.test");
+    let held = translate(&after, &opts(), Some(&first.snapshot));
+    let shop = |t: &Translation| served(t).into_iter().find(|(h, _)| h == "shop.a.test").map(|(_, r)| r);
+    assert_eq!(shop(&held), Some(vec!["a/shop".to_owned()]), "a serves shop.a.test, so a keeps it");
+    assert_eq!(owned_diags(&held).len(), 1, "{:?}", owned_diags(&held));
+    assert!(owned_diags(&held)[0].1.starts_with("host shop.a.test belongs to namespace a"));
+    // The incremental translation of the change decides the same.
+    let mut parts = parts::Incremental::default();
+    let _ = parts.translate(&before, &opts(), None, &parts::Changes::everything());
+    let changed = parts::Changes { ingresses: [("b".into(), "old".into())].into(), ..parts::Changes::default() };
+    let t = parts.translate(&after, &opts(), Some(&first.snapshot), &changed);
+    assert_eq!(shop(&t), Some(vec!["a/shop".to_owned()]));
+    // Nobody serving the host (a fresh start): age decides.
+    assert_eq!(shop(&translate(&after, &opts(), None)), Some(vec!["b/old".to_owned()]));
+    // A wildcard b names after a serves a name under it does not take that name either.
+    let wild = translate(&edited("*.a.test"), &opts(), Some(&first.snapshot));
+    assert_eq!(shop(&wild), Some(vec!["a/shop".to_owned()]));
+    // Once a's Ingress is gone and a serves nothing there, b may have it.
+    let gone = world(vec![ing("b", "old", 1, json!({}), spec(Some("shop.a.test"), "/", "evil"))]);
+    let t = translate(&gone, &opts(), Some(&held.snapshot));
+    assert_eq!(shop(&t), Some(vec!["b/old".to_owned()]));
+}
+
+#[test]
+fn the_holder_of_a_tls_only_host_is_its_secrets_namespace() {
+    let mut w = world(vec![ing(
+        "c",
+        "tls-only",
+        1,
+        json!({}),
+        json!({"ingressClassName": "wharf", "tls": [{"hosts": ["x.c.test"], "secretName": "x"}]}),
+    )]);
+    let mut secret = tls_secret("x", &["x.c.test"]);
+    secret.metadata.namespace = Some("c".into());
+    w.secrets.push(secret);
+    let t = translate(&w, &opts(), None);
+    assert_eq!(owners::holder(&t.snapshot, &Host::parse("x.c.test").unwrap()), Some("c"));
+    assert_eq!(owners::holder(&t.snapshot, &Host::parse("y.c.test").unwrap()), None);
+}
