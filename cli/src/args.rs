@@ -417,6 +417,11 @@ pub struct ProxyArgs {
     /// --proxy-protocol, only their headers' addresses are (every peer's without this).
     #[arg(long = "trusted-proxy", value_parser = parse_ip_net, env = "WHARF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<wharf_model::IpNet>,
+    /// Pass request headers whose names contain `_` on to backends (ingress-nginx's
+    /// `enable-underscores-in-headers`). By default they are dropped: CGI, WSGI and Rack
+    /// read `ssl_client_verify` as the `ssl-client-verify` Wharf sets.
+    #[arg(long, env = "WHARF_ENABLE_UNDERSCORES_IN_HEADERS")]
+    pub enable_underscores_in_headers: bool,
     /// `Strict-Transport-Security` sent on every response to a request made over HTTPS,
     /// like `max-age=31536000; includeSubDomains` (ingress-nginx's default); none unless
     /// set.

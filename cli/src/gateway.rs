@@ -60,6 +60,7 @@ pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Re
         proxy_protocol: proxy.proxy_protocol,
         trusted_proxies: proxy.trusted_proxies.clone(),
         hsts: proxy.hsts.clone(),
+        underscores_in_headers: proxy.enable_underscores_in_headers,
         tls: wharf_dataplane::tls::TlsPolicy {
             tls13_only: proxy.tls_min_version == "1.3",
             cipher_suites: proxy.tls_ciphers.as_ref().map(|c| c.0.clone()),

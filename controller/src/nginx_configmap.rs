@@ -69,6 +69,7 @@ pub fn read(data: Option<&BTreeMap<String, String>>) -> Global {
     r.body_size();
     r.client_addresses();
     r.hsts();
+    r.underscores();
     r.tls();
     r.header_buffers();
     r.seconds("proxy-connect-timeout", &["connectTimeout"], "--connect-timeout", Verdict::Same);
@@ -258,6 +259,14 @@ impl Reader<'_> {
         }
         self.row("hsts", "true", !self.data.contains_key("hsts"), Verdict::Same);
         self.set(&["hsts"], json!(value), format!("--hsts={value}"));
+    }
+
+    /// `enable-underscores-in-headers`: off in both.
+    fn underscores(&mut self) {
+        if self.boolean("enable-underscores-in-headers", false) {
+            self.row("enable-underscores-in-headers", "true", false, Verdict::Same);
+            self.set(&["enableUnderscoresInHeaders"], json!(true), "--enable-underscores-in-headers".into());
+        }
     }
 
     /// `ssl-protocols` and `ssl-ciphers`.
@@ -589,6 +598,20 @@ mod tests {
         }
         let g = read_pairs(&[("ssl-ciphers", "ECDHE-RSA-CHACHA20-POLY1305")]);
         assert_eq!(verdict(&g, "ssl-ciphers"), Some("same"));
+    }
+
+    #[test]
+    fn underscores_in_headers_carry_over_when_on() {
+        let g = read_pairs(&[("enable-underscores-in-headers", "true")]);
+        let row = |g: &Global| {
+            g.settings.iter().find(|s| s.key == "enable-underscores-in-headers").map(|s| s.verdict.clone())
+        };
+        assert_eq!(row(&g), Some(Verdict::Same));
+        assert_eq!(g.values["controller"]["enableUnderscoresInHeaders"], json!(true));
+        assert!(g.flags.contains(&"--enable-underscores-in-headers".to_owned()), "{:?}", g.flags);
+        let off = read_pairs(&[("enable-underscores-in-headers", "false")]);
+        assert_eq!(row(&off), None, "Wharf's default already");
+        assert!(!off.flags.iter().any(|f| f.contains("underscores")));
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub struct Options {
     /// header (any peer's when empty), and their `X-Forwarded-For`, `X-Forwarded-Proto`
     /// and `X-Forwarded-Port` (no one's when empty).
     pub trusted_proxies: Vec<wharf_model::IpNet>,
+    /// Request headers with `_` in their name reach backends (ingress-nginx's
+    /// `enable-underscores-in-headers`); by default they are dropped.
+    pub underscores_in_headers: bool,
     /// The `Strict-Transport-Security` header of every response to a request the client
     /// sent over HTTPS (see [`proxy::headers::hsts`]); `None` sends none.
     pub hsts: Option<http::HeaderValue>,
@@ -166,6 +169,7 @@ impl Default for Options {
             memory_in_use: memory::resident_bytes,
             proxy_protocol: false,
             trusted_proxies: Vec::new(),
+            underscores_in_headers: false,
             hsts: None,
             tls: tls::TlsPolicy::default(),
             hbone: hbone::inbound::InboundOptions::default(),

@@ -110,7 +110,12 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     routes(&r).await;
     let (proxy, other) = (ip("127.0.0.1"), ip("127.0.0.2"));
     let unknown = b"PROXY UNKNOWN\r\n";
-    let forwarded = [("x-forwarded-for", "198.51.100.1, 203.0.113.7"), ("x-forwarded-proto", "https")];
+    let forwarded = [
+        ("x-forwarded-for", "198.51.100.1, 203.0.113.7"),
+        ("x-forwarded-proto", "https"),
+        ("x-original-url", "/admin"),
+        ("ssl_client_verify", "SUCCESS"),
+    ];
 
     let seen = http_get_after(proxy, unknown, r.http, "a.test", "/allow", &forwarded).await.unwrap();
     assert_eq!(seen.status, 200, "{}", seen.body);
@@ -118,6 +123,8 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     assert_eq!(headers["x-real-ip"], "203.0.113.7");
     assert_eq!(headers["x-forwarded-for"], "198.51.100.1, 203.0.113.7, 127.0.0.1");
     assert_eq!((&headers["x-forwarded-proto"], &headers["x-forwarded-port"]), (&"https".into(), &"443".into()));
+    assert_eq!(headers["x-original-url"], "/admin", "a trusted proxy's word");
+    assert!(headers.get("ssl_client_verify").is_none(), "no one's underscores: {headers}");
     // It says the client used HTTPS: no redirect, and HSTS.
     let seen = http_get_after(proxy, unknown, r.http, "a.test", "/secure", &forwarded).await.unwrap();
     assert_eq!(seen.status, 200, "{}", seen.body);
@@ -130,7 +137,9 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
         let seen = http_get_after(other, preamble, r.http, "a.test", "/open", &forwarded).await.unwrap();
         let headers = &seen.json()["headers"];
         assert_eq!(headers["x-real-ip"], "127.0.0.2");
-        assert_eq!(headers["x-forwarded-for"], "198.51.100.1, 203.0.113.7, 127.0.0.2");
+        assert_eq!(headers["x-forwarded-for"], "127.0.0.2", "the peer alone");
+        assert_eq!(headers["x-original-forwarded-for"], "198.51.100.1, 203.0.113.7");
+        assert!(headers.get("x-original-url").is_none() && headers.get("ssl_client_verify").is_none(), "{headers}");
         assert_eq!(headers["x-forwarded-proto"], "http");
         let seen = http_get_after(other, preamble, r.http, "a.test", "/secure", &forwarded).await.unwrap();
         assert_eq!(seen.status, 308);

@@ -218,6 +218,14 @@ async fn each_chart_configuration_starts_gets_ready_and_serves() {
             let want = if trusted { "127.0.0.1" } else { "203.0.113.7" };
             assert_eq!(seen.json()["headers"]["x-real-ip"], want, "{name}: {args:?}");
         }
+        // Headers with underscores reach the backend only where the chart lets them.
+        let seen =
+            http_get_after([127, 0, 0, 1].into(), &preamble(pp, http), http_addr, host, "/", &[("x_api_key", "k")])
+                .await
+                .unwrap();
+        let underscores = args.iter().any(|a| a == "--enable-underscores-in-headers");
+        let got = seen.json()["headers"]["x_api_key"].as_str().map(str::to_owned);
+        assert_eq!(got.as_deref(), underscores.then_some("k"), "{name}: {args:?}");
         // HTTPS responses carry the chart's HSTS setting, and none without one.
         let https_addr = SocketAddr::from(([127, 0, 0, 1], port_of(&args, "--https-port")));
         let insecure = inspecting_client_config(&[]);

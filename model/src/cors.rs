@@ -6,8 +6,9 @@ use serde::Serialize;
 /// A route's CORS policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cors {
-    /// Origins allowed, as `scheme://host[:port]`, `scheme://*.domain[:port]` (any
-    /// subdomain), or `*` (any origin, answered with `*`).
+    /// Origins allowed, as `scheme://host[:port]`, `scheme://*.domain[:port]` (one label
+    /// in front of the domain, as in ingress-nginx), or `*` (any origin, answered with
+    /// `*`).
     pub allow_origins: Vec<String>,
     /// `Access-Control-Allow-Methods`.
     pub allow_methods: String,
@@ -34,7 +35,8 @@ impl Cors {
 }
 
 /// True when `origin` is `allowed`, or under its `*.` wildcard: same scheme and port,
-/// one or more labels in front of the domain. Compared case-insensitively.
+/// exactly one label (letters, digits, `-`) in front of the domain. Compared
+/// case-insensitively.
 fn origin_matches(allowed: &str, origin: &str) -> bool {
     if allowed.eq_ignore_ascii_case(origin) {
         return true;
@@ -45,7 +47,8 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
         return false;
     }
     let (o_rest, rest) = (o_rest.to_ascii_lowercase(), rest.to_ascii_lowercase());
-    o_rest.strip_suffix(&rest).is_some_and(|front| front.len() > 1 && front.ends_with('.'))
+    let label = o_rest.strip_suffix(&rest).and_then(|front| front.strip_suffix('.'));
+    label.is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
 }
 
 #[cfg(test)]
@@ -72,7 +75,10 @@ mod tests {
             ("http://app.example", false),
             ("https://app.example:8443", false),
             ("https://a.shop.example", true),
-            ("https://a.b.shop.example", true),
+            ("https://a-1.shop.example", true),
+            ("https://a.b.shop.example", false),
+            ("https://a_b.shop.example", false),
+            ("https://evil.com/.shop.example", false),
             ("https://shop.example", false),
             ("https://evilshop.example", false),
             ("https://.shop.example", false),

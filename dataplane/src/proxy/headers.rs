@@ -80,6 +80,67 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+const X_ORIGINAL_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-original-forwarded-for");
+const X_FORWARDED_SCHEME: HeaderName = HeaderName::from_static("x-forwarded-scheme");
+const X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");
+
+/// Headers only a proxy sets: a client that is not a trusted proxy never gets them to a
+/// backend (frameworks route by `X-Original-URL` and `X-Rewrite-URL`, and read
+/// `Forwarded` as the proxy's word). `Proxy` is never passed on (httpoxy: CGI turns it
+/// into `HTTP_PROXY`).
+static PROXY_ONLY: [HeaderName; 6] = [
+    header::FORWARDED,
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-original-uri"),
+    HeaderName::from_static("x-original-method"),
+    HeaderName::from_static("x-rewrite-url"),
+    X_ORIGINAL_FORWARDED_FOR,
+];
+
+/// Takes out of a client's request what it must not tell backends or checks:
+/// - names with `_` unless `underscores` (CGI, WSGI and Rack read `ssl_client_verify` as
+///   `ssl-client-verify`; nginx drops them unless `underscores_in_headers on`);
+/// - the client-certificate headers, which only Wharf sets ([`set_client_cert`]);
+/// - `Proxy`;
+/// - unless it is a `trusted` proxy, [`PROXY_ONLY`]'s headers, and its `X-Forwarded-For`,
+///   kept as `X-Original-Forwarded-For` (as ingress-nginx does): the backend's
+///   `X-Forwarded-For` then names the client alone.
+pub fn from_client(headers: &mut HeaderMap, trusted: bool, underscores: bool) {
+    let own = |k: &HeaderName| {
+        CLIENT_CERT.contains(k)
+            || k == "proxy"
+            || (!trusted && PROXY_ONLY.contains(k))
+            || (!underscores && k.as_str().contains('_'))
+    };
+    // Most requests carry none of these: one pass over the names, nothing allocated.
+    if headers.keys().any(own) {
+        let names: Vec<HeaderName> = headers.keys().filter(|k| own(k)).cloned().collect();
+        for name in names {
+            headers.remove(name);
+        }
+    }
+    if !trusted {
+        if let Some(xff) = joined(headers, &X_FORWARDED_FOR) {
+            headers.remove(X_FORWARDED_FOR);
+            if let Ok(v) = HeaderValue::from_bytes(&xff) {
+                headers.insert(X_ORIGINAL_FORWARDED_FOR, v);
+            }
+        }
+    }
+}
+
+/// The values of `name` that are not blank, joined by `, ` (one header), or `None` when
+/// there are none.
+fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
+    let mut all = headers.get_all(name).iter().map(|v| v.as_bytes().trim_ascii()).filter(|v| !v.is_empty());
+    let mut v = all.next()?.to_vec();
+    for more in all {
+        v.extend_from_slice(b", ");
+        v.extend_from_slice(more);
+    }
+    Some(v)
+}
+
 /// `conn` from a trusted proxy, its client, scheme and port as that proxy's headers say
 /// (`X-Forwarded-For`, `-Proto`, `-Port`, as nginx's realip module reads them): the client
 /// is the last address of `X-Forwarded-For` that `trusts` does not (the first when it
@@ -147,21 +208,15 @@ pub struct Forwarded<'a> {
     pub port: u16,
 }
 
-/// Sets X-Forwarded-For (appended), X-Forwarded-Proto/-Host/-Port, X-Real-IP and
-/// X-Request-Id (kept when the client sent a sane one).
+/// Sets X-Forwarded-For (appended: [`from_client`] took an untrusted client's away),
+/// X-Forwarded-Proto/-Scheme/-Host/-Port, X-Scheme, X-Real-IP and X-Request-Id (kept
+/// when the client sent a sane one).
 pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
     let ip = ip_value(f.client_ip);
     let hop = if f.hop == f.client_ip { ip.clone() } else { ip_value(f.hop) };
-    let mut prev =
-        headers.get_all(&X_FORWARDED_FOR).iter().map(|v| v.as_bytes().trim_ascii()).filter(|v| !v.is_empty());
-    let xff = match (prev.next(), prev.next()) {
-        (None, _) => hop,
-        (Some(first), more) => {
-            let mut v = first.to_vec();
-            for p in more.into_iter().chain(prev) {
-                v.extend_from_slice(b", ");
-                v.extend_from_slice(p);
-            }
+    let xff = match joined(headers, &X_FORWARDED_FOR) {
+        None => hop,
+        Some(mut v) => {
             v.extend_from_slice(b", ");
             v.extend_from_slice(hop.as_bytes());
             HeaderValue::from_bytes(&v).unwrap_or(hop)
@@ -170,6 +225,8 @@ pub fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
     headers.insert(X_FORWARDED_FOR, xff);
     headers.insert(X_REAL_IP, ip);
     headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(f.proto));
+    headers.insert(X_FORWARDED_SCHEME, HeaderValue::from_static(f.proto));
+    headers.insert(X_SCHEME, HeaderValue::from_static(f.proto));
     match f.host {
         Some(h) => headers.insert(X_FORWARDED_HOST, h.clone()),
         None => headers.remove(X_FORWARDED_HOST),
@@ -199,6 +256,8 @@ const SSL_CLIENT_VERIFY: HeaderName = HeaderName::from_static("ssl-client-verify
 const SSL_CLIENT_SUBJECT_DN: HeaderName = HeaderName::from_static("ssl-client-subject-dn");
 const SSL_CLIENT_ISSUER_DN: HeaderName = HeaderName::from_static("ssl-client-issuer-dn");
 const SSL_CLIENT_CERT: HeaderName = HeaderName::from_static("ssl-client-cert");
+/// The client-certificate headers: only Wharf sets them.
+static CLIENT_CERT: [HeaderName; 4] = [SSL_CLIENT_VERIFY, SSL_CLIENT_SUBJECT_DN, SSL_CLIENT_ISSUER_DN, SSL_CLIENT_CERT];
 
 /// The headers ingress-nginx gives the backend of a host that asks for client
 /// certificates (`check`): `ssl-client-verify` (`SUCCESS` or `NONE`), the subject's and
@@ -209,7 +268,7 @@ pub fn set_client_cert(
     check: Option<&wharf_model::ClientCertCheck>,
     cert: Option<&wharf_model::PeerCertificate>,
 ) {
-    for name in [SSL_CLIENT_VERIFY, SSL_CLIENT_SUBJECT_DN, SSL_CLIENT_ISSUER_DN, SSL_CLIENT_CERT] {
+    for name in &CLIENT_CERT {
         headers.remove(name);
     }
     let Some(check) = check else { return };
@@ -376,6 +435,74 @@ mod tests {
         assert_eq!(fresh["x-forwarded-port"], "8080");
         assert_eq!(fresh["x-forwarded-proto"], "http");
         assert!(fresh.get("x-forwarded-host").is_none(), "a client's own X-Forwarded-Host is not passed on");
+    }
+
+    #[test]
+    fn a_client_cannot_pass_on_what_only_proxies_and_wharf_say() {
+        let sent = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        let names = |h: &HeaderMap| {
+            let mut n: Vec<String> = h.iter().map(|(k, v)| format!("{k}: {}", v.to_str().unwrap())).collect();
+            n.sort();
+            n
+        };
+        let spoofed = [
+            ("ssl_client_verify", "SUCCESS"),
+            ("SSL-Client-Subject-DN", "CN=admin"),
+            ("x_user", "admin"),
+            ("proxy", "http://evil"),
+            ("forwarded", "for=10.0.0.1;proto=https"),
+            ("x-original-url", "/admin"),
+            ("x-original-uri", "/admin"),
+            ("x-original-method", "DELETE"),
+            ("x-rewrite-url", "/admin"),
+            ("x-original-forwarded-for", "10.9.9.9"),
+            ("x-forwarded-for", "1.2.3.4"),
+            ("x-forwarded-for", " 5.6.7.8 "),
+            ("accept", "*/*"),
+        ];
+        let mut h = sent(&spoofed);
+        from_client(&mut h, false, false);
+        assert_eq!(names(&h), ["accept: */*", "x-original-forwarded-for: 1.2.3.4, 5.6.7.8"]);
+        let f = Forwarded { client_ip: ip("10.1.1.1"), hop: ip("10.1.1.1"), proto: "https", host: None, port: 443 };
+        set_forwarded(&mut h, &f);
+        assert_eq!(h["x-forwarded-for"], "10.1.1.1", "the client alone");
+        assert_eq!(
+            (&h["x-forwarded-scheme"], &h["x-scheme"]),
+            (&HeaderValue::from_static("https"), &HeaderValue::from_static("https"))
+        );
+        // A trusted proxy's word on the request stays; a client certificate, `Proxy` and
+        // underscores still do not pass.
+        let mut h = sent(&spoofed);
+        from_client(&mut h, true, false);
+        let kept = names(&h);
+        assert_eq!(
+            kept,
+            [
+                "accept: */*",
+                "forwarded: for=10.0.0.1;proto=https",
+                "x-forwarded-for:  5.6.7.8 ",
+                "x-forwarded-for: 1.2.3.4",
+                "x-original-forwarded-for: 10.9.9.9",
+                "x-original-method: DELETE",
+                "x-original-uri: /admin",
+                "x-original-url: /admin",
+                "x-rewrite-url: /admin",
+            ]
+        );
+        // Underscores where the operator allows them.
+        let mut h = sent(&[("x_user", "a"), ("ssl_client_verify", "SUCCESS")]);
+        from_client(&mut h, true, true);
+        assert_eq!(names(&h), ["ssl_client_verify: SUCCESS", "x_user: a"]);
+        // Nothing to take: nothing changes.
+        let mut h = sent(&[("accept", "*/*")]);
+        from_client(&mut h, false, false);
+        assert_eq!(names(&h), ["accept: */*"]);
     }
 
     #[test]

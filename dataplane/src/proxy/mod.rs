@@ -187,10 +187,12 @@ pub async fn handle(
     // Routing goes by the listener; everything about the client by what a trusted proxy
     // says of it.
     let listener = conn.scheme;
-    let conn = match shared.opts.trusts(conn.client.ip()) {
+    let trusted = shared.opts.trusts(conn.client.ip());
+    let conn = match trusted {
         true => headers::forwarded_client(conn, req.headers(), |ip| shared.opts.trusts(ip)),
         false => conn,
     };
+    headers::from_client(req.headers_mut(), trusted, shared.opts.underscores_in_headers);
     let cfg = shared.config.load_full();
     if listener == Scheme::Http {
         if let Some(answer) = acme_http01(&shared, &cfg, &conn, &req) {
