@@ -354,7 +354,9 @@ pub struct ProxyArgs {
     /// Idle time after which pooled upstream connections are not reused.
     #[arg(long, default_value = "60s", value_parser = parse_duration, env = "WHARF_UPSTREAM_IDLE_TIMEOUT")]
     pub upstream_idle_timeout: Duration,
-    /// Idle client keep-alive connections are closed after this.
+    /// Client connections with no request in flight for this long are closed (HTTP/1.1,
+    /// and HTTP/2 with GOAWAY, its open response bodies finishing), as are those that send
+    /// no request head, or no HTTP/2 preface, in this time.
     #[arg(long, default_value = "60s", value_parser = parse_duration, env = "WHARF_CLIENT_IDLE_TIMEOUT")]
     pub client_idle_timeout: Duration,
     /// How long shutdown waits for in-flight requests and connections.

@@ -7,7 +7,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -77,16 +79,83 @@ impl Watch {
     }
 }
 
+/// How busy a connection is: its requests in flight, and when the last one ended.
+#[derive(Debug)]
+pub struct Activity {
+    born: Instant,
+    in_flight: AtomicU32,
+    /// Milliseconds from `born` to the end of the last request; `u64::MAX`: none yet.
+    last_end: AtomicU64,
+}
+
+/// A request in flight on its connection, until dropped.
+#[derive(Debug)]
+pub struct Busy(Arc<Activity>);
+
+impl Activity {
+    /// A connection that has asked nothing yet.
+    pub fn new() -> Arc<Activity> {
+        Arc::new(Activity { born: Instant::now(), in_flight: AtomicU32::new(0), last_end: AtomicU64::new(u64::MAX) })
+    }
+
+    /// Counts a request in flight until the guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Busy(Arc::clone(self))
+    }
+
+    /// How long the connection has had no request in flight (since it was made, or the
+    /// last one ended), and whether it ever had one; `None` while one is in flight.
+    fn idle(&self) -> Option<(Duration, bool)> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let age = self.born.elapsed();
+        match self.last_end.load(Ordering::Acquire) {
+            u64::MAX => Some((age, false)),
+            end => Some((age.saturating_sub(Duration::from_millis(end)), true)),
+        }
+    }
+
+    /// Resolves once the connection has had no request in flight for `limit`: true when
+    /// it had one before.
+    async fn idle_for(&self, limit: Duration) -> bool {
+        loop {
+            match self.idle() {
+                Some((idle, asked)) if idle >= limit => return asked,
+                Some((idle, _)) => tokio::time::sleep(limit - idle).await,
+                None => tokio::time::sleep(limit).await,
+            }
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let a = &self.0;
+        let end = u64::try_from(a.born.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        a.last_end.store(end, Ordering::Release);
+        a.in_flight.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// How long a connection that never sent a request may take to end once asked to (a
+/// client stalled in the HTTP/2 preface never reads the GOAWAY).
+const UNUSED_GRACE: Duration = Duration::from_secs(1);
+
 /// Serves an HTTP connection until it ends; once draining starts, or the connection is
-/// older than `max_age`, or (with `goaway_on_close`, for HTTP/2) once closing starts, asks
-/// it to finish its in-flight requests (HTTP/1.1: close after the current one; HTTP/2:
-/// GOAWAY) and waits. Returns how the connection ended. The connection comes boxed, so
-/// that this future holds a pointer to it rather than a copy beside its argument.
+/// older than `max_age`, or (with `goaway_on_close`, for HTTP/2) once closing starts, or
+/// `idle` says it has had no request in flight for its limit, asks it to finish its
+/// in-flight requests (HTTP/1.1: close after the current one; HTTP/2: GOAWAY) and waits;
+/// an idle connection that never sent a request is dropped after [`UNUSED_GRACE`].
+/// Returns how the connection ended. The connection comes boxed, so that this future
+/// holds a pointer to it rather than a copy beside its argument.
 pub async fn serve_connection<C, E>(
     mut conn: Pin<Box<C>>,
     mut drain: Watch,
     max_age: Option<Duration>,
     goaway_on_close: bool,
+    idle: Option<(Duration, Arc<Activity>)>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
     C: Graceful + Future<Output = Result<(), E>>,
@@ -95,6 +164,12 @@ where
     let aged = async {
         match max_age {
             Some(age) => tokio::time::sleep(age).await,
+            None => std::future::pending().await,
+        }
+    };
+    let idled = async {
+        match &idle {
+            Some((limit, activity)) => activity.idle_for(*limit).await,
             None => std::future::pending().await,
         }
     };
@@ -119,6 +194,13 @@ where
         _ = aged => {
             conn.as_mut().graceful_shutdown();
             conn.await
+        }
+        asked = idled => {
+            conn.as_mut().graceful_shutdown();
+            match asked {
+                true => conn.await,
+                false => tokio::time::timeout(UNUSED_GRACE, conn).await.unwrap_or(Ok(())),
+            }
         }
     };
     ended.map_err(Into::into)

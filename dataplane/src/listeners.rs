@@ -579,11 +579,14 @@ where
         .max_concurrent_streams(H2_MAX_STREAMS)
         .max_header_list_size(header_list_size(limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
-    let svc = http_service(&shared, info, &drain);
+    // HTTP/1.1 times idle connections with its header read timeout; h2c needs this.
+    let activity = crate::drain::Activity::new();
+    let svc = http_service(&shared, info, &drain, Some(&activity));
     let conn = Box::pin(builder.serve_connection_with_upgrades(TokioIo::new(io), svc).into_owned());
     let max_age = limits.max_connection_age;
+    let idle = Some((shared.opts.timeouts.client_idle, activity));
     async move {
-        let ended = crate::drain::serve_connection(conn, drain, max_age, false).await;
+        let ended = crate::drain::serve_connection(conn, drain, max_age, false, idle).await;
         count_head_too_large(&shared, ended);
     }
 }
@@ -601,11 +604,11 @@ where
         .keep_alive(true)
         .max_buf_size(limits.max_header_bytes.max(MIN_HEAD_BYTES))
         .max_headers(limits.max_headers);
-    let svc = http_service(&shared, info, &drain);
+    let svc = http_service(&shared, info, &drain, None);
     let conn = Box::pin(builder.serve_connection(TokioIo::new(io), svc).with_upgrades());
     let max_age = limits.max_connection_age;
     async move {
-        let ended = crate::drain::serve_connection(conn, drain, max_age, false).await;
+        let ended = crate::drain::serve_connection(conn, drain, max_age, false, None).await;
         count_head_too_large(&shared, ended);
     }
 }
@@ -630,10 +633,12 @@ type Answer =
 /// The service of an HTTP/1.1 (or sniffed cleartext) connection. Its future is boxed:
 /// hyper keeps a slot the size of the service's future for as long as the connection
 /// lives, idle or not, while a boxed one is freed with its response.
+/// With `activity`, each request counts as in flight there until its response is ready.
 fn http_service(
     shared: &Arc<Shared>,
     info: ConnInfo,
     drain: &Watch,
+    activity: Option<&Arc<crate::drain::Activity>>,
 ) -> impl hyper::service::Service<
     http::Request<hyper::body::Incoming>,
     Response = http::Response<proxy::Body>,
@@ -642,12 +647,15 @@ fn http_service(
 > + Clone {
     let s = Arc::clone(shared);
     let closing = drain.clone();
+    let activity = activity.cloned();
     service_fn(move |req: http::Request<hyper::body::Incoming>| -> Answer {
         let http1 = req.version() < http::Version::HTTP_2;
+        let busy = activity.as_ref().map(crate::drain::Activity::begin);
         let answer = proxy::handle(Arc::clone(&s), info.clone(), req);
         let closing = closing.clone();
         Box::pin(async move {
             let mut resp = answer.await?;
+            drop(busy);
             // While closing, each HTTP/1.1 response asks its client to reconnect (through
             // the Service, to a replica that stays); an upgrade keeps its connection.
             if http1 && closing.is_closing() && resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
@@ -685,18 +693,23 @@ where
         .max_header_list_size(header_list_size(&shared.opts.limits))
         .keep_alive_interval(Some(H2_KEEPALIVE));
     let s = Arc::clone(&shared);
+    let activity = crate::drain::Activity::new();
+    let counted = Arc::clone(&activity);
     let svc = service_fn(move |req| {
+        let busy = counted.begin();
         let answer = proxy::handle(Arc::clone(&s), info.clone(), req);
         async move {
             let mut resp = answer.await?;
+            drop(busy);
             detach_header_values(resp.headers_mut());
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
     let conn = Box::pin(builder.serve_connection(TokioIo::new(Coalesce::new(io)), svc));
     let max_age = shared.opts.limits.max_connection_age;
+    let idle = Some((shared.opts.timeouts.client_idle, activity));
     async move {
-        let _ = crate::drain::serve_connection(conn, drain, max_age, true).await;
+        let _ = crate::drain::serve_connection(conn, drain, max_age, true, idle).await;
     }
 }
 

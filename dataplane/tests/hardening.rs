@@ -373,3 +373,72 @@ async fn old_connections_are_asked_to_close() {
     assert_eq!(send.send_request(req).await.unwrap().status(), 200);
     tokio::time::timeout(std::time::Duration::from_secs(5), ended).await.unwrap().unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_connections_that_ask_nothing_are_closed_after_the_idle_timeout() {
+    let idle = std::time::Duration::from_millis(400);
+    let timeouts = wharf_dataplane::Timeouts { client_idle: idle, ..wharf_dataplane::Timeouts::default() };
+    let r = start_with_options(Options { timeouts, access_log: false, ..Options::default() }).await;
+    let (r, ca) = {
+        let ca = TestCa::default();
+        let backend = echo("app").await;
+        let mut s = snapshot(
+            vec![(host("t.test"), vec![route(PathMatch::prefix("/").unwrap(), "app", false)])],
+            vec![("app", cluster(&[backend]))],
+        );
+        s.certificates.insert("t".into(), ca.leaf(&["t.test"]).certificate());
+        s.tls_hosts = vec![TlsHost { host: host("t.test"), certificate: "t".into() }].into();
+        r.gw.apply(s).unwrap();
+        (r, ca)
+    };
+    let closed_within = |limit: std::time::Duration| async move {
+        move |mut s: Box<dyn tokio::io::AsyncRead + Unpin + Send>| async move {
+            let mut buf = [0u8; 1024];
+            let started = std::time::Instant::now();
+            loop {
+                match tokio::time::timeout(limit, s.read(&mut buf)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => return Some(started.elapsed()),
+                    Ok(Ok(_)) => continue,
+                    Err(_) => return None,
+                }
+            }
+        }
+    };
+    let wait = closed_within(std::time::Duration::from_secs(5)).await;
+    // Cleartext: half an h2c preface, then nothing.
+    let mut tcp = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let took = wait(Box::new(tcp)).await.expect("a partial preface is closed");
+    assert!(took >= idle - std::time::Duration::from_millis(50), "closed after {took:?}");
+    // TLS with ALPN h2, then nothing.
+    let tcp = tokio::net::TcpStream::connect(r.https).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(ca.client_config(&[b"h2"]))
+        .connect(rustls::pki_types::ServerName::try_from("t.test").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    assert!(wait(Box::new(tls)).await.is_some(), "a silent HTTP/2 connection is closed");
+
+    // A request longer than the idle timeout is not cut; the connection closes (GOAWAY)
+    // once it has been idle that long after it.
+    let slow = |uri: &str| http::Request::get(uri).body(Empty::<Bytes>::new()).unwrap();
+    let answered = |resp: http::Response<hyper::body::Incoming>| async move {
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&body).contains("\"app\""), "{body:?}");
+    };
+    let tcp = tokio::net::TcpStream::connect(r.http).await.unwrap();
+    let (mut h2c, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.unwrap();
+    let h2c_ended = tokio::spawn(conn);
+    answered(h2c.send_request(slow("http://t.test/?delay_ms=700")).await.unwrap()).await;
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), h2c_ended).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "h2c: {ended:?}");
+    let mut send = h2_over_tls(r.https, &ca, "t.test").await;
+    answered(send.send_request(slow("https://t.test/?delay_ms=700")).await.unwrap()).await;
+    let closed = eventually(std::time::Duration::from_secs(5), || {
+        let ready = send.is_closed();
+        async move { ready }
+    })
+    .await;
+    assert!(closed, "the TLS connection ends once idle");
+}

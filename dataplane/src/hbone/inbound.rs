@@ -152,7 +152,7 @@ pub async fn serve_conn(stream: TcpStream, client: SocketAddr, shared: Arc<Share
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
         .serve_connection(TokioIo::new(tls), svc);
-    let _ = crate::drain::serve_connection(Box::pin(conn), drain, None, true).await;
+    let _ = crate::drain::serve_connection(Box::pin(conn), drain, None, true, None).await;
 }
 
 fn status(code: StatusCode) -> Response<Empty<Bytes>> {
