@@ -56,6 +56,9 @@ fn main() -> std::process::ExitCode {
             args::Command::Migrate(a) => migrate::run(a).await,
         }
     });
+    // What is left once the command returned (a bcrypt check whose client has gone, on a
+    // blocking thread) is not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

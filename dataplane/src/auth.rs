@@ -33,7 +33,7 @@ impl CompiledAuth {
     /// Ready to check `auth`; `forward` makes the forward to a check's cluster.
     pub fn new(auth: &Auth, forward: impl FnOnce(&str) -> CompiledForward) -> CompiledAuth {
         match auth {
-            Auth::Basic(b) => CompiledAuth::Basic(BasicChecker::new(&b.realm, &b.users)),
+            Auth::Basic(b) => CompiledAuth::Basic(BasicChecker::new(&b.realm, &b.users, namespace_slots())),
             Auth::External(e) => CompiledAuth::External(Box::new(ExternalChecker {
                 method: e
                     .method
@@ -83,24 +83,40 @@ pub fn signin_location(signin: &str, param: &str, original: &str) -> String {
     format!("{signin}{sep}{param}={}", escape_query_value(original))
 }
 
-/// The basic-authentication checkers of the live configs, by realm and users: routes
-/// with the same ones (an Ingress's paths, or Ingresses sharing a Secret) share one
-/// checker, and a new config keeps the credentials the last one remembered.
+/// The basic-authentication checkers of the live configs, by namespace, realm and users:
+/// routes of a namespace with the same ones (an Ingress's paths, or Ingresses sharing a
+/// Secret) share one checker, and a new config keeps the credentials the last one
+/// remembered. The checkers of a namespace share its bcrypt slots.
 #[derive(Debug, Default)]
 pub struct Checkers {
-    live: Mutex<HashMap<BasicAuth, Weak<CompiledAuth>>>,
+    live: Mutex<HashMap<(String, BasicAuth), Weak<CompiledAuth>>>,
+    slots: Mutex<HashMap<String, Weak<Semaphore>>>,
 }
 
 impl Checkers {
-    /// The checker for `auth`: the one a live config already checks with, or a new one.
-    pub fn get(&self, auth: &BasicAuth) -> Arc<CompiledAuth> {
+    /// The checker for `auth` of a route of `namespace`: the one a live config already
+    /// checks with, or a new one.
+    pub fn get(&self, namespace: &str, auth: &BasicAuth) -> Arc<CompiledAuth> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = live.get(auth).and_then(Weak::upgrade) {
+        let key = (namespace.to_owned(), auth.clone());
+        if let Some(c) = live.get(&key).and_then(Weak::upgrade) {
             return c;
         }
         live.retain(|_, w| w.strong_count() > 0);
-        let c = Arc::new(CompiledAuth::Basic(BasicChecker::new(&auth.realm, &auth.users)));
-        live.insert(auth.clone(), Arc::downgrade(&c));
+        let slots = {
+            let mut all = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            match all.get(namespace).and_then(Weak::upgrade) {
+                Some(s) => s,
+                None => {
+                    all.retain(|_, w| w.strong_count() > 0);
+                    let s = namespace_slots();
+                    all.insert(namespace.to_owned(), Arc::downgrade(&s));
+                    s
+                }
+            }
+        };
+        let c = Arc::new(CompiledAuth::Basic(BasicChecker::new(&auth.realm, &auth.users, slots)));
+        live.insert(key, Arc::downgrade(&c));
         c
     }
 }
@@ -110,6 +126,8 @@ pub struct BasicChecker {
     challenge: HeaderValue,
     users: HashMap<String, PasswordHash>,
     passed: Mutex<HashSet<[u8; 32]>>,
+    /// The bcrypt slots of the route's namespace.
+    slots: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for BasicChecker {
@@ -119,12 +137,14 @@ impl std::fmt::Debug for BasicChecker {
 }
 
 impl BasicChecker {
-    /// A checker for `users`, challenging with `realm`.
-    pub fn new(realm: &str, users: &[(String, PasswordHash)]) -> BasicChecker {
+    /// A checker for `users`, challenging with `realm`, computing bcrypt in `slots` (its
+    /// namespace's, from [`namespace_slots`]).
+    pub fn new(realm: &str, users: &[(String, PasswordHash)], slots: Arc<Semaphore>) -> BasicChecker {
         BasicChecker {
             challenge: challenge(realm),
             users: users.iter().cloned().collect(),
             passed: Mutex::new(HashSet::new()),
+            slots,
         }
     }
 
@@ -145,14 +165,19 @@ impl BasicChecker {
         }
         let ok = match hash {
             // bcrypt costs milliseconds to hundreds of them, by design: off the event
-            // loop, and no more at once than there are cores.
-            PasswordHash::Bcrypt(h) => {
+            // loop, no more at once than there are cores, and no namespace more than half
+            // of them, so that one tenant's sign-ins cannot hold up another's. A check
+            // whose client leaves while it waits is dropped with its request.
+            PasswordHash::Bcrypt(h) if bcrypt_cost(h).is_some_and(|c| c <= wharf_model::MAX_BCRYPT_COST) => {
+                let Ok(_mine) = self.slots.acquire().await else { return false };
                 let Ok(_permit) = bcrypt_slots().acquire().await else { return false };
                 let h = h.clone();
                 tokio::task::spawn_blocking(move || bcrypt::verify(&password, &h).unwrap_or(false))
                     .await
                     .unwrap_or(false)
             }
+            // Costlier than the translation admits: never computed.
+            PasswordHash::Bcrypt(_) => false,
             other => verify(other, &password),
         };
         if ok {
@@ -167,9 +192,30 @@ impl BasicChecker {
     }
 }
 
+/// How many bcrypt checks may run at once on `cores` cores: in all (one per core), and
+/// for one namespace (half of them, at least one).
+fn shares(cores: usize) -> (usize, usize) {
+    (cores.max(1), (cores / 2).max(1))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The bcrypt checks that may run at once, across namespaces.
 fn bcrypt_slots() -> &'static Semaphore {
     static SLOTS: OnceLock<Semaphore> = OnceLock::new();
-    SLOTS.get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
+    SLOTS.get_or_init(|| Semaphore::new(shares(cores()).0))
+}
+
+/// New slots for one namespace's bcrypt checks.
+pub fn namespace_slots() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(shares(cores()).1))
+}
+
+/// The cost of a bcrypt hash (`$2y$12$...`).
+fn bcrypt_cost(hash: &str) -> Option<u32> {
+    hash.get(4..6)?.parse().ok()
 }
 
 fn remembered_key(user: &str, password: &[u8]) -> [u8; 32] {
@@ -225,7 +271,8 @@ fn verify(hash: &PasswordHash, password: &[u8]) -> bool {
         PasswordHash::Md5Crypt { magic, salt, digest: d } => {
             verify_slices_are_equal(md5_crypt(password, salt.as_bytes(), *magic).as_bytes(), d.as_bytes()).is_ok()
         }
-        PasswordHash::Bcrypt(h) => bcrypt::verify(password, h).unwrap_or(false),
+        // Computed in [`BasicChecker::admits`], off the event loop.
+        PasswordHash::Bcrypt(_) => false,
     }
 }
 
@@ -336,8 +383,8 @@ mod tests {
 
     #[test]
     fn every_scheme_takes_its_password_and_no_other() {
+        // bcrypt: through the checker, in a_checker_admits_its_users_with_their_passwords...
         for h in [
-            "$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW",
             "$apr1$aBlCDgVn$lrQ0SRClIT9Den5NwehZ4.",
             "$1$saltsalt$NuzA7WTAelpl95xgBGWN60",
             "{SHA}L55TUjtiq8FBorTWAZ0jy6g129A=",
@@ -388,7 +435,7 @@ mod tests {
             ("alice".to_owned(), hash("$2y$05$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW")),
             ("bob".to_owned(), hash("{PLAIN}hunter2")),
         ];
-        let c = BasicChecker::new("staff", &users);
+        let c = BasicChecker::new("staff", &users, namespace_slots());
         assert_eq!(c.challenge(), "Basic realm=\"staff\"");
         assert!(c.admits(&basic("Basic YWxpY2U6Y29ycmVjdCBob3JzZQ==")).await, "alice");
         assert!(c.admits(&basic("Basic Ym9iOmh1bnRlcjI=")).await, "bob:hunter2");
@@ -404,14 +451,14 @@ mod tests {
 
     #[test]
     fn a_checker_shows_its_challenge_and_how_many_users_never_a_hash() {
-        let c = BasicChecker::new("staff", &[("u".to_owned(), hash("{PLAIN}secret-pw"))]);
+        let c = BasicChecker::new("staff", &[("u".to_owned(), hash("{PLAIN}secret-pw"))], namespace_slots());
         let debug = format!("{c:?}");
         assert_eq!(debug, "BasicChecker { challenge: \"Basic realm=\\\"staff\\\"\", users: 1 }");
     }
 
     #[test]
     fn the_memory_of_passed_credentials_is_bounded() {
-        let c = BasicChecker::new("", &[("u".to_owned(), hash("{PLAIN}p"))]);
+        let c = BasicChecker::new("", &[("u".to_owned(), hash("{PLAIN}p"))], namespace_slots());
         let rt = tokio::runtime::Builder::new_current_thread().build();
         let Ok(rt) = rt else { return };
         rt.block_on(async {
@@ -432,21 +479,71 @@ mod tests {
         let users = |p: &str| -> std::sync::Arc<[(String, PasswordHash)]> { vec![("u".to_owned(), hash(p))].into() };
         let auth = |realm: &str, p: &str| BasicAuth { realm: realm.into(), users: users(p) };
         let checkers = Checkers::default();
-        let first = checkers.get(&auth("staff", "{PLAIN}p"));
+        let first = checkers.get("web", &auth("staff", "{PLAIN}p"));
         // Equal content, another allocation (the next translation's): the same checker.
-        assert!(Arc::ptr_eq(&first, &checkers.get(&auth("staff", "{PLAIN}p"))));
+        assert!(Arc::ptr_eq(&first, &checkers.get("web", &auth("staff", "{PLAIN}p"))));
         for other in [auth("ops", "{PLAIN}p"), auth("staff", "{PLAIN}q")] {
-            assert!(!Arc::ptr_eq(&first, &checkers.get(&other)), "{other:?}");
+            assert!(!Arc::ptr_eq(&first, &checkers.get("web", &other)), "{other:?}");
         }
         let weak = Arc::downgrade(&first);
         drop(first);
         assert!(weak.upgrade().is_none(), "the registry does not keep a checker alive");
-        let again = checkers.get(&auth("staff", "{PLAIN}p"));
+        let again = checkers.get("web", &auth("staff", "{PLAIN}p"));
         assert!(matches!(&*again, CompiledAuth::Basic(c) if c.challenge() == "Basic realm=\"staff\""));
         assert_eq!(checkers.live.lock().map(|l| l.len()).unwrap_or(0), 1, "dead entries are dropped");
         // Live ones stay when others are added.
-        let _other = checkers.get(&auth("ops", "{PLAIN}p"));
-        assert!(Arc::ptr_eq(&again, &checkers.get(&auth("staff", "{PLAIN}p"))), "a live checker stays registered");
+        let _other = checkers.get("web", &auth("ops", "{PLAIN}p"));
+        assert!(
+            Arc::ptr_eq(&again, &checkers.get("web", &auth("staff", "{PLAIN}p"))),
+            "a live checker stays registered"
+        );
         assert_eq!(checkers.live.lock().map(|l| l.len()).unwrap_or(0), 2);
+    }
+
+    fn slots_of(c: &CompiledAuth) -> Option<&Arc<Semaphore>> {
+        match c {
+            CompiledAuth::Basic(b) => Some(&b.slots),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_namespace_has_bcrypt_slots_of_its_own() {
+        let auth = BasicAuth { realm: "r".into(), users: vec![("u".to_owned(), hash("{PLAIN}p"))].into() };
+        let other = BasicAuth { realm: "other".into(), ..auth.clone() };
+        let checkers = Checkers::default();
+        let (a, b) = (checkers.get("a", &auth), checkers.get("b", &auth));
+        assert!(!Arc::ptr_eq(&a, &b), "one checker per namespace, even for the same users");
+        let sa = slots_of(&a).unwrap();
+        assert!(!Arc::ptr_eq(sa, slots_of(&b).unwrap()));
+        let a2 = checkers.get("a", &other);
+        assert!(Arc::ptr_eq(sa, slots_of(&a2).unwrap()), "a namespace's checkers share its slots");
+        assert_eq!(sa.available_permits(), shares(cores()).1);
+        // Slots of a namespace that has no checker left go.
+        drop(b);
+        let _c = checkers.get("c", &auth);
+        let kept: Vec<String> = checkers.slots.lock().map(|s| s.keys().cloned().collect()).unwrap_or_default();
+        let mut kept = kept;
+        kept.sort();
+        assert_eq!(kept, ["a", "c"]);
+        assert_eq!(shares(0), (1, 1));
+        assert_eq!(shares(1), (1, 1));
+        assert_eq!(shares(2), (2, 1));
+        assert_eq!(shares(3), (3, 1));
+        assert_eq!(shares(8), (8, 4));
+    }
+
+    #[tokio::test]
+    async fn bcrypt_up_to_cost_12_is_checked_and_costlier_is_never_computed() {
+        // u:pw, by htpasswd -B -C 12 and -C 13 (the latter made by hand: never computed).
+        let twelve = "$2y$12$aHstTiRY3uUHY8XoBqW9n./yVvmWHYZM42k04yJlWHCzpm5xrSsle";
+        let thirteen = twelve.replacen("$12$", "$13$", 1);
+        let c = BasicChecker::new("r", &[("u".to_owned(), PasswordHash::Bcrypt(twelve.into()))], namespace_slots());
+        assert!(c.admits(&basic("Basic dTpwdw==")).await, "cost 12");
+        let c = BasicChecker::new("r", &[("u".to_owned(), PasswordHash::Bcrypt(thirteen))], namespace_slots());
+        assert!(!c.admits(&basic("Basic dTpwdw==")).await, "cost 13");
+        assert_eq!(bcrypt_cost("$2y$05$x"), Some(5));
+        assert_eq!(bcrypt_cost("$2y$"), None);
+        assert!(!verify(&PasswordHash::Bcrypt(twelve.into()), b"pw"), "never on the event loop");
     }
 }

@@ -492,7 +492,7 @@ impl Compiler {
                         CompiledForward::new(vec![(target(upstreams, cluster, false), 1)], none(), none())
                     };
                     match a {
-                        wharf_model::Auth::Basic(b) => self.checkers.get(b),
+                        wharf_model::Auth::Basic(b) => self.checkers.get(&r.source.namespace, b),
                         _ => Arc::new(crate::auth::CompiledAuth::new(a, to_cluster)),
                     }
                 }),

@@ -993,3 +993,60 @@ fn unlimited(zone: &str) -> wharf_model::RateLimit {
         exempt: vec![],
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_namespaces_costly_sign_ins_do_not_hold_up_anothers() {
+    // b:pw, htpasswd -B -C 12.
+    const B_COST_12: &str = "$2y$12$XPBK7mc7eXOcbVaLP5To.uOnvrVxCWBf4J4.2/qZ/5wVgcU/oMb4m";
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use wharf_model::{Auth, BasicAuth, PasswordHash};
+
+    let r = start().await;
+    // b's user b:pw hashed at cost 12 (the most Wharf checks), a's a:pw at cost 4.
+    let basic = |user: &str, h: &str| {
+        let users: Vec<(String, PasswordHash)> = vec![(user.to_owned(), PasswordHash::parse(h).unwrap())];
+        Some(Box::new(Auth::Basic(BasicAuth { realm: "r".into(), users: users.into() })))
+    };
+    let app = echo("app").await;
+    let guarded = |ns: &str, h: &str| wharf_model::Route {
+        auth: basic(ns, h),
+        ..wharf_model::Route::forward(
+            PathMatch::prefix("/").unwrap(),
+            "app",
+            wharf_model::ObjectRef::new("Ingress", ns, "x"),
+        )
+    };
+    r.gw.apply(snapshot(
+        vec![
+            (host("b.test"), vec![guarded("b", B_COST_12)]),
+            (host("a.test"), vec![guarded("a", "$2y$04$0X13S/5.GPMGWS2yZVLJ1epZyJgqsjBIH6l13jPm4E.HibXehmnkC")]),
+        ],
+        vec![("app", cluster(&[app]))],
+    ))
+    .unwrap();
+    // b's six sign-ins with wrong passwords (none is remembered), all sent before a's.
+    let done = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for i in 0..6 {
+        let mut s = tokio::net::TcpStream::connect(r.http).await.unwrap();
+        let creds = ["Yjp3cm9uZzA=", "Yjp3cm9uZzE=", "Yjp3cm9uZzI=", "Yjp3cm9uZzM=", "Yjp3cm9uZzQ=", "Yjp3cm9uZzU="][i];
+        let req =
+            format!("GET / HTTP/1.1\r\nHost: b.test\r\nAuthorization: Basic {creds}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let done = std::sync::Arc::clone(&done);
+        flood.push(tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let _ = s.read_to_end(&mut buf).await;
+            done.fetch_add(1, Ordering::SeqCst);
+            String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 401")
+        }));
+    }
+    let a = http_request(r.http, "GET", "a.test", "/", &[("authorization", "Basic YTpwdw==")]).await.unwrap();
+    let b_done = done.load(Ordering::SeqCst);
+    assert_eq!((a.status, a.echo_name().as_str()), (200, "app"), "a:pw");
+    assert!(b_done <= 2, "a's sign-in waited for {b_done} of b's six");
+    for f in flood {
+        assert!(f.await.unwrap(), "each of b's wrong passwords is refused");
+    }
+}

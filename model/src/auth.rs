@@ -288,19 +288,31 @@ impl PasswordHash {
         }
         if let Some(rest) = ["$2y$", "$2b$", "$2a$"].iter().find_map(|p| s.strip_prefix(p)) {
             // COST$ then 22 characters of salt and 31 of hash.
+            let cost = rest.get(..2).and_then(|c| c.parse::<u32>().ok()).filter(|c| (4..=31).contains(c));
             let ok = rest.len() == 56
                 && rest.as_bytes()[2] == b'$'
-                && rest[..2].parse::<u32>().is_ok_and(|c| (4..=31).contains(&c))
                 && rest[3..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/');
-            return if ok { Ok(PasswordHash::Bcrypt(s.to_owned())) } else { Err(HashError::Malformed("bcrypt")) };
+            return match cost {
+                Some(c) if ok && c > MAX_BCRYPT_COST => Err(HashError::TooCostly(c)),
+                Some(_) if ok => Ok(PasswordHash::Bcrypt(s.to_owned())),
+                _ => Err(HashError::Malformed("bcrypt")),
+            };
         }
         Err(HashError::Unsupported)
     }
 }
 
+/// The highest bcrypt cost checked. Each step doubles the work, which every sign-in
+/// pays on the gateway's cores (cost 12: about a quarter of a second of one core; 31:
+/// days): a tenant's costlier hash would stall every tenant's checks.
+pub const MAX_BCRYPT_COST: u32 = 12;
+
 /// Why a password hash cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HashError {
+    /// bcrypt costlier than [`MAX_BCRYPT_COST`].
+    #[error("its bcrypt cost is {0}, above the {MAX_BCRYPT_COST} Wharf checks (each step doubles the work every sign-in pays); hash it again with htpasswd -B -C 10")]
+    TooCostly(u32),
     /// A known scheme, written wrongly.
     #[error("its {0} hash is malformed")]
     Malformed(&'static str),
@@ -443,6 +455,18 @@ mod tests {
             let other = bcrypt.replacen("$2y$", prefix, 1);
             assert_eq!(PasswordHash::parse(&other), Ok(PasswordHash::Bcrypt(other.clone())));
         }
+        // Costs up to 12 are checked; costlier ones are refused by name, not as malformed.
+        let cost = |c: &str| PasswordHash::parse(&bcrypt.replacen("$05$", &format!("${c}$"), 1));
+        assert!(matches!(cost("04"), Ok(PasswordHash::Bcrypt(_))));
+        assert!(matches!(cost("12"), Ok(PasswordHash::Bcrypt(_))));
+        assert_eq!(cost("13"), Err(HashError::TooCostly(13)));
+        assert_eq!(cost("31"), Err(HashError::TooCostly(31)));
+        assert_eq!(cost("32"), Err(HashError::Malformed("bcrypt")));
+        assert_eq!(cost("03"), Err(HashError::Malformed("bcrypt")));
+        let short = "$2y$31$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHv";
+        assert_eq!(PasswordHash::parse(short), Err(HashError::Malformed("bcrypt")), "a malformed one is malformed");
+        let m = HashError::TooCostly(31).to_string();
+        assert!(m.contains("cost is 31") && m.contains("htpasswd -B -C 10"), "{m}");
     }
 
     #[test]

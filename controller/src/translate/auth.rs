@@ -250,6 +250,20 @@ mod tests {
     }
 
     #[test]
+    fn a_bcrypt_entry_costlier_than_12_cannot_sign_in_and_says_how_to_fix_it() {
+        let costly = "$2y$31$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW";
+        let s = secret("users", &[("auth", &format!("alice:{{PLAIN}}a\nmallory:{costly}\n"))]);
+        let (auth, diags) = resolve(&[s], ("users", false));
+        assert_eq!(users(&auth), [("alice", "PLAIN")], "the other users still sign in");
+        assert_eq!(
+            diags,
+            ["AuthSecretInvalid: auth-secret web/users, line 2 (user mallory): its bcrypt cost is 31, above the 12 \
+              Wharf checks (each step doubles the work every sign-in pays); hash it again with htpasswd -B -C 10; \
+              that entry cannot sign in"]
+        );
+    }
+
+    #[test]
     fn an_auth_map_takes_each_key_as_a_user() {
         let s = secret("map", &[("dev", "{PLAIN}d"), ("ops", "{SHA}L55TUjtiq8FBorTWAZ0jy6g129A=")]);
         let (auth, diags) = resolve(std::slice::from_ref(&s), ("map", true));
