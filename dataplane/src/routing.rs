@@ -83,6 +83,11 @@ impl CompiledRoute {
     pub fn source(&self) -> &str {
         self.metrics.route()
     }
+
+    /// The namespace of the object that defined it.
+    pub fn namespace(&self) -> &str {
+        self.source().split_once('/').map_or("", |(ns, _)| ns)
+    }
 }
 
 /// A CORS policy with the headers that do not depend on the request made once.

@@ -961,9 +961,8 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
     let clusters = vec![("app", cluster(&[echo("app").await])), ("sso", cluster(&[sso]))];
     r.gw.apply(snapshot(vec![(host("a.test"), vec![protected])], clusters)).unwrap();
 
-    let seen = http_request_with_body(r.http, "POST", "a.test", "/orders?id=7", &[("cookie", "s=1")], b"{\"n\":1}")
-        .await
-        .unwrap();
+    let forged = [("cookie", "s=1"), ("ssl-client-verify", "SUCCESS"), ("ssl_client_subject_dn", "CN=admin")];
+    let seen = http_request_with_body(r.http, "POST", "a.test", "/orders?id=7", &forged, b"{\"n\":1}").await.unwrap();
     assert_eq!((seen.status, seen.json()["body_bytes"].as_u64()), (200, Some(7)), "the backend got the body");
     let head = got.recv().await.unwrap().to_ascii_lowercase();
     assert!(head.starts_with("get /check?for=a.test http/1.1\r\n"), "{head}");
@@ -979,6 +978,72 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
         assert!(head.contains(line), "{line:?} not in\n{head}");
     }
     assert!(!head.contains("content-length: 7") && !head.contains("transfer-encoding"), "{head}");
+    assert!(!head.contains("ssl-client") && !head.contains("ssl_client"), "a client's own certificate headers: {head}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_routed_through_the_gateway_passes_that_routes_checks_and_stays_in_its_namespace() {
+    use wharf_model::{Auth, BasicAuth, ClientFilter, ExternalAuth, IpNet, ObjectRef, PasswordHash, Template};
+
+    let r = start().await;
+    let of = |ns: &str, path: &str, cluster: &str| {
+        wharf_model::Route::forward(PathMatch::prefix(path).unwrap(), cluster, ObjectRef::new("Ingress", ns, cluster))
+    };
+    let checked_by = |ns: &str, path: &str, url: &str| wharf_model::Route {
+        auth: Some(Box::new(Auth::External(ExternalAuth {
+            method: Some("DELETE".into()),
+            ..ExternalAuth::new(Template::parse(url).unwrap(), None)
+        }))),
+        ..of(ns, path, "app")
+    };
+    // a's admin API admits one address only; a's sign-in check wants a password.
+    let admin = wharf_model::Route {
+        clients: Some(Box::new(ClientFilter {
+            allow: Some(vec![IpNet::parse("10.99.99.99/32").unwrap()]),
+            deny: vec![],
+        })),
+        ..of("a", "/", "admin")
+    };
+    let users: Vec<(String, PasswordHash)> = vec![("alice".into(), PasswordHash::parse("{PLAIN}pw").unwrap())];
+    let login = wharf_model::Route {
+        auth: Some(Box::new(Auth::Basic(BasicAuth { realm: "a".into(), users: users.into() }))),
+        ..of("a", "/", "login")
+    };
+    let mut a_routes =
+        vec![checked_by("a", "/admin", "http://admin.a.test/api"), checked_by("a", "/pw", "http://login.a.test/check")];
+    a_routes.sort_by_key(|r| r.matches.precedence_key());
+    let clusters = vec![
+        ("app", cluster(&[echo("app").await])),
+        ("admin", cluster(&[echo("admin").await])),
+        ("login", cluster(&[echo("login").await])),
+    ];
+    r.gw.apply(snapshot(
+        vec![
+            (host("admin.a.test"), vec![admin]),
+            (host("login.a.test"), vec![login]),
+            (host("a.test"), a_routes),
+            (host("b.test"), vec![checked_by("b", "/", "http://admin.a.test/api$request_uri")]),
+        ],
+        clusters,
+    ))
+    .unwrap();
+    let ask = |host: &'static str, path: &'static str, headers: Vec<(&'static str, &'static str)>| async move {
+        http_request(r.http, "GET", host, path, &headers).await.unwrap()
+    };
+    // b's check names a's admin host: another namespace's route is never its check.
+    let b = ask("b.test", "/users/1", vec![]).await;
+    assert_eq!((b.status, b.echo_name()), (500, String::new()), "{}", b.body);
+    // a's own check to its admin host: the client's address is not on its list.
+    let a = ask("a.test", "/admin", vec![]).await;
+    assert_eq!((a.status, a.echo_name()), (403, String::new()), "{}", a.body);
+    // A check to a host behind a password passes with the client's own credentials only.
+    let none = ask("a.test", "/pw", vec![]).await;
+    assert_eq!(none.status, 401);
+    assert_eq!(none.headers["www-authenticate"], "Basic realm=\"a\"");
+    let wrong = ask("a.test", "/pw", vec![("authorization", "Basic YWxpY2U6bm8=")]).await;
+    assert_eq!(wrong.status, 401);
+    let right = ask("a.test", "/pw", vec![("authorization", "Basic YWxpY2U6cHc=")]).await;
+    assert_eq!((right.status, right.echo_name()), (200, "app".to_owned()), "alice:pw");
 }
 
 /// A rate limit in `zone` that limits nothing until a field says so.

@@ -254,7 +254,8 @@ impl Index {
                 }
                 None => out.all = true,
             },
-            Change::IngressClass(_) => out.all = true,
+            // Ingresses read ReferenceGrants too (auth-url Services), rarely changed.
+            Change::IngressClass(_) | Change::ReferenceGrant(_) => out.all = true,
             // Translated whole every time.
             Change::GatewayClass(_)
             | Change::Gateway(_)
@@ -262,7 +263,6 @@ impl Index {
             | Change::GrpcRoute(_)
             | Change::TlsRoute(_)
             | Change::TcpRoute(_)
-            | Change::ReferenceGrant(_)
             | Change::BackendTlsPolicy(_)
             | Change::ConfigMap(_) => {}
         }
@@ -439,6 +439,8 @@ mod tests {
         assert_eq!(c.reads.into_iter().collect::<Vec<_>>(), [Read::Pod(key("ns", "p"))]);
         assert!(index.changes(&Change::Ingress(Event::InitDone)).all, "a relist may change anything");
         assert!(index.changes(&Change::IngressClass(Event::Delete(Default::default()))).all);
+        let grant = Change::ReferenceGrant(Event::Delete(Default::default()));
+        assert!(index.changes(&grant).all, "auth-url Services of Ingresses read ReferenceGrants");
         let c = index.changes(&Change::GatewayClass(Event::Delete(Default::default())));
         assert_eq!(c, Changes::default(), "Gateway API is translated whole anyway");
     }

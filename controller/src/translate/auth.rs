@@ -9,8 +9,11 @@ use wharf_model::{
     Auth, BasicAuth, ClientAuthHost, ClientCa, ClientCertCheck, ExternalAuth, Host, ObjectRef, PasswordHash,
 };
 
+use wharf_gateway_api::referencegrants::ReferenceGrant;
+
 use super::annotations::{ClientTlsSetting, ExternalSetting};
 use super::backend::ServicePortRef;
+use super::grants::{permitted, RefFrom, RefTo};
 use super::tls::Secrets;
 use super::{Diagnostic, Translator};
 
@@ -25,17 +28,44 @@ pub fn rule_hosts(ingresses: &[&Ingress]) -> HashSet<String> {
         .collect()
 }
 
+/// Reason of the diagnostic on an Ingress whose `auth-url` names another namespace's
+/// Service or host.
+pub const AUTH_URL_NOT_PERMITTED: &str = "AuthURLNotPermitted";
+
 impl Translator<'_> {
     /// Where the check of `e` goes: the Service its URL names (`NAME.NAMESPACE.svc`, with
     /// the cluster domain or not), else this gateway's routes for its host (`$host`, or a
-    /// host among `served`). A fixed host that is neither refuses every request.
-    pub(super) fn external_auth(&mut self, src: &ObjectRef, e: &ExternalSetting, served: &HashSet<String>) -> Auth {
+    /// host among `served`). A fixed host that is neither refuses every request, and so
+    /// does a Service of another namespace that no ReferenceGrant of `grants` shares with
+    /// `src`'s, or a host another namespace owns.
+    pub(super) fn external_auth(
+        &mut self,
+        src: &ObjectRef,
+        e: &ExternalSetting,
+        served: &HashSet<String>,
+        grants: &crate::kinds::Objects<ReferenceGrant>,
+    ) -> Auth {
         let service = e.host.as_deref().and_then(|h| {
             let domain = format!(".svc.{}", self.opts.cluster_domain);
             let rest = h.strip_suffix(&domain).or_else(|| h.strip_suffix(".svc"))?;
             rest.split_once('.').filter(|(name, ns)| !name.is_empty() && !ns.is_empty() && !ns.contains('.'))
         });
         let cluster = match (service, &e.host) {
+            (Some((name, ns)), _)
+                if !permitted(
+                    grants,
+                    RefFrom { group: "networking.k8s.io", kind: "Ingress", namespace: &src.namespace },
+                    RefTo { group: "", kind: "Service", namespace: ns, name },
+                ) =>
+            {
+                let why = format!(
+                    "auth-url names Service {ns}/{name}, of another namespace; a ReferenceGrant in namespace {ns} \
+                     from Ingresses of namespace {} to that Service shares it",
+                    src.namespace
+                );
+                self.diag(src, AUTH_URL_NOT_PERMITTED, format!("{why}; requests are answered 503"));
+                return Auth::Unavailable(why);
+            }
             (Some((name, ns)), _) => {
                 let port = ServicePortRef::Number(i32::from(e.port));
                 let clusters = &mut self.snapshot.clusters;
@@ -51,7 +81,16 @@ impl Translator<'_> {
                 self.diag(src, "AuthURLNotServed", format!("{why}; requests are answered 503"));
                 return Auth::Unavailable(why);
             }
-            (None, _) => None,
+            (None, Some(host)) => {
+                let owner = Host::parse(host).map(|h| self.claims.may_serve(&h, &src.namespace, &self.opts.ownership));
+                if let Ok(Err(refusal)) = owner {
+                    let why = format!("auth-url {}", refusal.message(&format!("host {host}")));
+                    self.diag(src, AUTH_URL_NOT_PERMITTED, format!("{why}; requests are answered 503"));
+                    return Auth::Unavailable(why);
+                }
+                None
+            }
+            (None, None) => None,
         };
         Auth::External(ExternalAuth {
             url: e.url.clone(),

@@ -150,6 +150,8 @@ struct Lookups<'a> {
     backends: Backends<'a>,
     /// The snapshot served now: who serves a host there keeps it.
     previous: Option<&'a Snapshot>,
+    /// Which references to other namespaces are shared.
+    grants: &'a crate::kinds::Objects<wharf_gateway_api::referencegrants::ReferenceGrant>,
 }
 
 impl<'a> Lookups<'a> {
@@ -162,6 +164,7 @@ impl<'a> Lookups<'a> {
             secrets: tls::Secrets::new(crate::kinds::ByKey::new(&world.secrets, few), previous, opts.now),
             backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain, few),
             previous,
+            grants: &world.reference_grants,
         }
     }
 }
@@ -198,7 +201,7 @@ fn ingress_part(
         let mut auth = match settings.auth.as_deref() {
             _ if settings.skip || settings.canary.is_some() => None,
             None => None,
-            Some(annotations::AuthSetting::External(e)) => Some(t.external_auth(&src, e, &ours_hosts)),
+            Some(annotations::AuthSetting::External(e)) => Some(t.external_auth(&src, e, &ours_hosts, l.grants)),
             Some(annotations::AuthSetting::Basic { realm, secret: (ns, name), map }) => {
                 Some(users.resolve(secrets, &src, realm, (ns, name), *map, &mut t.diags))
             }

@@ -245,3 +245,49 @@ fn the_holder_of_a_tls_only_host_is_its_secrets_namespace() {
     assert_eq!(owners::holder(&t.snapshot, &Host::parse("x.c.test").unwrap()), Some("c"));
     assert_eq!(owners::holder(&t.snapshot, &Host::parse("y.c.test").unwrap()), None);
 }
+
+#[test]
+fn an_auth_url_reaches_only_its_own_namespaces_hosts_and_shared_services() {
+    let checked = |ns: &str, name: &str, age: u32, host: &str, url: &str| {
+        ing(ns, name, age, json!({"nginx.ingress.kubernetes.io/auth-url": url}), spec(Some(host), "/", "web"))
+    };
+    let mut w = world(vec![
+        ing("a", "admin", 1, json!({}), spec(Some("admin.a.test"), "/", "admin")),
+        // b's check names a's host: refused.
+        checked("b", "host", 2, "b.test", "http://admin.a.test/api$request_uri"),
+        // b shares a's host name by a rule of its own, still refused (a owns it).
+        checked("b", "shared", 3, "admin.a.test", "http://admin.a.test/api"),
+        // b's check names a Service of namespace a: refused without a grant.
+        checked("b", "svc", 4, "svc.b.test", "http://admin.a.svc/api"),
+        // ... and admitted to the one a grants to b's Ingresses.
+        checked("b", "granted", 5, "granted.b.test", "http://sso.a.svc/check"),
+        // a's own check to its own host.
+        checked("a", "own", 6, "own.a.test", "http://admin.a.test/check"),
+    ]);
+    w.reference_grants.push(super::tests::obj::<wharf_gateway_api::referencegrants::ReferenceGrant>(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ReferenceGrant",
+        "metadata": {"name": "sso", "namespace": "a"},
+        "spec": {"from": [{"group": "networking.k8s.io", "kind": "Ingress", "namespace": "b"}],
+                 "to": [{"group": "", "kind": "Service", "name": "sso"}]},
+    })));
+    let t = translate(&w, &opts(), None);
+    let auth = |host: &str| {
+        let vh = t.snapshot.virtual_hosts.get(&Host::parse(host).unwrap()).unwrap();
+        match vh.routes[0].auth.as_deref() {
+            Some(wharf_model::Auth::External(e)) => e.cluster.clone().unwrap_or_else(|| "routed".into()),
+            Some(wharf_model::Auth::Unavailable(why)) => format!("503 {why}"),
+            other => format!("{other:?}"),
+        }
+    };
+    assert!(auth("b.test").starts_with("503 auth-url host admin.a.test belongs to namespace a"), "{}", auth("b.test"));
+    assert!(auth("svc.b.test").starts_with("503 auth-url names Service a/admin, of another namespace"));
+    assert_eq!(auth("granted.b.test"), "a/sso:80");
+    assert_eq!(auth("own.a.test"), "routed");
+    let refused: Vec<String> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason == auth::AUTH_URL_NOT_PERMITTED)
+        .map(|d| format!("{}/{}", d.object.namespace, d.object.name))
+        .collect();
+    assert_eq!(refused, ["b/host", "b/shared", "b/svc"]);
+}

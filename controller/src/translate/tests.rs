@@ -1116,6 +1116,13 @@ fn external_auth_checks_go_to_the_service_their_url_names_or_through_this_gatewa
     let mut sso = service("sso", json!([{"name": "http", "port": 4180}]));
     sso.metadata.namespace = Some("auth".into());
     w.services.push(sso);
+    // The Services of namespace auth are shared with web's Ingresses.
+    w.reference_grants.push(obj::<wharf_gateway_api::referencegrants::ReferenceGrant>(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ReferenceGrant",
+        "metadata": {"name": "sso", "namespace": "auth"},
+        "spec": {"from": [{"group": "networking.k8s.io", "kind": "Ingress", "namespace": "web"}],
+                 "to": [{"group": "", "kind": "Service"}]},
+    })));
     let t = translate(&w, &opts(), None);
     let check = |host: &str| match host_routes(&t, host)[0].auth.as_deref() {
         Some(wharf_model::Auth::External(e)) => {

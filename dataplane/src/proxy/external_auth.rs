@@ -9,8 +9,9 @@ use wharf_model::{PathMatch, Var};
 
 use super::body::RequestBody;
 use super::{forward, local, ConnInfo, Outcome, Scheme};
-use crate::auth::{escape_query_value, signin_location, ExternalChecker};
+use crate::auth::{escape_query_value, signin_location, CompiledAuth, ExternalChecker};
 use crate::config::{CompiledAction, RequestView, Tables};
+use crate::routing::CompiledRoute;
 use crate::Shared;
 
 /// How much of a check's answer body is read (so that its connection can be reused)
@@ -48,13 +49,14 @@ impl Vars<'_> {
     }
 }
 
-/// Sends the check for `req` (to host `host`) and reads its answer. A passing answer's
-/// `auth-response-headers` are set on `req`.
+/// Sends the check for `req` (to host `host`, matched by `asking`) and reads its answer.
+/// A passing answer's `auth-response-headers` are set on `req`.
 pub(super) async fn check<B>(
     shared: &Shared,
     conn: &ConnInfo,
     tables: Option<&Tables>,
     host: &str,
+    asking: &CompiledRoute,
     ext: &ExternalChecker,
     req: &mut Request<B>,
 ) -> Checked {
@@ -115,14 +117,22 @@ pub(super) async fn check<B>(
     let root = PathMatch::Prefix("/".into());
     let sent = match (&ext.forward, tables) {
         (Some(fwd), _) => forward(shared, conn, fwd, &root, Some(&check_host), check).await,
-        // Routed like a request for the URL's host, through this gateway's own routes.
+        // Routed like a request for the URL's host, through this gateway's own routes of
+        // the asking route's namespace, and past their checks as the client's own request
+        // would be.
         (None, Some(t)) => {
             let (to_host, to_path) = (authority.host().to_ascii_lowercase(), target.path().to_owned());
             let view =
                 RequestView { path: &to_path, query: target.query(), method: &ext.method, headers: check.headers() };
-            match t.router.route(&to_host, &view).map(|r| (&r.action, &r.matches.path)) {
-                Some((CompiledAction::Forward(f), matched)) => {
-                    forward(shared, conn, f, matched, Some(&check_host), check).await
+            match t.router.route(&to_host, &view) {
+                Some(r) if r.namespace() != asking.namespace() => {
+                    return failed("the URL's route belongs to another namespace")
+                }
+                Some(r @ CompiledRoute { action: CompiledAction::Forward(f), .. }) => {
+                    match admitted(r, conn, check.headers()).await {
+                        Ok(_in_flight) => forward(shared, conn, f, &r.matches.path, Some(&check_host), check).await,
+                        Err(refused) => Ok((refused, conn.client)),
+                    }
                 }
                 _ => return failed("no route of this gateway serves the URL"),
             }
@@ -181,6 +191,37 @@ pub(super) async fn check<B>(
             Checked::Answer((r, Some("forbidden"), None))
         }
         other => failed(&format!("the check answered {other}")),
+    }
+}
+
+/// Whether a check routed through this gateway passes `route`'s own checks, as the
+/// client's request would: its rate limit (the guard counts the check in flight), client
+/// certificate, address lists and basic authentication; else the answer the client would
+/// get (`403`, `401` or `503`). A route that has external authentication of its own
+/// refuses checks (`503`): checks do not chain.
+async fn admitted(
+    route: &CompiledRoute,
+    conn: &ConnInfo,
+    headers: &http::HeaderMap,
+) -> Result<Option<crate::ratelimit::InFlight>, http::Response<super::Body>> {
+    let in_flight = match route.limiter.as_ref().map(|l| l.admit(conn.client.ip())) {
+        Some(Err(_)) => return Err(local(StatusCode::SERVICE_UNAVAILABLE, "too many requests from this client")),
+        Some(Ok(guard)) => guard,
+        None => None,
+    };
+    if route.client_cert.as_ref().is_some_and(|c| c.admits(conn.client_cert.as_deref()).is_err()) {
+        return Err(local(StatusCode::FORBIDDEN, "client certificate unauthorized"));
+    }
+    if route.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) {
+        return Err(local(StatusCode::FORBIDDEN, "this client address is not allowed here"));
+    }
+    match route.auth.as_deref() {
+        None => Ok(in_flight),
+        Some(CompiledAuth::Basic(b)) if b.admits(headers).await => Ok(in_flight),
+        Some(CompiledAuth::Basic(b)) => Err(super::unauthorized(b)),
+        Some(CompiledAuth::External(_) | CompiledAuth::Unavailable(_)) => {
+            Err(local(StatusCode::SERVICE_UNAVAILABLE, "the check's own route cannot be checked"))
+        }
     }
 }
 

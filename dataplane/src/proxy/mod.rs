@@ -344,6 +344,13 @@ type CheckCookies = Option<(Vec<HeaderValue>, bool)>;
 
 /// Checks the route's authentication: `Ok` when the request may go on (basic
 /// credentials removed, as the backend has no use for them), else the answer.
+/// The `401` of basic authentication, with its challenge.
+fn unauthorized(checker: &crate::auth::BasicChecker) -> Response<Body> {
+    let mut r = local(StatusCode::UNAUTHORIZED, "authorization required");
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, checker.challenge().clone());
+    r
+}
+
 async fn authenticate<B>(
     shared: &Shared,
     conn: &ConnInfo,
@@ -358,17 +365,14 @@ async fn authenticate<B>(
             req.headers_mut().remove(header::AUTHORIZATION);
             Ok(None)
         }
-        CompiledAuth::Basic(checker) => {
-            let mut r = local(StatusCode::UNAUTHORIZED, "authorization required");
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, checker.challenge().clone());
-            Err((r, Some("unauthorized"), None))
-        }
+        CompiledAuth::Basic(checker) => Err((unauthorized(checker), Some("unauthorized"), None)),
         // Boxed, as forwarding is: the check's state is large.
-        CompiledAuth::External(ext) => match Box::pin(external_auth::check(shared, conn, tables, host, ext, req)).await
-        {
-            external_auth::Checked::Pass { cookies, always } => Ok(Some((cookies, always))),
-            external_auth::Checked::Answer(a) => Err(a),
-        },
+        CompiledAuth::External(ext) => {
+            match Box::pin(external_auth::check(shared, conn, tables, host, route, ext, req)).await {
+                external_auth::Checked::Pass { cookies, always } => Ok(Some((cookies, always))),
+                external_auth::Checked::Answer(a) => Err(a),
+            }
+        }
         // Why is in the Ingress's Event and the controller's log, once, not per request.
         CompiledAuth::Unavailable(_) => {
             let msg = "authentication for this route is not available";
