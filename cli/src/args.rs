@@ -410,13 +410,14 @@ pub struct ProxyArgs {
     pub memory_watermark: Watermark,
     /// Every connection to the HTTP, HTTPS and TLS passthrough listeners starts with a
     /// PROXY protocol header (v1 or v2, as a load balancer sends it); its source address
-    /// is the client's. Connections without one are closed.
+    /// is the client's when it comes from a --trusted-proxy (required with this flag).
+    /// Connections without one are closed.
     #[arg(long, env = "WHARF_PROXY_PROTOCOL")]
     pub proxy_protocol: bool,
     /// Addresses and networks (`10.0.0.0/8`, repeatable) of the proxies in front of
     /// Wharf: from them, `X-Forwarded-For` (the last address not in this list is the
     /// client), `X-Forwarded-Proto` and `X-Forwarded-Port` are believed; with
-    /// --proxy-protocol, only their headers' addresses are (every peer's without this).
+    /// --proxy-protocol, only their headers' addresses are.
     #[arg(long = "trusted-proxy", value_parser = parse_ip_net, env = "WHARF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<wharf_model::IpNet>,
     /// Pass request headers whose names contain `_` on to backends (ingress-nginx's

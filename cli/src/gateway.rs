@@ -29,6 +29,13 @@ pub struct Serving {
 /// Binds every listener and starts serving an empty config.
 pub async fn start(args: &GatewayArgs, default_redirect_port: u16) -> anyhow::Result<Serving> {
     let (l, proxy, mesh) = (&args.listen, &args.proxy, &args.mesh);
+    if proxy.proxy_protocol && proxy.trusted_proxies.is_empty() {
+        anyhow::bail!(
+            "--proxy-protocol needs --trusted-proxy: name the load balancers whose PROXY header names the client \
+             (chart: controller.trustedProxies); without them any peer could claim any address. To believe every \
+             peer on purpose, write --trusted-proxy=0.0.0.0/0,::/0"
+        );
+    }
     let (mesh_identity, istio_ca) = match mesh_source(mesh, &args.translate.trust_domain)? {
         MeshSource::None => (None, None),
         MeshSource::Files(identity) => (Some(identity), None),

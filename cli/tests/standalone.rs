@@ -854,3 +854,16 @@ async fn a_tenant_cannot_take_over_shadow_or_canary_another_tenants_host() {
     // a's Ingress is not served: `/` falls through to b's own rule without host.
     assert_eq!(http_get(at, "shop.a.test", "/").await.unwrap().echo_name(), "b-backend");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_protocol_without_trusted_proxies_stops_the_start_and_says_how_to_fix_it() {
+    let q = quickstart("proxy-protocol-untrusted").await;
+    let dir = q.dir.to_string_lossy().into_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_wharf"))
+        .args(["run", "-f", &dir, "--proxy-protocol", "--http-port", "0", "--https-port", "0", "--admin-port", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--proxy-protocol needs --trusted-proxy") && err.contains("0.0.0.0/0"), "{err}");
+}

@@ -206,9 +206,9 @@ impl Reader<'_> {
         };
         let everyone = nets.iter().any(|n| n.to_string().ends_with("/0"));
         let trusts_headers = forwarded || real_ip;
-        // Only the PROXY protocol from some peers, or forwarded headers, need a list.
-        let some_peers = proxy_protocol && !everyone;
-        if !trusts_headers && !some_peers {
+        // The PROXY protocol, or forwarded headers, need a list (Wharf refuses the PROXY
+        // protocol without one).
+        if !trusts_headers && !proxy_protocol {
             if let Some(c) = cidrs {
                 self.row("proxy-real-ip-cidr", &c, false, Verdict::Same);
             }
@@ -222,7 +222,11 @@ impl Reader<'_> {
                 "every peer's X-Forwarded-For is believed, as before: list only your load balancers and proxies",
             ),
             (true, false) => Verdict::Same,
-            (false, _) => {
+            (false, true) => Verdict::Differs(
+                "every peer's PROXY header is believed, as before, and its X-Forwarded-For too: list only your load \
+                 balancers",
+            ),
+            (false, false) => {
                 Verdict::Differs("from these peers, X-Forwarded-For is believed too, not only the PROXY header")
             }
         };
@@ -529,8 +533,10 @@ mod tests {
             trusted(&[("enable-real-ip", "t"), ("proxy-real-ip-cidr", "10.1.0.0/16")]).0,
             json!(["10.1.0.0/16"])
         );
-        // The PROXY protocol from any peer needs no list; from some peers it does.
-        assert_eq!(trusted(&[("use-proxy-protocol", "true")]), (Value::Null, None));
+        // The PROXY protocol needs a list: ingress-nginx's default believes every peer.
+        let (list, row) = trusted(&[("use-proxy-protocol", "true")]);
+        assert_eq!(list, json!(["0.0.0.0/0"]));
+        assert!(matches!(row, Some(Verdict::Differs(w)) if w.contains("every peer's PROXY header")), "{row:?}");
         let (list, row) = trusted(&[("use-proxy-protocol", "true"), ("proxy-real-ip-cidr", "10.0.0.0/8")]);
         assert_eq!(list, json!(["10.0.0.0/8"]));
         assert!(matches!(row, Some(Verdict::Differs(w)) if w.contains("X-Forwarded-For is believed too")));
