@@ -11,17 +11,128 @@ use std::time::Instant;
 
 use wharf_model::RateLimit;
 
-/// Clients tracked by one limiter before idle ones are forgotten; beyond it (every
-/// client still active), new clients are refused rather than memory grown.
+/// Clients tracked by one limiter; beyond it the least recently seen is forgotten (as
+/// nginx's zone forgets its oldest entries when full).
 const MAX_CLIENTS: usize = 100_000;
+
+/// How many of the least recently seen clients a newcomer looks at for one without a
+/// request in progress to forget; when all of them have one, it is refused.
+const EVICTION_LOOKS: usize = 8;
 
 /// The counts of one zone.
 #[derive(Debug)]
 pub struct Limiter {
     spec: RateLimit,
     start: Instant,
-    clients: Mutex<HashMap<IpAddr, Client>>,
+    clients: Mutex<Table>,
     max_clients: usize,
+}
+
+/// No slot.
+const NIL: usize = usize::MAX;
+
+/// Clients by address, in the order they were last seen: finding one, moving it to the
+/// front and forgetting the last are O(1).
+#[derive(Debug, Default)]
+struct Table {
+    index: HashMap<IpAddr, usize>,
+    slots: Vec<Slot>,
+    /// Slots of forgotten clients, to reuse.
+    free: Vec<usize>,
+    /// The most recently seen; `NIL` when empty.
+    head: usize,
+    /// The least recently seen; `NIL` when empty.
+    tail: usize,
+}
+
+#[derive(Debug)]
+struct Slot {
+    ip: IpAddr,
+    client: Client,
+    prev: usize,
+    next: usize,
+}
+
+impl Table {
+    fn new() -> Table {
+        Table { head: NIL, tail: NIL, ..Table::default() }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn get_mut(&mut self, ip: &IpAddr) -> Option<&mut Client> {
+        let i = *self.index.get(ip)?;
+        Some(&mut self.slots[i].client)
+    }
+
+    fn unlink(&mut self, i: usize) {
+        let (prev, next) = (self.slots[i].prev, self.slots[i].next);
+        match prev {
+            NIL => self.head = next,
+            p => self.slots[p].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.slots[n].prev = prev,
+        }
+    }
+
+    fn link_front(&mut self, i: usize) {
+        self.slots[i].prev = NIL;
+        self.slots[i].next = self.head;
+        match self.head {
+            NIL => self.tail = i,
+            h => self.slots[h].prev = i,
+        }
+        self.head = i;
+    }
+
+    /// The slot of `ip`, moved to the front (added when new: then `true`).
+    fn seen(&mut self, ip: IpAddr) -> (usize, bool) {
+        if let Some(&i) = self.index.get(&ip) {
+            if self.head != i {
+                self.unlink(i);
+                self.link_front(i);
+            }
+            return (i, false);
+        }
+        let slot = Slot { ip, client: Client::default(), prev: NIL, next: NIL };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        };
+        self.index.insert(ip, i);
+        self.link_front(i);
+        (i, true)
+    }
+
+    /// Forgets the least recently seen client without a request in progress among the
+    /// last `looks`; those with one are moved to the front. False when none was found.
+    fn forget_oldest(&mut self, looks: usize) -> bool {
+        for _ in 0..looks {
+            let i = self.tail;
+            if i == NIL {
+                return false;
+            }
+            self.unlink(i);
+            if self.slots[i].client.in_flight > 0 {
+                self.link_front(i);
+                continue;
+            }
+            self.index.remove(&self.slots[i].ip);
+            self.free.push(i);
+            return true;
+        }
+        false
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -69,7 +180,7 @@ impl Limiter {
     }
 
     fn tracking(spec: RateLimit, max_clients: usize) -> Arc<Limiter> {
-        Arc::new(Limiter { spec, start: Instant::now(), clients: Mutex::new(HashMap::new()), max_clients })
+        Arc::new(Limiter { spec, start: Instant::now(), clients: Mutex::new(Table::new()), max_clients })
     }
 
     /// Counts a request from `ip`: `Ok` (holding a place among its requests in progress
@@ -86,15 +197,14 @@ impl Limiter {
             return Ok(None);
         }
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if clients.len() >= self.max_clients && !clients.contains_key(&ip) {
-            clients.retain(|_, c| c.in_flight > 0 || !self.idle(c, now_ms));
-            if clients.len() >= self.max_clients {
-                return Err(Limited);
-            }
+        if clients.len() >= self.max_clients
+            && !clients.index.contains_key(&ip)
+            && !clients.forget_oldest(EVICTION_LOOKS)
+        {
+            return Err(Limited);
         }
-        let entry = clients.entry(ip);
-        let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
-        let c = entry.or_default();
+        let (i, new) = clients.seen(ip);
+        let c = &mut clients.slots[i].client;
         let ms = now_ms.saturating_sub(c.last_ms);
         // As nginx: a client's first request starts its count at zero.
         let (mut second, mut minute) = (0, 0);
@@ -121,15 +231,6 @@ impl Limiter {
         }
         c.in_flight += 1;
         Ok(Some(InFlight { limiter: Arc::clone(self), ip }))
-    }
-
-    /// True when `c`'s counts have drained so far by `now_ms` that its next request would
-    /// count as a new client's: forgetting it changes nothing.
-    fn idle(&self, c: &Client, now_ms: u64) -> bool {
-        let ms = now_ms.saturating_sub(c.last_ms);
-        let s = &self.spec;
-        s.per_second.is_none_or(|r| next(c.second, r, 1000, ms) == 0)
-            && s.per_minute.is_none_or(|r| next(c.minute, r, 60_000, ms) == 0)
     }
 }
 
@@ -253,27 +354,53 @@ mod tests {
         assert_eq!(reg.live.lock().map(|l| l.len()).unwrap_or(0), 1, "limiters no config uses are dropped");
     }
 
-    #[test]
-    fn idle_clients_are_forgotten_when_the_table_is_full() {
-        for spec in [
-            RateLimit { per_second: Some(1000), burst: 1, ..spec() },
-            RateLimit { per_minute: Some(60_000), burst_per_minute: 1, ..spec() },
-        ] {
-            let l = Limiter::tracking(spec, 4);
-            for i in 0..4 {
-                let ip = IpAddr::V4(std::net::Ipv4Addr::from(i));
-                // Two requests: the second leaves a count two milliseconds drain.
-                assert_eq!(passed(&l, ip, 0, 2), 2);
-            }
-            // All still counted at 0 ms: a newcomer is refused rather than the table grown.
-            assert!(l.admit_at(A, 0).is_err());
-            assert!(l.admit_at(A, 1).is_err(), "a millisecond is not enough");
-            // Two milliseconds later each has drained: they are forgotten, the newcomer counted.
-            assert!(l.admit_at(A, 2).is_ok());
-            assert_eq!(l.clients.lock().map(|c| c.len()).unwrap_or(0), 1);
-            assert!(l.admit_at(B, 2).is_ok(), "room again");
+    fn ip(i: u32) -> IpAddr {
+        IpAddr::V4(std::net::Ipv4Addr::from(i))
+    }
+
+    /// The tracked clients, most recently seen first, walked both ways.
+    fn order(l: &Limiter) -> Vec<IpAddr> {
+        let t = l.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut fwd, mut back) = (Vec::new(), Vec::new());
+        let mut i = t.head;
+        while i != NIL {
+            fwd.push(t.slots[i].ip);
+            i = t.slots[i].next;
         }
+        let mut i = t.tail;
+        while i != NIL {
+            back.push(t.slots[i].ip);
+            i = t.slots[i].prev;
+        }
+        back.reverse();
+        assert_eq!(fwd, back, "the links agree");
+        assert_eq!(fwd.len(), t.len());
+        fwd
+    }
+
+    #[test]
+    fn a_full_table_forgets_the_least_recently_seen_client() {
+        let l = Limiter::tracking(RateLimit { per_second: Some(1), burst: 0, ..spec() }, 3);
+        for i in 1..=3 {
+            assert_eq!(passed(&l, ip(i), 0, 1), 1);
+        }
+        assert_eq!(passed(&l, ip(1), 0, 1), 0, "1 is seen again (and refused)");
+        assert_eq!(order(&l), [ip(1), ip(3), ip(2)]);
+        // A newcomer takes the place of 2, the least recently seen, at once.
+        assert_eq!(passed(&l, ip(4), 0, 1), 1);
+        assert_eq!(order(&l), [ip(4), ip(1), ip(3)]);
+        assert_eq!(passed(&l, ip(1), 0, 1), 0, "1 keeps its count");
+        assert_eq!(passed(&l, ip(2), 0, 1), 1, "2 was forgotten: a new client");
+        assert_eq!(order(&l), [ip(2), ip(1), ip(4)]);
+        // The forgotten slots are reused: the table does not grow.
+        for i in 10..1000 {
+            assert_eq!(passed(&l, ip(i), 0, 1), 1);
+        }
+        let t = l.clients.lock().unwrap_or_else(|e| e.into_inner());
+        assert_eq!((t.len(), t.slots.len()), (3, 3));
+        drop(t);
         assert_eq!(MAX_CLIENTS, 100_000);
+        assert_eq!(order(&Limiter::tracking(spec(), 1)), Vec::<IpAddr>::new());
     }
 
     #[test]
@@ -283,8 +410,22 @@ mod tests {
         assert!(matches!(held, (Ok(Some(_)), Ok(Some(_)))));
         let c: IpAddr = [10, 0, 0, 3].into();
         assert!(l.admit_at(c, 10_000).is_err(), "both still have a request in progress");
-        drop(held);
-        assert!(l.admit_at(c, 10_000).is_ok());
+        assert_eq!(order(&l).len(), 2);
+        drop(held.1);
+        assert!(l.admit_at(c, 10_000).is_ok(), "B has none left: forgotten");
+        assert_eq!(order(&l), [c, A]);
+        drop(held.0);
+        // Only the last EVICTION_LOOKS are looked at: behind more in progress, refused.
+        let l = Limiter::tracking(RateLimit { connections: Some(5), ..spec() }, EVICTION_LOOKS + 1);
+        let idle = ip(100);
+        let _ = l.admit_at(idle, 0);
+        let held: Vec<_> = (0..EVICTION_LOOKS as u32).map(|i| l.admit_at(ip(i), 0)).collect();
+        assert!(held.iter().all(|h| matches!(h, Ok(Some(_)))));
+        // The oldest, `idle`, has no request in progress (its guard was dropped).
+        assert!(l.admit_at(ip(200), 0).is_ok(), "the idle one is within reach");
+        assert!(l.admit_at(ip(201), 0).is_err(), "the next eight all have one");
+        // Those looked at went to the front: the order still holds every client once.
+        assert_eq!(order(&l).len(), EVICTION_LOOKS + 1);
     }
 
     #[test]
