@@ -240,14 +240,24 @@ impl<'a> Backends<'a> {
             id.push_str("/h2c");
         }
         if !clusters.contains_key(&id) {
+            let mut refused = Vec::new();
             let cluster = Cluster {
                 protocol: if h2c { AppProtocol::H2c } else { AppProtocol::Http1 },
                 endpoints: match self.waypoint(svc, ns) {
-                    Some(waypoint) => self.through_waypoint(svc, ns, name, sp, waypoint),
-                    None => self.endpoints(ns, name, sp),
+                    Some(waypoint) => self.through_waypoint(svc, ns, name, sp, waypoint, &mut refused),
+                    None => self.endpoints(ns, name, sp, &mut refused),
                 },
                 tls: None,
             };
+            if !refused.is_empty() {
+                refused.sort();
+                refused.dedup();
+                diags.push(Diagnostic {
+                    object: src.clone(),
+                    reason: ENDPOINT_REFUSED,
+                    message: format!("Service {ns}/{name}: endpoints not dialed: {}", refused.join("; ")),
+                });
+            }
             clusters.insert(id.clone(), cluster);
         }
         Some(id)
@@ -272,6 +282,7 @@ impl<'a> Backends<'a> {
         name: &str,
         sp: &ServicePort,
         waypoint: &Service,
+        refused: &mut Vec<String>,
     ) -> Vec<Endpoint> {
         let (wns, wname) = (&*waypoint.namespace, &*waypoint.name);
         let cluster_ip = svc.cluster_ip;
@@ -282,10 +293,13 @@ impl<'a> Backends<'a> {
         let mut out = Vec::new();
         for slice in self.slices_of(wns, wname) {
             for ep in &slice.endpoints {
-                if !ep.ready.unwrap_or(true) {
+                if !ep.ready.unwrap_or(true) || !admitted(ep, &slice.namespace, refused) {
                     continue;
                 }
                 for &ip in &ep.addresses {
+                    if !dialable(ip, refused) {
+                        continue;
+                    }
                     let dial = SocketAddr::new(ip, HBONE_PORT);
                     let sa = ep
                         .pod
@@ -311,7 +325,9 @@ impl<'a> Backends<'a> {
 
     /// Ready endpoints of the Service port; if none are ready, those still serving while
     /// terminating (so a rollout's last pods keep answering).
-    fn endpoints(&self, ns: &str, name: &str, sp: &ServicePort) -> Vec<Endpoint> {
+    /// Endpoints that belong to another namespace, or whose address no workload can have,
+    /// are not dialed: `refused` says which and why.
+    fn endpoints(&self, ns: &str, name: &str, sp: &ServicePort, refused: &mut Vec<String>) -> Vec<Endpoint> {
         let mut ready = EndpointSet::default();
         let mut terminating = EndpointSet::default();
         let want_name = sp.name.as_deref().unwrap_or("");
@@ -329,10 +345,16 @@ impl<'a> Backends<'a> {
                 continue;
             };
             for ep in &slice.endpoints {
+                if !admitted(ep, &slice.namespace, refused) {
+                    continue;
+                }
                 let is_ready = ep.ready.unwrap_or(true);
                 let serving = ep.serving.unwrap_or(is_ready);
                 let is_terminating = ep.terminating.unwrap_or(false);
                 for &ip in &ep.addresses {
+                    if !dialable(ip, refused) {
+                        continue;
+                    }
                     let sa = SocketAddr::new(ip, port);
                     let endpoint = Endpoint { addr: sa, hbone: self.hbone(ep, sa) };
                     if is_ready {
@@ -346,6 +368,35 @@ impl<'a> Backends<'a> {
         let chosen = if ready.is_empty() { terminating } else { ready };
         chosen.into_iter().collect()
     }
+}
+
+/// Reason of the diagnostic on an object whose Service lists endpoints Wharf does not dial.
+pub const ENDPOINT_REFUSED: &str = "EndpointRefused";
+
+/// Whether `ep`, of an EndpointSlice in `namespace`, may be dialed: its `targetRef`, if
+/// any, names a Pod of that namespace (else it would borrow another namespace's pod, and
+/// its mesh identity).
+fn admitted(ep: &SliceEndpoint, namespace: &str, refused: &mut Vec<String>) -> bool {
+    match ep.pod.as_deref() {
+        Some((pod_ns, pod)) if **pod_ns != *namespace => {
+            let at = ep.addresses.first().map(ToString::to_string).unwrap_or_default();
+            refused.push(format!("{at} names Pod {pod_ns}/{pod}, of another namespace"));
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Whether `ip` may be dialed: a workload's address, or loopback (the gateway's own
+/// network namespace, where the dialer refuses the gateway's own ports; the API server
+/// admits it in EndpointSlices, and local backends use it). Never link-local (where cloud
+/// metadata answers), multicast, broadcast or unspecified.
+fn dialable(ip: std::net::IpAddr, refused: &mut Vec<String>) -> bool {
+    let ok = ip.to_canonical().is_loopback() || wharf_model::is_workload_address(ip);
+    if !ok {
+        refused.push(format!("{ip} is link-local, multicast or unspecified: no workload has it"));
+    }
+    ok
 }
 
 fn describe_port(p: &ServicePort) -> String {

@@ -291,3 +291,38 @@ fn an_auth_url_reaches_only_its_own_namespaces_hosts_and_shared_services() {
         .collect();
     assert_eq!(refused, ["b/host", "b/shared", "b/svc"]);
 }
+
+#[test]
+fn endpoints_of_another_namespace_or_no_workloads_address_are_not_dialed() {
+    use super::tests::{service, slice};
+    let mut w = world(vec![ing("web", "app", 1, json!({}), spec(Some("app.test"), "/", "app"))]);
+    w.services.push(service("app", json!([{"name": "http", "port": 80}])));
+    let pod = |ns: &str, name: &str| json!({"kind": "Pod", "namespace": ns, "name": name});
+    w.endpoint_slices = vec![slice(
+        "app",
+        "http",
+        8080,
+        json!([
+            {"addresses": ["10.0.0.1"], "targetRef": pod("web", "mine")},
+            {"addresses": ["10.0.0.2"], "targetRef": pod("a", "theirs")},
+            {"addresses": ["10.0.0.3"]},
+            {"addresses": ["127.0.0.1"]},
+            {"addresses": ["169.254.169.254"]},
+            {"addresses": ["224.0.0.1"]},
+            {"addresses": ["0.0.0.0"]},
+        ]),
+    )]
+    .into();
+    let t = translate(&w, &opts(), None);
+    let dialed: Vec<String> = t.snapshot.clusters["web/app:80"].endpoints.iter().map(|e| e.addr.to_string()).collect();
+    assert_eq!(dialed, ["10.0.0.1:8080", "10.0.0.3:8080", "127.0.0.1:8080"]);
+    let d: Vec<&Diagnostic> = t.diagnostics.iter().filter(|d| d.reason == backend::ENDPOINT_REFUSED).collect();
+    assert_eq!(d.len(), 1, "{:?}", t.diagnostics);
+    assert_eq!(d[0].object.name, "app");
+    assert_eq!(
+        d[0].message,
+        "Service web/app: endpoints not dialed: 0.0.0.0 is link-local, multicast or unspecified: no workload has it; \
+         10.0.0.2 names Pod a/theirs, of another namespace; 169.254.169.254 is link-local, multicast or unspecified: \
+         no workload has it; 224.0.0.1 is link-local, multicast or unspecified: no workload has it"
+    );
+}
