@@ -29,7 +29,8 @@ done
 for bad in replicaCount=-1 service.type=External controller.logFormat=xml unknownKey=1 \
     controller.connectTimeout=5 tcpService=db:5432 ingressClass.controllerName=nope \
     mesh.enabled=true,mesh.source=secret mesh.source=spire gateway.allowedRoutes=Everyone \
-    gateway.certificateRefs=ns/name gatewayClass.controllerName=nope controller.proxyProtocol=true; do
+    gateway.certificateRefs=ns/name gatewayClass.controllerName=nope controller.proxyProtocol=true \
+    'controller.acme.issuers[0].name=a,controller.acme.issuers[0].directory=https://a.test/d'; do
   if "$helm" template wharf "$chart" --kube-version "$kube_version" --set "$bad" >/dev/null 2>&1; then
     echo "values.schema.json accepted $bad" >&2
     exit 1

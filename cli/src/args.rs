@@ -184,6 +184,11 @@ pub struct AcmeArgs {
     /// first).
     #[arg(long = "acme-default-issuer", env = "WHARF_ACME_DEFAULT_ISSUER")]
     pub default_issuer: Option<String>,
+    /// The namespaces (repeatable) whose Secrets certificates are ordered into, as the
+    /// RBAC lets the controller write Secrets there only; a TLS entry of another namespace
+    /// gets an `AcmeNamespaceNotAllowed` Event. Default: any namespace.
+    #[arg(long = "acme-namespace", env = "WHARF_ACME_NAMESPACES", value_delimiter = ',', value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
     /// How long after the challenges are served by this replica the validation is asked
     /// for, so that the other replicas serve them too.
     #[arg(long = "acme-propagation-delay", default_value = "2s", value_parser = parse_duration, env = "WHARF_ACME_PROPAGATION_DELAY")]
@@ -336,6 +341,14 @@ fn parse_edge_port(s: &str) -> Result<EdgePort, String> {
         }
     };
     Ok(EdgePort { port, socket })
+}
+
+/// A namespace name.
+fn parse_namespace(s: &str) -> Result<String, String> {
+    match wharf_model::is_dns_name(s) && !s.contains('.') {
+        true => Ok(s.to_owned()),
+        false => Err(format!("{s:?} is not a namespace name")),
+    }
 }
 
 fn parse_address_pool(s: &str) -> Result<wharf_controller::translate::gateway::AddressPool, String> {

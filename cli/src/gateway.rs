@@ -203,6 +203,7 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
             challenge_namespace: None,
             issuers: args.acme.issuers.iter().map(|i| i.name.clone()).collect(),
             default_issuer: args.acme.default_issuer.clone(),
+            namespaces: args.acme.namespaces.clone(),
         },
         ownership: wharf_controller::translate::owners::Ownership {
             assigned: t.host_owners.clone(),

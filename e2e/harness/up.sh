@@ -90,11 +90,12 @@ kubectl() { "$tools/kubectl" "$@"; }
 # The Gateway API CRDs Wharf serves (crds/, pinned); tests that need them absent remove them.
 kubectl apply --server-side -f "$root/crds/gateway-api/" >/dev/null
 # With an ACME issuer, so that the rules for writing certificate Secrets are the chart's
-# too (the ACME tests run controllers with their own issuer flags); the edge Gateway open
-# to routes of every namespace, as the suite's tests attach theirs from their own.
+# too (the ACME tests run controllers with their own issuer flags, and apply the chart's
+# Role for their own namespace); the edge Gateway open to routes of every namespace, as the
+# suite's tests attach theirs from their own.
 "$tools/helm" install wharf "$root/charts/wharf" -n wharf-system --create-namespace \
   --set 'controller.acme.issuers[0].name=e2e' --set 'controller.acme.issuers[0].directory=https://acme.invalid/dir' \
-  --set gateway.allowedRoutes=All >&2
+  --set 'controller.acme.namespaces[0]=wharf-system' --set gateway.allowedRoutes=All >&2
 token=$(kubectl create token wharf -n wharf-system --duration=24h)
 kubeconfig "$dir/controller.kubeconfig" "    token: $token"
 

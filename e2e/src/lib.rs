@@ -475,6 +475,28 @@ pub fn apply(obj: &serde_json::Value) -> Result<String> {
     )
 }
 
+/// Applies the Role and RoleBinding the chart grants the controller in namespace `ns` when
+/// `controller.acme.namespaces` lists it: ACME may then write the Secrets there.
+pub fn grant_chart_acme(ns: &str) -> Result<()> {
+    let sets = [
+        "controller.acme.issuers[0].name=e2e".to_owned(),
+        "controller.acme.issuers[0].directory=https://acme.invalid/dir".to_owned(),
+        format!("controller.acme.namespaces[0]={ns}"),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let objects: Vec<serde_json::Value> = pod::helm_template(&[], &sets)?
+        .into_iter()
+        .filter(|o| (o["kind"] == "Role" || o["kind"] == "RoleBinding") && o["metadata"]["namespace"] == ns)
+        .collect();
+    if objects.len() != 2 {
+        bail!("the chart grants {} RBAC objects in {ns}, not a Role and its binding", objects.len());
+    }
+    for o in &objects {
+        apply(o)?;
+    }
+    Ok(())
+}
+
 /// Applies the chart's GatewayClass and edge Gateway as the values files and `--set`
 /// values given render them (the harness's helm install made them too, but tests that
 /// reinstall the CRDs delete them); returns them.

@@ -283,15 +283,23 @@ async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_n
     use k8s_openapi::api::core::v1::Secret;
     let env = Env::from_env().unwrap();
     let s = Scope::new("acme").await.unwrap();
+    grant_chart_acme(&s.ns).unwrap();
+    // A tenant the operator did not list: its TLS Secret gets no certificate.
+    let other = Scope::new("acme-unlisted").await.unwrap();
     let dir = TempDir::new("e2e-acme-controller").unwrap();
     let (_backend, addr) = backend(&env, "acme-app").await.unwrap();
     s.service("app", addr).await.unwrap();
     let listen = free_port();
     let (directory, ca_file) = Pebble::address(listen);
     let issuer = format!("name=pebble,directory={directory},ca-file={},email=ops@example.test", ca_file.display());
-    let c = Controller::start(&env, &s, "acme-1", &["--acme-issuer", &issuer, "--acme-propagation-delay", "0s"])
-        .await
-        .unwrap();
+    let c = Controller::start(
+        &env,
+        &s,
+        "acme-1",
+        &["--acme-issuer", &issuer, "--acme-propagation-delay", "0s", "--acme-namespace", &s.ns],
+    )
+    .await
+    .unwrap();
     let pebble = Pebble::start(&dir, listen, c.http.port(), c.https.port()).await;
     let client = pebble.client();
 
@@ -341,6 +349,24 @@ async fn the_controller_orders_into_missing_secrets_and_leaves_secrets_it_does_n
     })
     .await;
     assert!(told, "{}", c.proc.log());
+    // The unlisted namespace's Ingress of this class: told why, and no Secret written.
+    other
+        .apply::<k8s_openapi::api::networking::v1::Ingress>(serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "elsewhere", "namespace": other.ns},
+            "spec": {"ingressClassName": s.class, "tls": [{"hosts": ["elsewhere.acme.test"], "secretName": "e-tls"}],
+                "rules": [{"host": "elsewhere.acme.test", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "app", "port": {"number": 80}}}}]}}]},
+        }))
+        .await
+        .unwrap();
+    let refused = eventually(Duration::from_secs(10), || async {
+        other.kubectl(&["describe", "ingress", "elsewhere"]).unwrap_or_default().contains("AcmeNamespaceNotAllowed")
+    })
+    .await;
+    assert!(refused, "{}", c.proc.log());
+    let theirs: kube::Api<Secret> = kube::Api::namespaced(other.client.clone(), &other.ns);
+    assert!(theirs.get_opt("e-tls").await.unwrap().is_none(), "no certificate written there");
     let kept = secrets.get("own-tls").await.unwrap();
     let crt = kept.data.as_ref().and_then(|d| d.get("tls.crt")).map(|b| b.0.clone());
     assert_eq!(crt, Some(own.chain_pem.as_bytes().to_vec()));
@@ -432,6 +458,7 @@ async fn renewal_swaps_the_certificate_under_open_connections_and_a_failed_one_k
 async fn with_two_replicas_the_one_that_is_not_the_leader_answers_the_validation() {
     let env = Env::from_env().unwrap();
     let s = Scope::new("acme-ha").await.unwrap();
+    grant_chart_acme(&s.ns).unwrap();
     let dir = TempDir::new("e2e-acme-ha").unwrap();
     let (_backend, addr) = backend(&env, "acme-ha-app").await.unwrap();
     s.service("app", addr).await.unwrap();
@@ -485,6 +512,7 @@ async fn a_gateway_listener_gets_its_certificate_on_the_gateways_own_address() {
     use wharf_gateway_api::httproutes::HttpRoute;
     let env = Env::from_env().unwrap();
     let s = Scope::new("acme-gw").await.unwrap();
+    grant_chart_acme(&s.ns).unwrap();
     let dir = TempDir::new("e2e-acme-gateway").unwrap();
     let (_backend, addr) = backend(&env, "acme-gw-app").await.unwrap();
     s.service("app", addr).await.unwrap();
@@ -571,6 +599,7 @@ async fn a_new_leader_withdraws_what_the_old_one_left_mid_order_and_orders_again
     use k8s_openapi::api::core::v1::Secret;
     let env = Env::from_env().unwrap();
     let s = Scope::new("acme-takeover").await.unwrap();
+    grant_chart_acme(&s.ns).unwrap();
     let dir = TempDir::new("e2e-acme-takeover").unwrap();
     let (_backend, addr) = backend(&env, "acme-takeover-app").await.unwrap();
     s.service("app", addr).await.unwrap();

@@ -65,6 +65,10 @@ pub fn challenges<'s>(
     out
 }
 
+/// Reason of the diagnostic on a TLS entry whose Secret is in a namespace ACME may not
+/// write.
+pub const ACME_NAMESPACE_NOT_ALLOWED: &str = "AcmeNamespaceNotAllowed";
+
 /// The certificates Ingresses ask ACME for, by Secret.
 #[derive(Debug, Default)]
 pub(super) struct Demands {
@@ -109,6 +113,10 @@ impl Demands {
             if asked == Some(true) {
                 diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
             }
+            return;
+        }
+        if !opts.namespaces.is_empty() && !opts.namespaces.iter().any(|n| n == namespace) {
+            diag(diags, ACME_NAMESPACE_NOT_ALLOWED, format!("no certificate is ordered for Secret {namespace}/{name}: the operator lets ACME write Secrets of namespaces {} only (--acme-namespace, chart value controller.acme.namespaces)", opts.namespaces.join(", ")));
             return;
         }
         let issuer = match issuer.or(opts.default_issuer.as_deref()).or(opts.issuers.first().map(String::as_str)) {

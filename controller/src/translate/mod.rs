@@ -88,6 +88,8 @@ pub struct AcmeOptions {
     pub issuers: Vec<String>,
     /// The issuer of Ingresses that name none (else the first).
     pub default_issuer: Option<String>,
+    /// The namespaces whose Secrets certificates may be ordered into; empty: any.
+    pub namespaces: Vec<String>,
 }
 
 impl Default for Options {

@@ -326,3 +326,32 @@ fn endpoints_of_another_namespace_or_no_workloads_address_are_not_dialed() {
          no workload has it; 224.0.0.1 is link-local, multicast or unspecified: no workload has it"
     );
 }
+
+#[test]
+fn acme_orders_only_into_the_namespaces_the_operator_lists() {
+    let tls = |ns: &str, host: &str| {
+        let s = json!({"ingressClassName": "wharf", "tls": [{"hosts": [host], "secretName": "site-tls"}],
+                       "rules": [rule(Some(host), json!([path("/", "Prefix", "web", json!({"number": 80}))]))]});
+        ing(ns, "site", 1, json!({}), s)
+    };
+    let w = world(vec![tls("shop", "shop.test"), tls("blog", "blog.test")]);
+    let mut o = opts();
+    o.acme.issuers = vec!["le".into()];
+    let everywhere = translate(&w, &o, None);
+    let ids = |t: &Translation| t.acme.iter().map(|d| d.id()).collect::<Vec<_>>();
+    assert_eq!(ids(&everywhere), ["blog/site-tls", "shop/site-tls"], "no list: any namespace");
+    o.acme.namespaces = vec!["shop".into()];
+    let listed = translate(&w, &o, None);
+    assert_eq!(ids(&listed), ["shop/site-tls"]);
+    let d: Vec<String> = listed
+        .diagnostics
+        .iter()
+        .filter(|d| d.reason == acme::ACME_NAMESPACE_NOT_ALLOWED)
+        .map(|d| format!("{}/{}: {}", d.object.namespace, d.object.name, d.message))
+        .collect();
+    assert_eq!(
+        d,
+        ["blog/site: no certificate is ordered for Secret blog/site-tls: the operator lets ACME write Secrets of \
+          namespaces shop only (--acme-namespace, chart value controller.acme.namespaces)"]
+    );
+}
