@@ -1,0 +1,198 @@
+//! Tenants that are real: ServiceAccounts bound to the `edit` ClusterRole in their own
+//! namespace only, every tenant object written with `kubectl --as`. Tenant b attacks
+//! tenant a's host on a shared controller; a's bytes, certificate and backend stay a's,
+//! and b's objects show why in `kubectl describe`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wharf_e2e::*;
+
+/// A namespace whose objects are written as its own ServiceAccount, which may edit that
+/// namespace only.
+struct Tenant {
+    scope: Scope,
+    user: String,
+}
+
+/// Fills the aggregated ClusterRoles `view` and `edit` with the rules of the ClusterRoles
+/// their selectors pick, as kube-controller-manager's aggregation controller does on a
+/// cluster (the harness runs none).
+fn aggregate(role: &str) {
+    let get = |args: &[&str]| -> Value { serde_json::from_str(&kubectl(args, None).unwrap()).unwrap() };
+    let target = get(&["get", "clusterrole", role, "-o", "json"]);
+    let mut rules: Vec<Value> = Vec::new();
+    for selector in target["aggregationRule"]["clusterRoleSelectors"].as_array().unwrap() {
+        let labels: Vec<String> = selector["matchLabels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+            .collect();
+        let picked = get(&["get", "clusterrole", "-l", &labels.join(","), "-o", "json"]);
+        for r in picked["items"].as_array().unwrap().iter().filter(|r| r["metadata"]["name"] != role) {
+            rules.extend(r["rules"].as_array().cloned().unwrap_or_default());
+        }
+    }
+    let patch = json!({"rules": rules}).to_string();
+    kubectl(&["patch", "clusterrole", role, "--type", "merge", "-p", &patch], None).unwrap();
+}
+
+impl Tenant {
+    async fn new(name: &str) -> Tenant {
+        aggregate("view");
+        aggregate("edit");
+        let scope = Scope::new(name).await.unwrap();
+        let ns = scope.ns.clone();
+        apply(&json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tenant", "namespace": ns}}))
+            .unwrap();
+        apply(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "tenant-edit", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}],
+        }))
+        .unwrap();
+        let user = format!("system:serviceaccount:{ns}:tenant");
+        Tenant { scope, user }
+    }
+
+    /// `kubectl apply` of `obj` as the tenant.
+    fn apply(&self, obj: &Value) -> Result<String, String> {
+        kubectl(&["apply", "--as", &self.user, "-f", "-"], Some(&obj.to_string())).map_err(|e| format!("{e:#}"))
+    }
+
+    /// An Ingress of class `class` in the tenant's namespace.
+    fn ingress(&self, name: &str, class: &str, annotations: Value, spec: Value) -> Value {
+        let mut spec = spec;
+        spec["ingressClassName"] = json!(class);
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": name, "namespace": self.scope.ns, "annotations": annotations}, "spec": spec,
+        })
+    }
+
+    fn describe(&self, name: &str) -> String {
+        self.scope.kubectl(&["describe", "ingress", name]).unwrap_or_default()
+    }
+}
+
+fn rules(host: &str, path: &str, service: &str) -> Value {
+    json!([{"host": host, "http": {"paths": [{"path": path, "pathType": "Prefix",
+        "backend": {"service": {"name": service, "port": {"number": 80}}}}]}}])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_take_serve_canary_certify_or_check_past_another_tenants_host() {
+    let env = Env::from_env().unwrap();
+    let a = Tenant::new("tenant-a").await;
+    let b = Tenant::new("tenant-b").await;
+    let class = a.scope.class.clone();
+    let ca = TestCa::new("tenancy");
+    let (_aw, a_web) = backend(&env, "a-web").await.unwrap();
+    let (_be, b_evil) = backend(&env, "b-evil").await.unwrap();
+    // The EndpointSlices, as the cluster makes them from the tenants' pods.
+    a.scope.service("web", a_web).await.unwrap();
+    b.scope.service("evil", b_evil).await.unwrap();
+    let c = Controller::start(&env, &a.scope, "tenancy", &[]).await.unwrap();
+
+    // The tenants are real: b may not write into a's namespace.
+    let mut into_a = b.ingress("intruder", &class, json!({}), json!({"rules": rules("x.b.test", "/", "evil")}));
+    into_a["metadata"]["namespace"] = json!(a.scope.ns);
+    let refused = b.apply(&into_a).unwrap_err();
+    assert!(refused.contains("forbidden"), "{refused}");
+
+    // b's Ingress is older than a's, and names b's own host for now.
+    b.apply(&b.ingress("old", &class, json!({}), json!({"rules": rules("own.b.test", "/", "evil")}))).unwrap();
+    // a's shop, with a's certificate.
+    let a_cert = ca.leaf(&["shop.a.test"]);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "shop-tls", "namespace": a.scope.ns},
+        "stringData": {"tls.crt": a_cert.chain_pem, "tls.key": a_cert.key_pem}});
+    a.apply(&secret).unwrap();
+    let shop = json!({"tls": [{"hosts": ["shop.a.test"], "secretName": "shop-tls"}], "rules": rules("shop.a.test", "/", "web")});
+    a.apply(&a.ingress("shop", &class, json!({}), shop)).unwrap();
+    // Over HTTPS, as a's clients come (HTTP gets the redirect to it).
+    let verifying = ca.client_config(&[b"http/1.1"]);
+    let shop_get = |path: &'static str| {
+        let verifying = verifying.clone();
+        async move { https_get(c.https, Some("shop.a.test"), verifying, "shop.a.test", path).await }
+    };
+    let served = eventually(Duration::from_secs(20), || async {
+        shop_get("/").await.map(|s| s.echo_name()).unwrap_or_default() == "a-web"
+    })
+    .await;
+    assert!(served, "{}", c.proc.log());
+
+    // b's attacks, each in its own Ingress.
+    let b_cert = ca.leaf(&["shop.a.test"]);
+    let b_secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "mine", "namespace": b.scope.ns},
+        "stringData": {"tls.crt": b_cert.chain_pem, "tls.key": b_cert.key_pem}});
+    b.apply(&b_secret).unwrap();
+    let attacks = [
+        // Paths on a's host.
+        b.ingress("paths", &class, json!({}), json!({"rules": rules("shop.a.test", "/admin", "evil")})),
+        // Every request of a's host, as a canary.
+        b.ingress(
+            "canary",
+            &class,
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-weight": "100"}),
+            json!({"rules": rules("shop.a.test", "/", "evil")}),
+        ),
+        // b's own certificate for a's host.
+        b.ingress(
+            "cert",
+            &class,
+            json!({}),
+            json!({"tls": [{"hosts": ["shop.a.test"], "secretName": "mine"}], "rules": rules("cert.b.test", "/", "evil")}),
+        ),
+        // A check that sends b's clients' requests to a's host, past a's checks.
+        b.ingress(
+            "check",
+            &class,
+            json!({"nginx.ingress.kubernetes.io/auth-url": "http://shop.a.test/admin$request_uri",
+                   "nginx.ingress.kubernetes.io/auth-method": "DELETE"}),
+            json!({"rules": rules("check.b.test", "/", "evil")}),
+        ),
+        // The old Ingress, edited to name a's host: its age does not make it the owner.
+        b.ingress(
+            "old",
+            &class,
+            json!({}),
+            json!({"rules": [rules("own.b.test", "/", "evil")[0].clone(), rules("shop.a.test", "/", "evil")[0].clone()]}),
+        ),
+    ];
+    for attack in &attacks {
+        b.apply(attack).unwrap();
+    }
+    for (name, reason) in [
+        ("paths", "HostOwnedByOtherNamespace"),
+        ("cert", "HostOwnedByOtherNamespace"),
+        ("old", "HostOwnedByOtherNamespace"),
+        ("check", "AuthURLNotPermitted"),
+    ] {
+        let told = eventually(Duration::from_secs(20), || async { b.describe(name).contains(reason) }).await;
+        assert!(told, "{name}: {}\n{}", b.describe(name), c.proc.log());
+    }
+    let described = b.describe("paths");
+    assert!(described.contains(&format!("belongs to namespace {}", a.scope.ns)), "{described}");
+
+    // What a's clients see: a's backend on every path, twenty times (a canary of weight
+    // 100 would take each), and a's certificate.
+    for i in 0..20 {
+        for path in ["/", "/admin"] {
+            let seen = shop_get(path).await.unwrap();
+            assert_eq!((seen.status, seen.echo_name().as_str()), (200, "a-web"), "request {i} {path}");
+            assert_eq!(seen.peer_cert, Some(a_cert.leaf_der()), "a's certificate, not b's");
+        }
+    }
+    let redirected = http_get(c.http, "shop.a.test", "/").await.unwrap();
+    assert_eq!(redirected.status, 308, "a's TLS host redirects to HTTPS, whatever b's rule without TLS");
+    // b's own hosts are b's; its check to a's host answers 503 and sends nothing.
+    assert_eq!(http_get(c.http, "own.b.test", "/").await.unwrap().echo_name(), "b-evil");
+    let checked = http_get(c.http, "check.b.test", "/users/1").await.unwrap();
+    assert_eq!((checked.status, checked.echo_name().as_str()), (503, ""), "{}", checked.body);
+}
