@@ -104,8 +104,22 @@ async fn a_tenant_cannot_take_serve_canary_certify_or_check_past_another_tenants
     let refused = b.apply(&into_a).unwrap_err();
     assert!(refused.contains("forbidden"), "{refused}");
 
-    // b's Ingress is older than a's, and names b's own host for now.
+    // b's Ingress is older than a's (creation times have seconds: a's objects wait for the
+    // API server's clock to pass b's), and names b's own host for now.
     b.apply(&b.ingress("old", &class, json!({}), json!({"rules": rules("own.b.test", "/", "evil")}))).unwrap();
+    let created = |scope: &Scope, kind: &str, name: &str| {
+        scope.get_json(kind, name).unwrap()["metadata"]["creationTimestamp"].as_str().unwrap().to_owned()
+    };
+    let old_at = created(&b.scope, "ingress", "old");
+    let tick = std::sync::atomic::AtomicU32::new(0);
+    let later = eventually(Duration::from_secs(5), || async {
+        let name = format!("clock-{}", tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let probe =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": a.scope.ns}});
+        a.apply(&probe).is_ok() && created(&a.scope, "configmap", &name) > old_at
+    })
+    .await;
+    assert!(later, "the API server's clock did not pass {old_at}");
     // a's shop, with a's certificate.
     let a_cert = ca.leaf(&["shop.a.test"]);
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
