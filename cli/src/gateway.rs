@@ -208,6 +208,7 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
         ownership: wharf_controller::translate::owners::Ownership {
             assigned: t.host_owners.clone(),
             merge_across_namespaces: t.merge_hosts_across_namespaces,
+            record: None,
         },
     })
 }

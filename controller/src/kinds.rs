@@ -168,13 +168,23 @@ pub(crate) fn stored<K: Kind>(obj: K) -> K {
 impl Kind for ConfigMap {
     stored_as_is!();
 
-    /// Keeps only `ca.crt` (what a BackendTLSPolicy's caCertificateRefs read): the rest of
-    /// a ConfigMap is never read, and there are many of them.
+    /// Keeps only `ca.crt` (what a BackendTLSPolicy's caCertificateRefs read), and the
+    /// record of a host-owners ConfigMap: the rest of a ConfigMap is never read, and there
+    /// are many of them.
     fn slim(self) -> Self {
-        let ca = self.data.and_then(|mut d| d.remove(CA_CERT_KEY));
+        use crate::translate::owners::{RECORD_KEY, RECORD_SUFFIX};
+        let mut data = self.data.unwrap_or_default();
+        let named = self.metadata.name.as_deref().is_some_and(|n| n.ends_with(RECORD_SUFFIX));
+        let record = named.then(|| data.remove(RECORD_KEY)).flatten();
+        let kept: std::collections::BTreeMap<String, String> = data
+            .remove(CA_CERT_KEY)
+            .map(|ca| (CA_CERT_KEY.to_owned(), ca))
+            .into_iter()
+            .chain(record.map(|r| (RECORD_KEY.to_owned(), r)))
+            .collect();
         ConfigMap {
             metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
-            data: ca.map(|ca| [(CA_CERT_KEY.to_owned(), ca)].into()),
+            data: (!kept.is_empty()).then_some(kept),
             ..Default::default()
         }
     }
@@ -808,8 +818,15 @@ mod tests {
         assert_eq!((slim.metadata.name.as_deref(), slim.metadata.namespace.as_deref()), (Some("ca"), Some("web")));
         assert!(slim.metadata.labels.is_none());
         let none: ConfigMap =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}, "data": {"k": "v"}})).unwrap();
-        assert_eq!(none.slim().data, None);
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}, "data": {"k": "v", "owners": "a b"}}))
+                .unwrap();
+        assert_eq!(none.slim().data, None, "another ConfigMap's owners key is not a record");
+        let record: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "wharf-leader-host-owners", "namespace": "wharf"},
+            "data": {"owners": "shop.a.test a\n", "k": "v"},
+        }))
+        .unwrap();
+        assert_eq!(record.slim().data, Some([("owners".to_owned(), "shop.a.test a\n".to_owned())].into()));
     }
 
     #[test]

@@ -79,6 +79,24 @@ impl Tenant {
     }
 }
 
+/// Waits until objects `a` creates are younger than `b`'s Ingress `name`: creation times
+/// have seconds, and an older object must be older by them.
+async fn clock_passes(a: &Tenant, b: &Tenant, name: &str) {
+    let created = |scope: &Scope, kind: &str, name: &str| {
+        scope.get_json(kind, name).unwrap()["metadata"]["creationTimestamp"].as_str().unwrap().to_owned()
+    };
+    let old_at = created(&b.scope, "ingress", name);
+    let tick = std::sync::atomic::AtomicU32::new(0);
+    let later = eventually(Duration::from_secs(5), || async {
+        let name = format!("clock-{}", tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let probe =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": a.scope.ns}});
+        a.apply(&probe).is_ok() && created(&a.scope, "configmap", &name) > old_at
+    })
+    .await;
+    assert!(later, "the API server's clock did not pass {old_at}");
+}
+
 fn rules(host: &str, path: &str, service: &str) -> Value {
     json!([{"host": host, "http": {"paths": [{"path": path, "pathType": "Prefix",
         "backend": {"service": {"name": service, "port": {"number": 80}}}}]}}])
@@ -107,19 +125,7 @@ async fn a_tenant_cannot_take_serve_canary_certify_or_check_past_another_tenants
     // b's Ingress is older than a's (creation times have seconds: a's objects wait for the
     // API server's clock to pass b's), and names b's own host for now.
     b.apply(&b.ingress("old", &class, json!({}), json!({"rules": rules("own.b.test", "/", "evil")}))).unwrap();
-    let created = |scope: &Scope, kind: &str, name: &str| {
-        scope.get_json(kind, name).unwrap()["metadata"]["creationTimestamp"].as_str().unwrap().to_owned()
-    };
-    let old_at = created(&b.scope, "ingress", "old");
-    let tick = std::sync::atomic::AtomicU32::new(0);
-    let later = eventually(Duration::from_secs(5), || async {
-        let name = format!("clock-{}", tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        let probe =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": a.scope.ns}});
-        a.apply(&probe).is_ok() && created(&a.scope, "configmap", &name) > old_at
-    })
-    .await;
-    assert!(later, "the API server's clock did not pass {old_at}");
+    clock_passes(&a, &b, "old").await;
     // a's shop, with a's certificate.
     let a_cert = ca.leaf(&["shop.a.test"]);
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -209,4 +215,49 @@ async fn a_tenant_cannot_take_serve_canary_certify_or_check_past_another_tenants
     assert_eq!(http_get(c.http, "own.b.test", "/").await.unwrap().echo_name(), "b-evil");
     let checked = http_get(c.http, "check.b.test", "/users/1").await.unwrap();
     assert_eq!((checked.status, checked.echo_name().as_str()), (503, ""), "{}", checked.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_namespace_that_served_a_host_keeps_it() {
+    let env = Env::from_env().unwrap();
+    let a = Tenant::new("keep-a").await;
+    let b = Tenant::new("keep-b").await;
+    let class = a.scope.class.clone();
+    let (_aw, a_web) = backend(&env, "a-web").await.unwrap();
+    let (_be, b_evil) = backend(&env, "b-evil").await.unwrap();
+    a.scope.service("web", a_web).await.unwrap();
+    b.scope.service("evil", b_evil).await.unwrap();
+    b.apply(&b.ingress("old", &class, json!({}), json!({"rules": rules("own.b.test", "/", "evil")}))).unwrap();
+    clock_passes(&a, &b, "old").await;
+    a.apply(&a.ingress("shop", &class, json!({}), json!({"rules": rules("shop.a.test", "/", "web")}))).unwrap();
+    let mut first = Controller::start(&env, &a.scope, "keep-1", &[]).await.unwrap();
+    let http = first.http;
+    let a_serves = || async move {
+        http_get(http, "shop.a.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "a-web"
+    };
+    assert!(eventually(Duration::from_secs(20), a_serves).await, "{}", first.proc.log());
+    // The leader records who serves each host, in its own namespace.
+    let record = format!("lease-{class}-host-owners");
+    let line = format!("shop.a.test {}", a.scope.ns);
+    let recorded = eventually(Duration::from_secs(20), || async {
+        let got = kubectl(&["get", "configmap", &record, "-n", "wharf-system", "-o", "jsonpath={.data.owners}"], None);
+        got.is_ok_and(|text| text.lines().any(|l| l == line))
+    })
+    .await;
+    assert!(recorded, "{}", first.proc.log());
+    first.proc.kill();
+
+    // While no replica runs, b edits its older Ingress to name a's host.
+    let both =
+        json!({"rules": [rules("own.b.test", "/", "evil")[0].clone(), rules("shop.a.test", "/", "evil")[0].clone()]});
+    b.apply(&b.ingress("old", &class, json!({}), both)).unwrap();
+    let second = Controller::start(&env, &a.scope, "keep-2", &[]).await.unwrap();
+    let told =
+        eventually(Duration::from_secs(20), || async { b.describe("old").contains("HostOwnedByOtherNamespace") }).await;
+    assert!(told, "{}\n{}", b.describe("old"), second.proc.log());
+    for i in 0..10 {
+        let seen = http_get(second.http, "shop.a.test", "/").await.unwrap();
+        assert_eq!(seen.echo_name(), "a-web", "request {i} after the restart");
+    }
+    assert_eq!(http_get(second.http, "own.b.test", "/").await.unwrap().echo_name(), "b-evil");
 }

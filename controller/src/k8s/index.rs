@@ -289,6 +289,12 @@ impl Index {
         self.stores.ingresses.objects.iter().map(|e| (e.key(), &*e.0))
     }
 
+    /// The data of ConfigMap `key` under `data_key`.
+    pub fn config_map_data(&self, key: &Key, data_key: &str) -> Option<&str> {
+        let map = get(&self.stores.config_maps.objects, key)?;
+        map.data.as_ref()?.get(data_key).map(String::as_str)
+    }
+
     /// A Service by key.
     pub fn service(&self, key: &Key) -> Option<&crate::stored::Service> {
         get(&self.stores.services.objects, key).map(|o| &**o)

@@ -322,6 +322,9 @@ fn replan(index: &Index, cfg: &Config, t: &Translation, plans: &watch::Sender<Ar
     let left = status::left(index, &cfg.translate.controller_name, &ours, &addrs);
     let mut plan = status::plan(index, &ours, &left, &addrs, &t.diagnostics);
     plan.gateway = gateway_status::plan(index, &t.gateway_status, &cfg.translate.gateway.controller_name, &addrs);
+    if let Some(at) = cfg.translate.ownership.record.as_ref() {
+        plan.record = status::record(index, at, &t.snapshot);
+    }
     plans.send_if_modified(|p| {
         if **p == plan {
             return false;

@@ -53,6 +53,28 @@ pub struct Plan {
     pub refs: BTreeMap<(&'static str, Key), ObjectReference>,
     /// Gateway API status writes.
     pub gateway: super::gateway_status::StatusWrites,
+    /// The host-owners record to write (ConfigMap key, text), when it differs from the one
+    /// stored.
+    pub record: Option<(Key, String)>,
+}
+
+/// The record of who serves each host of `snapshot` to write into ConfigMap `at`
+/// (namespace, name), when it differs from the one `index` holds; `None` too past
+/// [`crate::translate::owners::RECORD_LIMIT`] (the owners are then kept in memory only).
+pub fn record(index: &Index, at: &Key, snapshot: &wharf_model::Snapshot) -> Option<(Key, String)> {
+    use crate::translate::owners::{record, RECORD_KEY, RECORD_LIMIT};
+    let text = record(snapshot);
+    if index.config_map_data(at, RECORD_KEY) == Some(text.as_str()) {
+        return None;
+    }
+    if text.len() > RECORD_LIMIT {
+        tracing::warn!(
+            bytes = text.len(),
+            "the host-owners record is too large for a ConfigMap; owners are kept in memory only"
+        );
+        return None;
+    }
+    Some((at.clone(), text))
 }
 
 /// The addresses to publish.
@@ -190,6 +212,7 @@ struct Published {
     written: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
     emitted: BTreeSet<EventSpec>,
     gateway: super::gateway_status::StatusWrites,
+    record: Option<(Key, String)>,
 }
 
 impl Published {
@@ -291,6 +314,16 @@ pub async fn write(
                 }
             }
         }
+        if let Some((at, text)) = plan.record.as_ref().filter(|r| published.record.as_ref() != Some(*r)) {
+            match write_record(&client, at, text).await {
+                Ok(()) => published.record = Some((at.clone(), text.clone())),
+                Err(e) => {
+                    let at = format!("{}/{}", at.0, at.1);
+                    tracing::warn!(configmap = %at, error = %e, "cannot write the host-owners record; will retry");
+                    retry = true;
+                }
+            }
+        }
         for (ev, reference) in published.events(&plan) {
             if !*leader.borrow() {
                 break;
@@ -313,6 +346,21 @@ pub async fn write(
             }
         }
     }
+}
+
+/// Server-side applies the host-owners record ConfigMap `at`.
+async fn write_record(client: &Client, at: &Key, text: &str) -> kube::Result<()> {
+    use crate::translate::owners::RECORD_KEY;
+    let (ns, name) = at;
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    let body = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {RECORD_KEY: text},
+    });
+    api.patch(name, &PatchParams::apply("wharf").force(), &Patch::Apply(&body)).await?;
+    tracing::info!(configmap = %format!("{ns}/{name}"), "host-owners record written");
+    Ok(())
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -359,6 +407,41 @@ mod tests {
             index.apply(Change::Ingress(Event::Apply(i)));
         }
         index
+    }
+
+    #[test]
+    fn the_host_owners_record_is_written_when_it_differs_and_fits() {
+        use std::sync::Arc;
+        use wharf_model::{Host, PathMatch, Route, Snapshot, VirtualHost};
+        let mut snapshot = Snapshot::default();
+        let route = Route::forward(PathMatch::prefix("/").unwrap(), "c", ObjectRef::new("Ingress", "a", "shop"));
+        snapshot
+            .virtual_hosts
+            .insert(Arc::new(VirtualHost { host: Host::parse("shop.a.test").unwrap(), routes: vec![route] }));
+        let mut index = Index::default();
+        let at: Key = ("wharf".into(), "wharf-leader-host-owners".into());
+        assert_eq!(record(&index, &at, &snapshot), Some((at.clone(), "shop.a.test a\n".into())), "none stored yet");
+        let stored = |ns: &str, text: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+            serde_json::from_value(
+                json!({"metadata": {"name": "wharf-leader-host-owners", "namespace": ns}, "data": {"owners": text}}),
+            )
+            .unwrap()
+        };
+        index.apply(Change::ConfigMap(Event::Apply(stored("elsewhere", "shop.a.test a\n"))));
+        assert!(record(&index, &at, &snapshot).is_some(), "another namespace's is not ours");
+        index.apply(Change::ConfigMap(Event::Apply(stored("wharf", "shop.a.test a\n"))));
+        assert_eq!(record(&index, &at, &snapshot), None, "the same: nothing to write");
+        index.apply(Change::ConfigMap(Event::Apply(stored("wharf", "shop.a.test b\n"))));
+        assert!(record(&index, &at, &snapshot).is_some(), "drifted: written again");
+        // Too large for a ConfigMap: not written.
+        let mut big = Snapshot::default();
+        for i in 0..30_000 {
+            let host = Host::parse(&format!("host-{i:05}.a-rather-long-domain-name.example.test")).unwrap();
+            let r = Route::forward(PathMatch::prefix("/").unwrap(), "c", ObjectRef::new("Ingress", "a", "x"));
+            big.virtual_hosts.insert(Arc::new(VirtualHost { host, routes: vec![r] }));
+        }
+        assert!(crate::translate::owners::record(&big).len() > crate::translate::owners::RECORD_LIMIT);
+        assert_eq!(record(&index, &at, &big), None);
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::World;
 /// then by creationTimestamp, then namespace/name (oldest first).
 type Age = (bool, Option<k8s_openapi::jiff::Timestamp>, String, String);
 
+/// The record of who served each host, and the snapshot served now.
+pub type Kept<'a> = (&'a super::owners::Record, Option<&'a Snapshot>);
+
 /// The name of a host as written, one key for both APIs (`*.a.test` is an Ingress
 /// wildcard or a Gateway API one).
 fn written(host: &Host) -> Host {
@@ -27,7 +30,7 @@ fn written(host: &Host) -> Host {
 
 /// How old the claim of `source` on `host` is; `None` when the object is gone (then it
 /// claims nothing).
-fn age(world: &World, previous: Option<&Snapshot>, host: &Host, source: &ObjectRef) -> Option<Age> {
+fn age(world: &World, kept: Kept<'_>, host: &Host, source: &ObjectRef) -> Option<Age> {
     use crate::kinds::ByKey;
     let (ns, name) = (source.namespace.as_str(), source.name.as_str());
     let created = match &*source.kind {
@@ -41,7 +44,7 @@ fn age(world: &World, previous: Option<&Snapshot>, host: &Host, source: &ObjectR
         "TLSRoute" => ByKey::new(&world.tls_routes, true).get(ns, name).map(|o| o.metadata.creation_timestamp.clone()),
         _ => None,
     }?;
-    let held = previous.and_then(|p| super::owners::holder(p, host)) == Some(ns);
+    let held = super::owners::keeper(kept.0, kept.1, host) == Some(ns);
     Some((!held, created.map(|t| t.0), ns.to_owned(), name.to_owned()))
 }
 
@@ -57,9 +60,9 @@ pub struct Lost {
 
 /// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
 /// hosts the other API claims for another namespace first (or the operator assigned
-/// elsewhere), and says so on each object that lost one. A namespace serving a host in
-/// `previous` keeps it.
-pub fn share(world: &World, rules: &Ownership, previous: Option<&Snapshot>, snapshot: &mut Snapshot) -> Lost {
+/// elsewhere), and says so on each object that lost one. The namespace that `kept`
+/// says keeps a host ([`super::owners::keeper`]) keeps it.
+pub fn share(world: &World, rules: &Ownership, kept: Kept<'_>, snapshot: &mut Snapshot) -> Lost {
     let edge: Vec<usize> = (0..snapshot.gateway_ports.len()).filter(|&i| snapshot.gateway_ports[i].edge).collect();
     if edge.is_empty() {
         return Lost::default();
@@ -112,7 +115,7 @@ pub fn share(world: &World, rules: &Ownership, previous: Option<&Snapshot>, snap
         }
     }
     let mut aged: Vec<(Age, Host, ObjectRef)> =
-        claims.into_iter().filter_map(|(h, s)| Some((age(world, previous, &h, &s)?, h, s))).collect();
+        claims.into_iter().filter_map(|(h, s)| Some((age(world, kept, &h, &s)?, h, s))).collect();
     aged.sort();
     aged.dedup();
     let mut first = Claims::default();

@@ -154,6 +154,8 @@ struct Lookups<'a> {
     previous: Option<&'a Snapshot>,
     /// Which references to other namespaces are shared.
     grants: &'a crate::kinds::Objects<wharf_gateway_api::referencegrants::ReferenceGrant>,
+    /// Who served each host, as the leader recorded it.
+    record: owners::Record,
 }
 
 impl<'a> Lookups<'a> {
@@ -167,6 +169,7 @@ impl<'a> Lookups<'a> {
             backends: Backends::new(world, &opts.trust_domain, &opts.cluster_domain, few),
             previous,
             grants: &world.reference_grants,
+            record: record(world, &opts.ownership),
         }
     }
 }
@@ -180,7 +183,7 @@ fn ingress_part(
     diags: Vec<Diagnostic>,
 ) -> parts::Part {
     let (opts, secrets) = (l.opts, &l.secrets);
-    let claims = claims(members, l.previous);
+    let claims = claims(members, &l.record, l.previous);
     let mut t = Translator {
         opts,
         diags,
@@ -246,10 +249,23 @@ fn ingress_part(
     }
 }
 
+/// The record of who served each host, from the ConfigMap the options name.
+fn record(world: &World, rules: &owners::Ownership) -> owners::Record {
+    let Some((ns, name)) = rules.record.as_ref() else { return owners::Record::default() };
+    let map = crate::kinds::ByKey::new(&world.config_maps, true).get(ns, name);
+    let text = map.and_then(|m| m.data.as_ref()?.get(owners::RECORD_KEY));
+    text.map(|t| owners::Record::parse(t)).unwrap_or_default()
+}
+
 /// The hosts the Ingresses of a part claim (rule, TLS and passthrough hosts): first the
-/// claims of the namespace serving a host in `previous`, then the others, oldest Ingress
-/// first. Canaries and Ingresses Wharf skips claim none.
-fn claims(members: &[(&Ingress, annotations::Settings)], previous: Option<&Snapshot>) -> owners::Claims {
+/// claims of the namespace that keeps a host ([`owners::keeper`]: the record's, else
+/// the one serving it in `previous`), then the others, oldest Ingress first. Canaries
+/// and Ingresses Wharf skips claim none.
+fn claims(
+    members: &[(&Ingress, annotations::Settings)],
+    record: &owners::Record,
+    previous: Option<&Snapshot>,
+) -> owners::Claims {
     let mut all: Vec<(bool, usize, Host, &str)> = Vec::new();
     for (age, (ing, settings)) in members.iter().enumerate() {
         let Some(spec) = ing.spec.as_ref().filter(|_| !settings.skip && settings.canary.is_none()) else { continue };
@@ -262,7 +278,7 @@ fn claims(members: &[(&Ingress, annotations::Settings)], previous: Option<&Snaps
                 Some(Ok(host)) => host,
                 Some(Err(_)) => continue,
             };
-            let held = previous.and_then(|p| owners::holder(p, &host)) == Some(ns);
+            let held = owners::keeper(record, previous, &host) == Some(ns);
             all.push((!held, age, host, ns));
         }
     }
@@ -320,7 +336,7 @@ fn finish(
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
-    let lost = edge::share(world, &opts.ownership, l.previous, &mut t.snapshot);
+    let lost = edge::share(world, &opts.ownership, (&l.record, l.previous), &mut t.snapshot);
     for (host, ns) in &lost.hosts {
         // Neither the certificate of the namespace that lost the host nor its ACME order.
         let theirs = t.snapshot.tls_hosts.get(host).is_some_and(|h| h.certificate.split('/').next() == Some(ns));

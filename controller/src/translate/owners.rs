@@ -17,6 +17,86 @@ use super::HashMap;
 /// Diagnostic reason of a claim on a host that belongs to another namespace.
 pub const HOST_OWNED: &str = "HostOwnedByOtherNamespace";
 
+/// How the ConfigMap, in the controller's namespace, where the leader records which
+/// namespace serves each host ends: the leader-election Lease's name, then this (so that
+/// a restarted or new replica keeps the owners).
+pub const RECORD_SUFFIX: &str = "-host-owners";
+
+/// The key of the record ConfigMap holding the record: a line `HOST NAMESPACE` per host, as
+/// written (`*.a.test`; `*` for rules without host), sorted.
+pub const RECORD_KEY: &str = "owners";
+
+/// The largest record written: a ConfigMap holds at most 1 MiB. Past it (some 20,000
+/// hosts) the record is not updated and the replicas keep owners in memory only.
+pub const RECORD_LIMIT: usize = 900 * 1024;
+
+/// Which namespace served each host, as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record(HashMap<Host, String>);
+
+impl Record {
+    /// Reads a record; lines that do not parse are left out.
+    pub fn parse(text: &str) -> Record {
+        let entries = text.lines().filter_map(|line| {
+            let (host, ns) = line.split_once(' ')?;
+            if !wharf_model::is_dns_name(ns) || ns.contains('.') {
+                return None;
+            }
+            let host = match host {
+                "*" => Host::Any,
+                h => Host::parse(h).ok()?,
+            };
+            Some((host, ns.to_owned()))
+        });
+        Record(entries.collect())
+    }
+
+    /// The namespace recorded for `host`.
+    pub fn get(&self, host: &Host) -> Option<&str> {
+        self.0.get(host).map(String::as_str)
+    }
+}
+
+/// The record of `snapshot`: who serves each of its hosts ([`holder`]), one line each.
+pub fn record(snapshot: &Snapshot) -> String {
+    let written = |h: &Host| match h {
+        Host::Suffix(s) => Host::Wildcard(s.clone()),
+        h => h.clone(),
+    };
+    let hosts = snapshot
+        .virtual_hosts
+        .iter()
+        .map(|v| v.host.clone())
+        .chain(snapshot.passthrough.iter().map(|p| p.host.clone()))
+        .chain(snapshot.tls_hosts.iter().map(|t| t.host.clone()))
+        .chain(snapshot.gateway_ports.iter().filter(|p| p.edge).flat_map(|p| {
+            let routed = p.virtual_hosts.iter().filter(|v| !v.routes.is_empty()).map(|v| written(&v.host));
+            routed.chain(p.passthrough.iter().map(|s| written(&s.host))).collect::<Vec<_>>()
+        }));
+    let mut lines: Vec<String> = hosts
+        .filter_map(|h| {
+            let ns = holder(snapshot, &h)?;
+            Some(match &h {
+                Host::Any => format!("* {ns}"),
+                h => format!("{h} {ns}"),
+            })
+        })
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    let mut out = lines.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The namespace that keeps `host`: the one `record` names, else the one serving it in
+/// `previous`.
+pub fn keeper<'a>(record: &'a Record, previous: Option<&'a Snapshot>, host: &Host) -> Option<&'a str> {
+    record.get(host).or_else(|| previous.and_then(|p| holder(p, host)))
+}
+
 /// A host pattern the operator assigns to a namespace: an exact name, or `*.domain` for
 /// every name under `domain` (any depth), and the wildcards under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +148,9 @@ pub struct Ownership {
     /// Ingresses of any namespace may add paths to a host (ingress-nginx's merging);
     /// off by default.
     pub merge_across_namespaces: bool,
+    /// The record ConfigMap read (namespace, name: the controller's own, named after its
+    /// Lease and [`RECORD_SUFFIX`]); `None`: owners are kept in memory only.
+    pub record: Option<(String, String)>,
 }
 
 impl Ownership {
@@ -219,8 +302,11 @@ mod tests {
         let merge = Ownership { merge_across_namespaces: true, ..Ownership::default() };
         assert_eq!(c.may_serve(&h("shop.a.test"), "b", &merge), Ok(()));
         assert_eq!(c.may_serve(&h("new.b.test"), "b", &merge), Ok(()));
-        let assigned =
-            Ownership { assigned: vec![Assignment::parse("*.a.test=b").unwrap()], merge_across_namespaces: true };
+        let assigned = Ownership {
+            assigned: vec![Assignment::parse("*.a.test=b").unwrap()],
+            merge_across_namespaces: true,
+            ..Ownership::default()
+        };
         assert_eq!(c.may_serve(&h("shop.a.test"), "b", &assigned), Ok(()));
         assert_eq!(c.may_serve(&h("shop.a.test"), "a", &assigned), Err(Refusal::Assigned("b".into())));
     }
@@ -232,7 +318,7 @@ mod tests {
                 .iter()
                 .map(|a| Assignment::parse(a).unwrap())
                 .collect(),
-            merge_across_namespaces: false,
+            ..Ownership::default()
         };
         let owner = |s: &str| rules.assigned(&h(s));
         assert_eq!(owner("a.example.com"), Some("web"));
@@ -251,6 +337,34 @@ mod tests {
         c.claim(&h("a.example.com"), 0, "other");
         assert_eq!(c.may_serve(&h("a.example.com"), "other", &rules), Err(Refusal::Assigned("web".into())));
         assert_eq!(c.may_serve(&h("a.example.com"), "web", &rules), Ok(()), "even when another claimed it first");
+    }
+
+    #[test]
+    fn a_record_reads_back_what_it_wrote_and_comes_before_memory() {
+        let r = Record::parse("*.a.test a\n* b\nshop.a.test a\nnot a host!\nlonely\n");
+        assert_eq!(r.get(&h("*.a.test")), Some("a"));
+        assert_eq!(r.get(&Host::Any), Some("b"));
+        assert_eq!(r.get(&h("shop.a.test")), Some("a"));
+        assert_eq!(r.0.len(), 3, "lines that do not parse are left out");
+        let mut served = Snapshot::default();
+        let route = |ns: &str| {
+            wharf_model::Route::forward(
+                wharf_model::PathMatch::prefix("/").unwrap(),
+                "c",
+                wharf_model::ObjectRef::new("Ingress", ns, "i"),
+            )
+        };
+        for (host, ns) in [("shop.a.test", "z"), ("new.c.test", "c")] {
+            served
+                .virtual_hosts
+                .insert(std::sync::Arc::new(wharf_model::VirtualHost { host: h(host), routes: vec![route(ns)] }));
+        }
+        assert_eq!(keeper(&r, Some(&served), &h("shop.a.test")), Some("a"), "the record first");
+        assert_eq!(keeper(&r, Some(&served), &h("new.c.test")), Some("c"), "then what is served");
+        assert_eq!(keeper(&r, None, &h("new.c.test")), None);
+        assert_eq!(record(&served), "new.c.test c\nshop.a.test z\n");
+        assert_eq!(Record::parse(&record(&served)).get(&h("shop.a.test")), Some("z"));
+        assert_eq!(record(&Snapshot::default()), "");
     }
 
     #[test]

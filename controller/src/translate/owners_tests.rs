@@ -355,3 +355,35 @@ fn acme_orders_only_into_the_namespaces_the_operator_lists() {
           namespaces shop only (--acme-namespace, chart value controller.acme.namespaces)"]
     );
 }
+
+#[test]
+fn after_a_restart_the_record_keeps_the_owner_an_edited_old_ingress_would_take() {
+    let b_old = json!({"ingressClassName": "wharf", "rules": [
+        rule(Some("own.b.test"), json!([path("/", "Prefix", "web", json!({"number": 80}))])),
+        rule(Some("shop.a.test"), json!([path("/", "Prefix", "evil", json!({"number": 80}))])),
+    ]});
+    let mut w = world(vec![
+        ing("b", "old", 1, json!({}), b_old),
+        ing("a", "shop", 2, json!({}), spec(Some("shop.a.test"), "/", "web")),
+    ]);
+    let record = |ns: &str, name: &str, text: &str| {
+        super::tests::obj::<k8s_openapi::api::core::v1::ConfigMap>(json!({
+            "metadata": {"name": name, "namespace": ns}, "data": {"owners": text}}))
+    };
+    w.config_maps.push(record("wharf", "wharf-leader-host-owners", "shop.a.test a\n"));
+    // A tenant's own "record" is nobody's word.
+    w.config_maps.push(record("b", "wharf-leader-host-owners", "own.b.test b\nshop.a.test b\n"));
+    let shop = |t: &Translation| served(t).into_iter().find(|(h, _)| h == "shop.a.test").map(|(_, r)| r);
+    let mut o = opts();
+    assert_eq!(shop(&translate(&w, &o, None)), Some(vec!["b/old".to_owned()]), "without the record, age decides");
+    o.ownership.record = Some(("wharf".into(), "wharf-leader-host-owners".into()));
+    let t = translate(&w, &o, None);
+    assert_eq!(shop(&t), Some(vec!["a/shop".to_owned()]), "the record keeps a");
+    assert_eq!(owners::record(&t.snapshot), "own.b.test b\nshop.a.test a\n", "and the next record says so");
+    o.ownership.record = Some(("b".into(), "wharf-leader-host-owners".into()));
+    assert_eq!(
+        shop(&translate(&w, &o, None)),
+        Some(vec!["b/old".to_owned()]),
+        "b's own ConfigMap is read only where named"
+    );
+}
