@@ -261,3 +261,121 @@ async fn after_a_restart_the_namespace_that_served_a_host_keeps_it() {
     }
     assert_eq!(http_get(second.http, "own.b.test", "/").await.unwrap().echo_name(), "b-evil");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_catch_another_tenants_paths_stall_its_sign_ins_spoof_its_headers_or_route_its_host() {
+    let env = Env::from_env().unwrap();
+    // Routes are for tenants too: the platform adds them to `edit`, as Gateway API's
+    // own CRDs do not.
+    apply(&json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "wharf-e2e-routes-edit", "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+        "rules": [{"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes", "grpcroutes", "tlsroutes"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}],
+    }))
+    .unwrap();
+    let a = Tenant::new("paths-a").await;
+    let b = Tenant::new("paths-b").await;
+    let class = a.scope.class.clone();
+    let (_aw, a_web) = backend(&env, "a-web").await.unwrap();
+    let (_be, b_evil) = backend(&env, "b-evil").await.unwrap();
+    a.scope.service("web", a_web).await.unwrap();
+    b.scope.service("evil", b_evil).await.unwrap();
+    // The platform's edge Gateway, open to routes of every namespace.
+    let gateway_controller = format!("{}-gateway", a.scope.controller_name);
+    let edge = format!("{}/edge", a.scope.ns);
+    let c = Controller::start(
+        &env,
+        &a.scope,
+        "paths",
+        &["--gateway-controller-name", &gateway_controller, "--edge-gateway", &edge, "--edge-port", "80=http"],
+    )
+    .await
+    .unwrap();
+    a.scope.gateway_class(&gateway_controller).await.unwrap();
+    apply(&json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": a.scope.ns},
+        "spec": {"gatewayClassName": a.scope.class, "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}]},
+    }))
+    .unwrap();
+
+    // a serves only docs.a.test/app; b has a rule for every host.
+    a.apply(&a.ingress("docs", &class, json!({}), json!({"rules": rules("docs.a.test", "/app", "web")}))).unwrap();
+    let hostless = json!([{"http": {"paths": [{"path": "/", "pathType": "Prefix",
+        "backend": {"service": {"name": "evil", "port": {"number": 80}}}}]}}]);
+    b.apply(&b.ingress("everything", &class, json!({}), json!({"rules": hostless}))).unwrap();
+    let a_serves = eventually(Duration::from_secs(20), || async {
+        http_get(c.http, "docs.a.test", "/app").await.map(|s| s.echo_name()).unwrap_or_default() == "a-web"
+    })
+    .await;
+    assert!(a_serves, "{}", c.proc.log());
+    let b_everywhere = eventually(Duration::from_secs(20), || async {
+        http_get(c.http, "elsewhere.test", "/").await.map(|s| s.echo_name()).unwrap_or_default() == "b-evil"
+    })
+    .await;
+    assert!(b_everywhere, "{}", c.proc.log());
+    // What a does not route does not fall to b's rule, with a's cookies.
+    let favicon =
+        http_get_after([127, 0, 0, 1].into(), &[], c.http, "docs.a.test", "/favicon.ico", &[("cookie", "session=a")])
+            .await
+            .unwrap();
+    assert_eq!((favicon.status, favicon.echo_name().as_str()), (404, ""), "{}", favicon.body);
+
+    // Headers a client sends that only Wharf and proxies may set never reach a's backend.
+    let spoofed =
+        [("ssl_client_verify", "SUCCESS"), ("ssl-client-subject-dn", "CN=admin"), ("x-original-url", "/admin")];
+    let seen = http_get_after([127, 0, 0, 1].into(), &[], c.http, "docs.a.test", "/app", &spoofed).await.unwrap();
+    let headers = &seen.json()["headers"];
+    for (name, _) in spoofed {
+        assert!(headers.get(name).is_none(), "{name} reached the backend: {headers}");
+    }
+
+    // b's route on the edge Gateway for a's host: refused, and the route is told.
+    let route = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "takeover", "namespace": b.scope.ns},
+        "spec": {"parentRefs": [{"name": "edge", "namespace": a.scope.ns}], "hostnames": ["docs.a.test"],
+                 "rules": [{"backendRefs": [{"name": "evil", "port": 80}]}]},
+    });
+    b.apply(&route).unwrap();
+    let told = eventually(Duration::from_secs(20), || async {
+        b.scope
+            .kubectl(&["describe", "httproute", "takeover"])
+            .unwrap_or_default()
+            .contains("HostOwnedByOtherNamespace")
+    })
+    .await;
+    assert!(told, "{}\n{}", b.scope.kubectl(&["describe", "httproute", "takeover"]).unwrap_or_default(), c.proc.log());
+    for i in 0..10 {
+        let seen = http_get(c.http, "docs.a.test", "/app").await.unwrap();
+        assert_eq!(seen.echo_name(), "a-web", "request {i}: the route took a's host");
+    }
+
+    // A bcrypt cost that would take days per sign-in is refused with the fix, not computed.
+    let costly = "mallory:$2y$31$2yEnaPyh3g.hu2XKLvyMwOnwHzDcZTOjvoK3eqjGgobt0M.HhHvBW\n";
+    b.apply(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "users", "namespace": b.scope.ns},
+        "stringData": {"auth": costly}}))
+        .unwrap();
+    let basic =
+        json!({"nginx.ingress.kubernetes.io/auth-type": "basic", "nginx.ingress.kubernetes.io/auth-secret": "users"});
+    b.apply(&b.ingress("slow", &class, basic, json!({"rules": rules("slow.b.test", "/", "evil")}))).unwrap();
+    let refused =
+        eventually(Duration::from_secs(20), || async { b.describe("slow").contains("bcrypt cost is 31") }).await;
+    assert!(refused, "{}\n{}", b.describe("slow"), c.proc.log());
+    let started = std::time::Instant::now();
+    let mallory = http_get_after(
+        [127, 0, 0, 1].into(),
+        &[],
+        c.http,
+        "slow.b.test",
+        "/",
+        &[("authorization", "Basic bWFsbG9yeTp4")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(mallory.status, 401, "{}", mallory.body);
+    let a_after = http_get(c.http, "docs.a.test", "/app").await.unwrap();
+    assert_eq!(a_after.echo_name(), "a-web", "a's requests go on ({:?} after b's sign-in)", started.elapsed());
+}

@@ -310,6 +310,18 @@ impl Index {
         get(&self.stores.gateways.objects, key).map(|o| &**o)
     }
 
+    /// The uid of the route of `kind` (HTTPRoute, GRPCRoute or TLSRoute) `key`, when it
+    /// exists (`Some(None)`: it has none).
+    pub fn route_uid(&self, kind: &str, key: &Key) -> Option<Option<String>> {
+        let meta = match kind {
+            "HTTPRoute" => &get(&self.stores.http_routes.objects, key)?.metadata,
+            "GRPCRoute" => &get(&self.stores.grpc_routes.objects, key)?.metadata,
+            "TLSRoute" => &get(&self.stores.tls_routes.objects, key)?.metadata,
+            _ => return None,
+        };
+        Some(meta.uid.clone())
+    }
+
     /// All HTTPRoutes.
     pub fn http_routes(&self) -> impl Iterator<Item = ((&str, &str), &HttpRoute)> {
         self.stores.http_routes.objects.iter().map(|e| (e.key(), &*e.0))

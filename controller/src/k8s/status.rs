@@ -47,7 +47,7 @@ pub struct EventSpec {
 pub struct Plan {
     /// Ingresses whose status differs from what it should be, and what it should be.
     pub status: BTreeMap<Key, Vec<IngressLoadBalancerIngress>>,
-    /// Events for the current diagnostics on Ingresses and Gateways.
+    /// Events for the current diagnostics on Ingresses, Gateways and routes.
     pub events: BTreeSet<EventSpec>,
     /// Object references (with uid) of the objects named in `events`, by kind and key.
     pub refs: BTreeMap<(&'static str, Key), ObjectReference>,
@@ -187,6 +187,17 @@ pub fn plan(
             },
             "Gateway" => match index.gateway(&key) {
                 Some(gw) => ("Gateway", "gateway.networking.k8s.io/v1", gw.uid()),
+                None => continue,
+            },
+            kind @ ("HTTPRoute" | "GRPCRoute" | "TLSRoute") => match index.route_uid(kind, &key) {
+                Some(uid) => {
+                    let kind = match kind {
+                        "HTTPRoute" => "HTTPRoute",
+                        "GRPCRoute" => "GRPCRoute",
+                        _ => "TLSRoute",
+                    };
+                    (kind, "gateway.networking.k8s.io/v1", uid)
+                }
                 None => continue,
             },
             _ => continue,
@@ -524,6 +535,11 @@ mod tests {
         }))
         .unwrap();
         index.apply(Change::Gateway(Event::Apply(gw)));
+        let route = |name: &str| json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}, "spec": {}});
+        index.apply(Change::HttpRoute(Event::Apply(serde_json::from_value(route("web")).unwrap())));
+        index.apply(Change::GrpcRoute(Event::Apply(serde_json::from_value(route("rpc")).unwrap())));
+        let tls = json!({"metadata": {"name": "db", "namespace": "ns", "uid": "uid-db"}, "spec": {"rules": [], "hostnames": ["db.test"]}});
+        index.apply(Change::TlsRoute(Event::Apply(serde_json::from_value(tls).unwrap())));
         let d = |kind: &str, name: &str, reason: &'static str| Diagnostic {
             object: ObjectRef::new(kind, "ns", name),
             reason,
@@ -536,14 +552,30 @@ mod tests {
             d("Gateway", "gw", "AcmeNoHost"),
             d("Gateway", "bad", "AcmeNoHost"),
             d("HTTPRoute", "gw", "Y"),
+            d("HTTPRoute", "web", "HostOwnedByOtherNamespace"),
+            d("GRPCRoute", "rpc", "HostOwnedByOtherNamespace"),
+            d("TLSRoute", "db", "HostOwnedByOtherNamespace"),
+            d("TCPRoute", "db", "Z"),
         ];
         let p = plan(&index, &BTreeSet::new(), &BTreeSet::new(), &[], &diags);
         let events: Vec<(&str, String, String)> =
             p.events.iter().map(|e| (e.kind, e.key.1.clone(), e.reason.clone())).collect();
+        let owned = "HostOwnedByOtherNamespace".to_owned();
         assert_eq!(
             events,
-            [("Gateway", "gw".to_owned(), "AcmeNoHost".to_owned()), ("Ingress", "bad".into(), "KeyMismatch".into())]
+            [
+                ("GRPCRoute", "rpc".to_owned(), owned.clone()),
+                ("Gateway", "gw".to_owned(), "AcmeNoHost".to_owned()),
+                ("HTTPRoute", "web".to_owned(), owned.clone()),
+                ("Ingress", "bad".into(), "KeyMismatch".into()),
+                ("TLSRoute", "db".to_owned(), owned),
+            ]
         );
+        for (kind, name) in [("HTTPRoute", "web"), ("GRPCRoute", "rpc"), ("TLSRoute", "db")] {
+            let r = &p.refs[&(kind, key(name))];
+            assert_eq!((r.kind.as_deref(), r.uid.clone()), (Some(kind), Some(format!("uid-{name}"))));
+            assert_eq!(r.api_version.as_deref(), Some("gateway.networking.k8s.io/v1"));
+        }
         let bad = &p.refs[&("Ingress", key("bad"))];
         assert_eq!((bad.uid.as_deref(), bad.kind.as_deref()), (Some("uid-bad"), Some("Ingress")));
         assert_eq!(bad.api_version.as_deref(), Some("networking.k8s.io/v1"));

@@ -201,10 +201,17 @@ impl Users {
                 report(format!("{}; requests are answered 503 until it {}", r.why, r.until));
                 Auth::Unavailable(r.why.clone())
             }
+            // One Event per Secret: an Event recorder shows the first note of a reason only.
             Ok((users, problems)) => {
-                problems.iter().for_each(|p| report(p.clone()));
-                if users.is_empty() {
-                    report(format!("auth-secret {ns}/{name} lists no users; every request is answered 401"));
+                match (problems.is_empty(), users.is_empty()) {
+                    (true, true) => {
+                        report(format!("auth-secret {ns}/{name} lists no users; every request is answered 401"))
+                    }
+                    (true, false) => {}
+                    (false, false) => report(problems.join("; ")),
+                    (false, true) => {
+                        report(format!("{}; no user can sign in, every request is answered 401", problems.join("; ")))
+                    }
                 }
                 Auth::Basic(BasicAuth { realm: realm.to_owned(), users: Arc::clone(users) })
             }
@@ -300,6 +307,13 @@ mod tests {
               Wharf checks (each step doubles the work every sign-in pays); hash it again with htpasswd -B -C 10; \
               that entry cannot sign in"]
         );
+        // Only bad entries: one diagnostic says it all (an Event shows one note per reason).
+        let s = secret("users", &[("auth", &format!("carol:xyz\nmallory:{costly}\n"))]);
+        let (auth, diags) = resolve(&[s], ("users", false));
+        assert!(users(&auth).is_empty());
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].contains("line 1 (user carol)") && diags[0].contains("line 2 (user mallory)"), "{diags:?}");
+        assert!(diags[0].ends_with("that entry cannot sign in; no user can sign in, every request is answered 401"));
     }
 
     #[test]

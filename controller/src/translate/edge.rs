@@ -143,6 +143,42 @@ pub fn share(world: &World, rules: &Ownership, kept: Kept<'_>, snapshot: &mut Sn
     out
 }
 
+/// Tells each route in `lost` that the edge Gateway serves nothing of any more (every host
+/// it named there belongs to another namespace), in its status for that Gateway:
+/// `Accepted: False`, reason `NotAllowedByListeners`, with the diagnostic's message. A
+/// route that keeps some of its hosts stays accepted (its Event names the others).
+pub fn refuse_routes(lost: &[Diagnostic], snapshot: &Snapshot, statuses: &mut super::gateway::Statuses) {
+    let Some(edge) = statuses.edge_gateway.clone() else { return };
+    for d in lost {
+        let source = &d.object;
+        let list = match &*source.kind {
+            "HTTPRoute" => &mut statuses.http_routes,
+            "GRPCRoute" => &mut statuses.grpc_routes,
+            "TLSRoute" => &mut statuses.tls_routes,
+            _ => continue,
+        };
+        let serves = snapshot.gateway_ports.iter().filter(|p| p.edge).any(|p| {
+            p.virtual_hosts.iter().any(|v| v.routes.iter().any(|r| r.source == *source))
+                || p.passthrough.iter().any(|s| s.source == *source)
+        });
+        if serves {
+            continue;
+        }
+        let Some((_, parents)) = list.iter_mut().find(|(o, _)| o == source) else { continue };
+        let on_edge = |p: &&mut wharf_gateway_api::httproutes::HttpRouteStatusParents| {
+            p.parent_ref.name == edge.name
+                && p.parent_ref.namespace.as_deref().unwrap_or(&source.namespace) == edge.namespace
+        };
+        for parent in parents.iter_mut().filter(on_edge) {
+            for c in parent.conditions.iter_mut().filter(|c| c.type_ == "Accepted") {
+                c.status = "False".into();
+                c.reason = "NotAllowedByListeners".into();
+                c.message.clone_from(&d.message);
+            }
+        }
+    }
+}
+
 /// Takes `source`'s routes for `host` (as written) out of the Ingress tables and the edge
 /// ports.
 fn take_out(snapshot: &mut Snapshot, edge: &[usize], host: &Host, source: &ObjectRef) {

@@ -1507,6 +1507,13 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
     );
     let m = t.diagnostics.iter().find(|d| d.object.name == "takeover").unwrap();
     assert!(m.message.starts_with("host shop.a.test belongs to namespace a"), "{}", m.message);
+    // The routes left with no host on the edge are not accepted there; the one that keeps
+    // b's own host is.
+    for refused in ["takeover", "under"] {
+        assert!(has(&route_conds(&t, refused)[0], "Accepted", "False", "NotAllowedByListeners"), "{refused}");
+    }
+    assert!(has(&route_conds(&t, "everything")[0], "Accepted", "True", "Accepted"));
+    assert!(has(&route_conds(&t, "own")[0], "Accepted", "True", "Accepted"));
 }
 
 #[test]
@@ -1578,6 +1585,14 @@ fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_
     let t = translate(&w, &o, None);
     let lost = losers(&t);
     assert_eq!(lost, ["GRPCRoute b/grpc", "Ingress b/mq", "TLSRoute b/db"]);
+    let accepted = |list: &[(ObjectRef, Vec<wharf_gateway_api::httproutes::HttpRouteStatusParents>)], name: &str| {
+        let (_, parents) = list.iter().find(|(o, _)| o.name == name).unwrap();
+        conds(&parents[0].conditions).into_iter().find(|(k, _, _)| k == "Accepted").map(|(_, s, r)| format!("{s} {r}"))
+    };
+    let s = &t.gateway_status;
+    assert_eq!(accepted(&s.grpc_routes, "grpc").as_deref(), Some("False NotAllowedByListeners"));
+    assert_eq!(accepted(&s.tls_routes, "db").as_deref(), Some("False NotAllowedByListeners"));
+    assert_eq!(accepted(&s.tls_routes, "mq").as_deref(), Some("True Accepted"), "a's own");
     let edge_pass: Vec<String> = ports(&t)
         .iter()
         .filter(|p| p.edge)

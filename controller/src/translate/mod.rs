@@ -334,9 +334,10 @@ fn finish(
         k8s_openapi::jiff::Timestamp::from_second(opts.now).unwrap_or_default(),
     );
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
-    let gateway_status =
+    let mut gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
     let lost = edge::share(world, &opts.ownership, (&l.record, l.previous), &mut t.snapshot);
+    edge::refuse_routes(&lost.diags, &t.snapshot, &mut gateway_status);
     for (host, ns) in &lost.hosts {
         // Neither the certificate of the namespace that lost the host nor its ACME order.
         let theirs = t.snapshot.tls_hosts.get(host).is_some_and(|h| h.certificate.split('/').next() == Some(ns));
