@@ -120,7 +120,7 @@ pub fn share(world: &World, rules: &Ownership, kept: Kept<'_>, snapshot: &mut Sn
     aged.dedup();
     let mut first = Claims::default();
     for (rank, (_, host, source)) in aged.iter().enumerate() {
-        first.claim(host, rank, &source.namespace);
+        first.claim_as(host, rank, &source.namespace, source.kind != "Ingress");
     }
     // One owner across the APIs, merging or not.
     let rules = Ownership { merge_across_namespaces: false, ..rules.clone() };

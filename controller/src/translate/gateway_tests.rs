@@ -1449,7 +1449,10 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
             // a's route is older than b's Ingress: a keeps the host.
             http_route("a", "blog", 1, to_app(edge.clone(), json!(["blog.c.test"]), "/")),
             // b's own host: served.
-            http_route("b", "own", 5, to_app(edge, json!(["api.b.test"]), "/")),
+            http_route("b", "own", 5, to_app(edge.clone(), json!(["api.b.test"]), "/")),
+            // a's route wildcard covers names of any depth: b's Ingress two labels down is
+            // refused.
+            http_route("a", "deep", 1, to_app(edge, json!(["*.deep.test"]), "/")),
         ],
     );
     w.ingresses = vec![
@@ -1457,6 +1460,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
         ingress("a", "wild", 2, Some("*.a.test")),
         ingress("a", "any", 2, None),
         ingress("b", "blog", 6, Some("blog.c.test")),
+        ingress("b", "nested", 6, Some("x.y.deep.test")),
         // With a TLS entry of a new Secret: no ACME order for a's host either.
         obj(json!({
             "metadata": {"name": "blog-tls", "namespace": "b", "annotations": {"kubernetes.io/ingress.class": "wharf"},
@@ -1485,6 +1489,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
     let want = [
         ("api.b.test".to_owned(), vec!["own".to_owned(), "everything".to_owned()]),
         ("blog.c.test".to_owned(), vec!["blog".to_owned()]),
+        ("*.deep.test".to_owned(), vec!["deep".to_owned()]),
     ];
     assert_eq!(served, want);
     let ingress_hosts: Vec<(String, Vec<String>)> = t
@@ -1503,7 +1508,14 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
     let lost = losers(&t);
     assert_eq!(
         lost,
-        ["HTTPRoute b/everything", "HTTPRoute b/takeover", "HTTPRoute b/under", "Ingress b/blog", "Ingress b/blog-tls"]
+        [
+            "HTTPRoute b/everything",
+            "HTTPRoute b/takeover",
+            "HTTPRoute b/under",
+            "Ingress b/blog",
+            "Ingress b/blog-tls",
+            "Ingress b/nested"
+        ]
     );
     let m = t.diagnostics.iter().find(|d| d.object.name == "takeover").unwrap();
     assert!(m.message.starts_with("host shop.a.test belongs to namespace a"), "{}", m.message);

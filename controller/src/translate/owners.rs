@@ -4,7 +4,8 @@
 //! now, and a host nobody serves to the namespace of its oldest claim: an Ingress rule,
 //! TLS or passthrough host, or a route of the edge Gateway. So editing an old object to
 //! name a host another namespace serves takes nothing. An exact name under a wildcard
-//! that another namespace claimed earlier belongs to the wildcard's namespace. The operator may assign hosts to namespaces instead
+//! that another namespace claimed earlier belongs to the wildcard's namespace (one label
+//! under an Ingress wildcard, any depth under an edge route's). The operator may assign hosts to namespaces instead
 //! (`--host-owner`), and may let Ingresses of several namespaces share a host, as
 //! ingress-nginx merged them (`--merge-hosts-across-namespaces`). A claim from another
 //! namespace is refused with a diagnostic and never served; canaries, ACME orders and
@@ -216,14 +217,26 @@ pub fn holder<'s>(snapshot: &'s Snapshot, host: &Host) -> Option<&'s str> {
 #[derive(Debug, Default)]
 pub struct Claims {
     first: HashMap<Host, (usize, String)>,
+    /// The wildcards (their `.domain`) whose first claim is a Gateway API route's: they
+    /// cover names of any depth under the domain, not one label.
+    deep: std::collections::HashSet<String>,
 }
 
 impl Claims {
     /// Records that the object of age rank `rank` (lower is older) in `namespace` claims
     /// `host`; claims must come oldest first.
     pub fn claim(&mut self, host: &Host, rank: usize, namespace: &str) {
+        self.claim_as(host, rank, namespace, false);
+    }
+
+    /// [`Claims::claim`]; a wildcard claimed `deep` (by a Gateway API route) covers names
+    /// of any depth under its domain.
+    pub fn claim_as(&mut self, host: &Host, rank: usize, namespace: &str, deep: bool) {
         if !self.first.contains_key(host) {
             self.first.insert(host.clone(), (rank, namespace.to_owned()));
+            if let (Host::Wildcard(suffix), true) = (host, deep) {
+                self.deep.insert(suffix.clone());
+            }
         }
     }
 
@@ -250,10 +263,16 @@ impl Claims {
             return Err(Refusal::Claimed(owner.clone()));
         }
         if let Host::Exact(name) = host {
-            let wildcard = Host::wildcard_key(name).and_then(|s| self.first.get(&Host::Wildcard(s.to_owned())));
-            if let Some((rank, owner)) = wildcard.filter(|(_, owner)| owner != namespace) {
-                if own.is_none_or(|(mine, _)| rank < mine) {
-                    return Err(Refusal::Claimed(owner.clone()));
+            // The wildcard one label up, and the deep ones further up.
+            let immediate = Host::wildcard_key(name);
+            let suffixes = name.match_indices('.').map(|(i, _)| &name[i..]).filter(|s| s.len() > 1);
+            let covering = suffixes.filter(|s| Some(*s) == immediate || self.deep.contains(*s));
+            for suffix in covering {
+                let wildcard = self.first.get(&Host::Wildcard(suffix.to_owned()));
+                if let Some((rank, owner)) = wildcard.filter(|(_, owner)| owner != namespace) {
+                    if own.is_none_or(|(mine, _)| rank < mine) {
+                        return Err(Refusal::Claimed(owner.clone()));
+                    }
                 }
             }
         }
@@ -293,6 +312,17 @@ mod tests {
         assert_eq!(c.may_serve(&h("new.b.test"), "b", &rules), Err(Refusal::Claimed("c".into())));
         assert_eq!(c.may_serve(&h("*.b.test"), "c", &rules), Ok(()));
         assert_eq!(c.may_serve(&h("x.y.a.test"), "b", &rules), Ok(()), "a wildcard covers one label");
+        // A Gateway API route's wildcard covers every depth.
+        c.claim_as(&h("*.gw.test"), 8, "g", true);
+        c.claim_as(&h("*.late.test"), 9, "g", true);
+        c.claim(&h("x.y.late.test"), 1, "b");
+        assert_eq!(c.may_serve(&h("x.y.gw.test"), "b", &rules), Err(Refusal::Claimed("g".into())));
+        assert_eq!(c.may_serve(&h("a.b.c.gw.test"), "b", &rules), Err(Refusal::Claimed("g".into())));
+        assert_eq!(c.may_serve(&h("x.y.gw.test"), "g", &rules), Ok(()));
+        assert_eq!(c.may_serve(&h("x.y.late.test"), "b", &rules), Ok(()), "older than the route's wildcard");
+        // The first claim decides whether a wildcard is deep.
+        c.claim_as(&h("*.a.test"), 10, "g", true);
+        assert_eq!(c.may_serve(&h("x.y.a.test"), "b", &rules), Ok(()), "a's Ingress wildcard came first");
         // Rules without host: one owner too.
         assert_eq!(c.may_serve(&h(""), "b", &rules), Ok(()));
         assert_eq!(c.may_serve(&h(""), "a", &rules), Err(Refusal::Claimed("b".into())));
