@@ -48,6 +48,22 @@ fn age(world: &World, kept: Kept<'_>, host: &Host, source: &ObjectRef) -> Option
     Some((!held, created.map(|t| t.0), ns.to_owned(), name.to_owned()))
 }
 
+/// The Ingresses of `ours` by each host their `spec.tls` names.
+fn tls_hosts_of(world: &World, ours: &imbl::OrdSet<ObjectRef>) -> super::HashMap<Host, Vec<ObjectRef>> {
+    let mut out: super::HashMap<Host, Vec<ObjectRef>> = super::HashMap::default();
+    for ing in world.ingresses.iter() {
+        let Some(tls) = ing.spec.as_ref().and_then(|s| s.tls.as_ref()) else { continue };
+        let source = super::ingress_ref(ing);
+        if !ours.contains(&source) {
+            continue;
+        }
+        for host in tls.iter().flat_map(|t| t.hosts.iter().flatten()).filter_map(|h| Host::parse(h).ok()) {
+            out.entry(host).or_default().push(source.clone());
+        }
+    }
+    out
+}
+
 /// What [`share`] took out.
 #[derive(Debug, Default)]
 pub struct Lost {
@@ -61,20 +77,33 @@ pub struct Lost {
 /// Takes out of `snapshot` the claims of the Ingresses and of the edge Gateway's routes on
 /// hosts the other API claims for another namespace first (or the operator assigned
 /// elsewhere), and says so on each object that lost one. The namespace that `kept`
-/// says keeps a host ([`super::owners::keeper`]) keeps it.
-pub fn share(world: &World, rules: &Ownership, kept: Kept<'_>, snapshot: &mut Snapshot) -> Lost {
+/// says keeps a host ([`super::owners::keeper`]) keeps it. `ours` are the Ingresses of
+/// Wharf's class (their `spec.tls` hosts claim too).
+pub fn share(
+    world: &World,
+    rules: &Ownership,
+    kept: Kept<'_>,
+    ours: &imbl::OrdSet<ObjectRef>,
+    snapshot: &mut Snapshot,
+) -> Lost {
     let edge: Vec<usize> = (0..snapshot.gateway_ports.len()).filter(|&i| snapshot.gateway_ports[i].edge).collect();
     if edge.is_empty() {
         return Lost::default();
     }
     // The claims on the hosts the edge Gateway serves, from both APIs: (host, source).
     let mut claims: Vec<(Host, ObjectRef)> = Vec::new();
+    // The Ingresses whose spec.tls names a host, made the first time a TLS host is met.
+    let tls_claimants = std::cell::OnceCell::new();
     let ingress_claims = |host: &Host, out: &mut Vec<(Host, ObjectRef)>| {
         if let Some(vh) = snapshot.virtual_hosts.get(host) {
             out.extend(vh.routes.iter().map(|r| (host.clone(), r.source.clone())));
         }
         let passthrough = snapshot.passthrough.iter().filter(|p| p.host == *host);
         out.extend(passthrough.map(|p| (host.clone(), p.source.clone())));
+        if snapshot.tls_hosts.get(host).is_some() {
+            let by_host = tls_claimants.get_or_init(|| tls_hosts_of(world, ours));
+            out.extend(by_host.get(host).into_iter().flatten().map(|s| (host.clone(), s.clone())));
+        }
     };
     for &i in &edge {
         let port = &snapshot.gateway_ports[i];

@@ -1684,3 +1684,46 @@ fn on_the_edge_an_older_route_edited_to_name_a_served_host_takes_nothing() {
     assert_eq!(losers(&t), ["Ingress b/older"]);
     assert!(t.snapshot.virtual_hosts.get(&Host::parse("blog.a.test").unwrap()).is_none());
 }
+
+#[test]
+fn on_the_edge_a_tls_host_of_an_ingress_claims_its_host_too() {
+    use super::gateway::{EdgeGateway, EdgeSocket};
+    let mut o = opts();
+    o.gateway.edge = Some(EdgeGateway {
+        namespace: "wharf".into(),
+        name: "edge".into(),
+        sockets: vec![EdgeSocket { port: 443, bind: ([0, 0, 0, 0], 8443).into(), protocol: PortProtocol::Https }],
+    });
+    let everyone = json!([{"name": "https", "port": 443, "protocol": "HTTPS",
+        "tls": {"certificateRefs": [{"name": "edge-cert"}]}, "allowedRoutes": {"namespaces": {"from": "All"}}}]);
+    let edge = json!({"name": "edge", "namespace": "wharf"});
+    // a's Ingress names pay.a.test in spec.tls only (its rules are elsewhere).
+    let tls_only = |age: u32| -> Ingress {
+        obj(json!({
+            "metadata": {"name": "pay", "namespace": "a", "annotations": {"kubernetes.io/ingress.class": "wharf"},
+                         "creationTimestamp": format!("2026-01-01T00:{age:02}:00Z")},
+            "spec": {"tls": [{"hosts": ["pay.a.test"], "secretName": "pay-tls"}]},
+        }))
+    };
+    let at = |ingress_age: u32| {
+        let mut w = world(
+            vec![gateway("wharf", "edge", 0, everyone.clone())],
+            vec![http_route("b", "pay", 5, to_app(edge.clone(), json!(["pay.a.test"]), "/"))],
+        );
+        w.ingresses = vec![tls_only(ingress_age)].into();
+        let mut cert = tls_secret("pay-tls", &["pay.a.test"]);
+        cert.metadata.namespace = Some("a".into());
+        w.secrets.push(cert);
+        let mut edge_cert = tls_secret("edge-cert", &["*.b.test"]);
+        edge_cert.metadata.namespace = Some("wharf".into());
+        w.secrets.push(edge_cert);
+        w
+    };
+    let older = translate(&at(1), &o, None);
+    assert_eq!(losers(&older), ["HTTPRoute b/pay"], "a's TLS host is older than b's route");
+    let tls: Vec<String> = older.snapshot.tls_hosts.iter().map(|h| format!("{} {}", h.host, h.certificate)).collect();
+    assert_eq!(tls, ["pay.a.test a/pay-tls"]);
+    let newer = translate(&at(9), &o, None);
+    assert_eq!(losers(&newer), ["Ingress a/pay"], "b's route is older: a's certificate is not served for it");
+    assert!(newer.snapshot.tls_hosts.get(&Host::parse("pay.a.test").unwrap()).is_none());
+}

@@ -336,7 +336,7 @@ fn finish(
     let mut acme = gateway::AcmeAsks { opts: &opts.acme, demands: &mut t.acme, diags: &mut t.diags };
     let mut gateway_status =
         gateway::translate(world, &opts.gateway, t.backends, &l.secrets, &mut t.snapshot, &now, &mut acme);
-    let lost = edge::share(world, &opts.ownership, (&l.record, l.previous), &mut t.snapshot);
+    let lost = edge::share(world, &opts.ownership, (&l.record, l.previous), &ingresses, &mut t.snapshot);
     edge::refuse_routes(&lost.diags, &t.snapshot, &mut gateway_status);
     for (host, ns) in &lost.hosts {
         // Neither the certificate of the namespace that lost the host nor its ACME order.
