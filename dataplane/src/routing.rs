@@ -779,4 +779,23 @@ mod tests {
         assert_eq!(source(&router, "only.example.com", "/"), None, "isolated: no fall-through");
         assert_eq!(source(&router, "x.example.com", "/"), Some("wildcard".into()));
     }
+
+    #[test]
+    fn a_route_belongs_to_the_namespace_of_its_object() {
+        let route = |source: &str| CompiledRoute {
+            matches: RouteMatch::path(wharf_model::PathMatch::prefix("/").unwrap()),
+            action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
+            https_redirect: false,
+            max_body_bytes: None,
+            clients: None,
+            cors: None,
+            limiter: None,
+            auth: None,
+            client_cert: None,
+            metrics: crate::Metrics::new().route(source),
+        };
+        assert_eq!(route("team-a/shop").namespace(), "team-a");
+        assert_eq!(route("team-b/shop").namespace(), "team-b");
+        assert_eq!(route("no-namespace").namespace(), "", "a name without a namespace has none");
+    }
 }
