@@ -125,6 +125,8 @@ http {
       proxy_set_header X-Forwarded-Host \$host;
       proxy_set_header X-Forwarded-Port \$server_port;
       proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Scheme \$scheme;
+      proxy_set_header X-Scheme \$scheme;
     }
   }
 }
@@ -153,6 +155,8 @@ frontend https
   option forwardfor
   http-request set-header X-Real-IP %[src]
   http-request set-header X-Forwarded-Proto https
+  http-request set-header X-Forwarded-Scheme https
+  http-request set-header X-Scheme https
   http-request set-header X-Forwarded-Host %[req.hdr(host)]
   http-request set-header X-Forwarded-Port %[dst_port]
   http-request set-header X-Request-ID %[uuid()]
