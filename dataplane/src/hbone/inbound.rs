@@ -98,6 +98,13 @@ impl OwnPorts {
         let own = ip.is_loopback() || ip.is_unspecified() || local.is_some_and(|l| l.to_canonical() == ip);
         own && self.private.contains(&addr.port())
     }
+
+    /// Whether `stream`, connected to `addr`, reached a private socket of the gateway on any
+    /// of its addresses (the pod IP too): a connection to an own address has that address
+    /// as its source. One `getsockname`, on the private ports only.
+    pub fn reached_private(&self, addr: SocketAddr, stream: &TcpStream) -> bool {
+        self.private.contains(&addr.port()) && self.is_private(addr, stream.local_addr().ok().map(|l| l.ip()))
+    }
 }
 
 /// Serves one inbound connection.
@@ -286,6 +293,11 @@ async fn connect(
             return status(StatusCode::SERVICE_UNAVAILABLE);
         }
     };
+    if shared.dialer.own.get().is_some_and(|own| own.reached_private(target, &upstream)) {
+        metrics.hbone_tunnel("inbound", Refused::PrivatePort.reason());
+        tracing::info!(authority = %req.uri(), reason = Refused::PrivatePort.reason(), "HBONE inbound: CONNECT refused");
+        return status(Refused::PrivatePort.status());
+    }
     let _ = upstream.set_nodelay(true);
     metrics.hbone_tunnel("inbound", "ok");
     let on_upgrade = hyper::upgrade::on(req);

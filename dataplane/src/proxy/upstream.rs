@@ -351,7 +351,12 @@ impl Dialer {
                 tracing::warn!(endpoint = %ep.addr, "endpoint refused: it is the gateway's own admin or HBONE port");
                 return Err(UpstreamError::InvalidBackend);
             }
-            return Ok(Dialed::Tcp(connect(ep.addr, self.timeout).await?));
+            let s = connect(ep.addr, self.timeout).await?;
+            if self.own.get().is_some_and(|own| own.reached_private(ep.addr, &s)) {
+                tracing::warn!(endpoint = %ep.addr, "endpoint refused: it is the gateway's own admin or HBONE port on one of its addresses");
+                return Err(UpstreamError::InvalidBackend);
+            }
+            return Ok(Dialed::Tcp(s));
         };
         let Some(hbone) = &self.hbone else {
             tracing::warn!(endpoint = %ep.addr, identity = %target.identity, "endpoint is in the ambient mesh but no mesh identity is configured (--istio-ca-address, or --mesh-cert, --mesh-key and --mesh-roots; chart: mesh.enabled)");
