@@ -13,9 +13,10 @@ use wharf_model::{
 
 use crate::host_map::HostMap;
 
-use crate::metrics::{Metrics, RouteMetrics, UpstreamError};
+use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::upstream::{EndpointState, Upstream};
 use crate::proxy::upstream_tls::UpstreamTlsConfig;
+use crate::reasons::UpstreamError;
 pub use crate::routing::{
     BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, HostRoutes, RequestView,
     Router,
@@ -1566,7 +1567,7 @@ mod tests {
             Some(CompiledAction::Forward(f)) => f.pick().err(),
             _ => None,
         };
-        assert_eq!(pick(port, "/bad"), Some(crate::metrics::UpstreamError::InvalidBackend));
+        assert_eq!(pick(port, "/bad"), Some(crate::reasons::UpstreamError::InvalidBackend));
         let leaf = |t: &Tables, sni: Option<&str>| t.sni.select(sni).0.cert[0].clone();
         assert_eq!(leaf(port, Some("a.example.com")), exact.leaf_der());
         assert_eq!(leaf(port, Some("b.example.com")), any.leaf_der(), "a listener without hostname takes every name");

@@ -22,6 +22,7 @@ mod prefixed;
 pub mod proxy;
 pub mod proxy_protocol;
 pub mod ratelimit;
+pub mod reasons;
 mod relay;
 pub mod routing;
 mod sessions;

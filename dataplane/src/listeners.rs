@@ -671,7 +671,7 @@ fn http_service(
 fn count_head_too_large(shared: &Shared, ended: Result<(), Box<dyn std::error::Error + Send + Sync>>) {
     if let Err(e) = ended {
         if e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse_too_large) {
-            shared.metrics.rejected("header_too_large");
+            shared.metrics.rejected(crate::reasons::Rejected::HeaderTooLarge);
         }
     }
 }

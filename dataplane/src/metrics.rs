@@ -9,77 +9,7 @@ use prometheus::{
     TextEncoder,
 };
 
-/// Why a proxied request or connection failed upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamError {
-    /// The route's Service has no ready endpoints (or does not exist).
-    NoEndpoints,
-    /// Every endpoint tried refused or failed the connection.
-    ConnectFailed,
-    /// Connecting took longer than the connect timeout.
-    ConnectTimeout,
-    /// The response headers did not arrive within the request timeout.
-    RequestTimeout,
-    /// The backend took no part of the request body for longer than the send timeout.
-    SendTimeout,
-    /// The backend closed or broke the connection mid-request.
-    Protocol,
-    /// The mesh tunnel could not be set up (mTLS, HTTP/2, no mesh identity).
-    MeshTls,
-    /// The mesh refused the tunnel: an authorization policy denied it (HBONE 401).
-    MeshDenied,
-    /// The mesh refused the tunnel: no such workload or port, or its upstream refused.
-    MeshRefused,
-    /// The route's backend reference is invalid (Gateway API: not permitted, not found,
-    /// or of a kind Wharf does not serve).
-    InvalidBackend,
-}
-
-impl UpstreamError {
-    const ALL: [UpstreamError; 10] = [
-        UpstreamError::NoEndpoints,
-        UpstreamError::ConnectFailed,
-        UpstreamError::ConnectTimeout,
-        UpstreamError::RequestTimeout,
-        UpstreamError::SendTimeout,
-        UpstreamError::Protocol,
-        UpstreamError::MeshTls,
-        UpstreamError::MeshDenied,
-        UpstreamError::MeshRefused,
-        UpstreamError::InvalidBackend,
-    ];
-
-    /// Stable label and log value.
-    pub fn reason(self) -> &'static str {
-        match self {
-            UpstreamError::NoEndpoints => "no_endpoints",
-            UpstreamError::ConnectFailed => "connect_failed",
-            UpstreamError::ConnectTimeout => "connect_timeout",
-            UpstreamError::RequestTimeout => "request_timeout",
-            UpstreamError::SendTimeout => "send_timeout",
-            UpstreamError::Protocol => "upstream_protocol_error",
-            UpstreamError::MeshTls => "mesh_tunnel_failed",
-            UpstreamError::MeshDenied => "mesh_denied",
-            UpstreamError::MeshRefused => "mesh_refused",
-            UpstreamError::InvalidBackend => "invalid_backend",
-        }
-    }
-
-    /// The status a client gets.
-    pub fn status(self) -> http::StatusCode {
-        match self {
-            UpstreamError::NoEndpoints => http::StatusCode::SERVICE_UNAVAILABLE,
-            UpstreamError::ConnectFailed
-            | UpstreamError::ConnectTimeout
-            | UpstreamError::Protocol
-            | UpstreamError::MeshTls => http::StatusCode::BAD_GATEWAY,
-            UpstreamError::MeshDenied => http::StatusCode::FORBIDDEN,
-            UpstreamError::MeshRefused => http::StatusCode::SERVICE_UNAVAILABLE,
-            UpstreamError::RequestTimeout | UpstreamError::SendTimeout => http::StatusCode::GATEWAY_TIMEOUT,
-            UpstreamError::InvalidBackend => http::StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-}
+use crate::reasons::{Rejected, UpstreamError};
 
 /// Which certificate a TLS handshake got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -373,8 +303,8 @@ impl Metrics {
                     &["secret"],
                 )?,
             };
-            for r in crate::proxy::Rejected::REASONS {
-                m.rejected.with_label_values(&[r]);
+            for r in Rejected::ALL {
+                m.rejected.with_label_values(&[r.reason()]);
             }
             registry.register(Box::new(m.rejected.clone()))?;
             registry.register(Box::new(m.acme_orders.clone()))?;
@@ -479,8 +409,8 @@ impl Metrics {
     }
 
     /// Counts a request refused before routing.
-    pub fn rejected(&self, reason: &str) {
-        self.rejected.with_label_values(&[reason]).inc();
+    pub fn rejected(&self, why: Rejected) {
+        self.rejected.with_label_values(&[why.reason()]).inc();
     }
 
     /// Counts an ACME validation request answered.

@@ -11,8 +11,9 @@ use wharf_model::{
     UrlRewrite,
 };
 
-use crate::metrics::{RouteMetrics, UpstreamError};
+use crate::metrics::RouteMetrics;
 use crate::proxy::upstream::Upstream;
+use crate::reasons::UpstreamError;
 
 /// The parts of a request routing looks at.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ mod verify;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::metrics::UpstreamError;
+use crate::reasons::UpstreamError;
 
 pub use certs::{MeshCerts, MeshFiles, MeshIdentity};
 pub use client::HboneClient;

@@ -23,7 +23,7 @@ use hyper_util::rt::TokioIo;
 use wharf_model::{AppProtocol, CertRefusal, PathMatch, PortProtocol, Redirect, Respond};
 
 use crate::auth::CompiledAuth;
-use crate::metrics::UpstreamError;
+use crate::reasons::{PathError, Rejected, UpstreamError};
 use crate::routing::{CompiledAction, CompiledCors, CompiledForward, CompiledRoute, RequestView};
 use crate::Shared;
 use body::{PooledBody, RequestBody};
@@ -64,79 +64,6 @@ pub struct ConnInfo {
     pub client_cert: Option<Arc<wharf_model::PeerCertificate>>,
 }
 
-/// Why a request was answered by the gateway itself before routing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rejected {
-    /// An HTTP/1.1 request without `Host`, or one without any host at all.
-    MissingHost,
-    /// More than one `Host` header.
-    DuplicateHost,
-    /// HTTP/2 `:authority` and `Host` name different hosts.
-    HostMismatch,
-    /// The path cannot be normalised safely.
-    Path(normalize::PathError),
-    /// The host would be served with another certificate than the connection's (421).
-    Misdirected,
-    /// The request target is longer than `--max-url-bytes` (414).
-    UrlTooLong,
-    /// The body is larger than the route's limit (413).
-    BodyTooLarge,
-}
-
-impl Rejected {
-    /// Every reason, for the metric's label set.
-    pub const REASONS: [&'static str; 11] = [
-        "url_too_long",
-        "body_too_large",
-        "header_too_large",
-        "missing_host",
-        "duplicate_host",
-        "host_mismatch",
-        "bad_path_escape",
-        "nul_in_path",
-        "escaped_slash",
-        "hidden_dot_segment",
-        "misdirected",
-    ];
-
-    /// Short stable reason for metrics and logs.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Rejected::MissingHost => "missing_host",
-            Rejected::DuplicateHost => "duplicate_host",
-            Rejected::HostMismatch => "host_mismatch",
-            Rejected::Path(e) => e.reason(),
-            Rejected::Misdirected => "misdirected",
-            Rejected::UrlTooLong => "url_too_long",
-            Rejected::BodyTooLarge => "body_too_large",
-        }
-    }
-
-    /// The status the client gets.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Rejected::Misdirected => StatusCode::MISDIRECTED_REQUEST,
-            Rejected::UrlTooLong => StatusCode::URI_TOO_LONG,
-            Rejected::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            _ => StatusCode::BAD_REQUEST,
-        }
-    }
-
-    fn message(self) -> &'static str {
-        match self {
-            Rejected::MissingHost => "the request has no Host header",
-            Rejected::DuplicateHost => "the request has more than one Host header",
-            Rejected::HostMismatch => "the Host header and :authority name different hosts",
-            Rejected::Path(e) => e.message(),
-            Rejected::Misdirected => {
-                "this connection's certificate is not the one for this host: open a new connection for it"
-            }
-            Rejected::UrlTooLong => "the request target is longer than this gateway accepts",
-            Rejected::BodyTooLarge => "the request body is larger than this route accepts",
-        }
-    }
-}
-
 /// Refuses requests whose target is ambiguous (RFC 9112 §3.2; RFC 9113 §8.3.1). hyper
 /// already refuses obsolete line folding, and drops Content-Length when
 /// Transfer-Encoding is present (RFC 9112 §6.3), so a backend never sees both.
@@ -171,9 +98,8 @@ fn normalize_target<B>(req: &mut Request<B>, opts: normalize::PathOptions) -> Re
         None => normalized,
     };
     let mut parts = req.uri().clone().into_parts();
-    parts.path_and_query =
-        Some(PathAndQuery::try_from(pq).map_err(|_| Rejected::Path(normalize::PathError::BadEscape))?);
-    *req.uri_mut() = Uri::from_parts(parts).map_err(|_| Rejected::Path(normalize::PathError::BadEscape))?;
+    parts.path_and_query = Some(PathAndQuery::try_from(pq).map_err(|_| Rejected::Path(PathError::BadEscape))?);
+    *req.uri_mut() = Uri::from_parts(parts).map_err(|_| Rejected::Path(PathError::BadEscape))?;
     Ok(())
 }
 
@@ -425,7 +351,7 @@ fn precheck<B>(shared: &Shared, req: &mut Request<B>) -> Result<(), Rejected> {
 
 /// Answers a refused request; counted by reason.
 fn refuse(shared: &Shared, rejected: Rejected) -> Outcome {
-    shared.metrics.rejected(rejected.reason());
+    shared.metrics.rejected(rejected);
     let mut r = local(rejected.status(), rejected.message());
     if rejected != Rejected::Misdirected {
         // The framing can no longer be trusted, or the body was not read: this

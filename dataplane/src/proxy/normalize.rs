@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
+use crate::reasons::PathError;
+
 /// What happens to `%2F` and `%5C` in a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EscapedSlashes {
@@ -41,42 +43,6 @@ pub struct PathOptions {
     pub escaped_slashes: EscapedSlashes,
     /// Merge runs of `/` into one (nginx's `merge_slashes`; off in Envoy).
     pub merge_slashes: bool,
-}
-
-/// Why a path was refused (400).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{}", self.message())]
-pub enum PathError {
-    /// `%` not followed by two hex digits.
-    BadEscape,
-    /// `%00`.
-    Nul,
-    /// `%2F` or `%5C` with `--escaped-slashes reject`.
-    EscapedSlash,
-    /// A kept escaped slash next to `.` or `..`.
-    HiddenDotSegment,
-}
-
-impl PathError {
-    /// What the client is told.
-    pub fn message(self) -> &'static str {
-        match self {
-            PathError::BadEscape => "the path has a malformed percent-escape",
-            PathError::Nul => "the path contains an escaped NUL byte",
-            PathError::EscapedSlash => "the path contains an escaped slash (%2F or %5C), which this gateway refuses",
-            PathError::HiddenDotSegment => "the path hides a dot segment behind an escaped slash (e.g. ..%2F)",
-        }
-    }
-
-    /// Short stable reason for metrics and logs.
-    pub fn reason(self) -> &'static str {
-        match self {
-            PathError::BadEscape => "bad_path_escape",
-            PathError::Nul => "nul_in_path",
-            PathError::EscapedSlash => "escaped_slash",
-            PathError::HiddenDotSegment => "hidden_dot_segment",
-        }
-    }
 }
 
 /// The normalised form of `path` (the path of the request target, without the query).
@@ -290,11 +256,5 @@ mod tests {
         assert_eq!("reject".parse(), Ok(EscapedSlashes::Reject));
         assert_eq!("decode".parse(), Ok(EscapedSlashes::Decode));
         assert!("Keep".parse::<EscapedSlashes>().is_err());
-        assert_eq!(PathError::HiddenDotSegment.reason(), "hidden_dot_segment");
-        // The 400's body names what is wrong with the path.
-        assert!(PathError::BadEscape.message().contains("percent-escape"));
-        assert!(PathError::Nul.message().contains("NUL"));
-        assert!(PathError::EscapedSlash.message().contains("%2F"));
-        assert!(PathError::HiddenDotSegment.message().contains("..%2F"));
     }
 }

@@ -19,7 +19,7 @@ use wharf_model::{AppProtocol, Hbone};
 use super::body::RequestBody;
 use super::upstream_tls::UpstreamTlsConfig;
 use crate::hbone::{HboneClient, Tunnel};
-use crate::metrics::UpstreamError;
+use crate::reasons::UpstreamError;
 
 /// How long an endpoint that refused a connection is skipped.
 const EJECT_FOR: Duration = Duration::from_secs(2);
