@@ -167,14 +167,19 @@ impl BasicChecker {
             // bcrypt costs milliseconds to hundreds of them, by design: off the event
             // loop, no more at once than there are cores, and no namespace more than half
             // of them, so that one tenant's sign-ins cannot hold up another's. A check
-            // whose client leaves while it waits is dropped with its request.
+            // whose client leaves while it waits is dropped with its request; one that
+            // has started keeps its slots until the hash is done (the permits go with it
+            // into the blocking task), so clients that leave cannot pile up hashes.
             PasswordHash::Bcrypt(h) if bcrypt_cost(h).is_some_and(|c| c <= wharf_model::MAX_BCRYPT_COST) => {
-                let Ok(_mine) = self.slots.acquire().await else { return false };
-                let Ok(_permit) = bcrypt_slots().acquire().await else { return false };
+                let Ok(mine) = Arc::clone(&self.slots).acquire_owned().await else { return false };
+                let Ok(permit) = bcrypt_slots().acquire().await else { return false };
                 let h = h.clone();
-                tokio::task::spawn_blocking(move || bcrypt::verify(&password, &h).unwrap_or(false))
-                    .await
-                    .unwrap_or(false)
+                tokio::task::spawn_blocking(move || {
+                    let _slots = (mine, permit);
+                    bcrypt::verify(&password, &h).unwrap_or(false)
+                })
+                .await
+                .unwrap_or(false)
             }
             // Costlier than the translation admits: never computed.
             PasswordHash::Bcrypt(_) => false,
@@ -545,5 +550,35 @@ mod tests {
         assert_eq!(bcrypt_cost("$2y$05$x"), Some(5));
         assert_eq!(bcrypt_cost("$2y$"), None);
         assert!(!verify(&PasswordHash::Bcrypt(twelve.into()), b"pw"), "never on the event loop");
+    }
+
+    #[tokio::test]
+    async fn a_started_hash_keeps_its_namespace_slot_after_its_client_leaves() {
+        let twelve = "$2y$12$aHstTiRY3uUHY8XoBqW9n./yVvmWHYZM42k04yJlWHCzpm5xrSsle";
+        let slots = Arc::new(Semaphore::new(1));
+        let c = Arc::new(BasicChecker::new(
+            "r",
+            &[("u".to_owned(), PasswordHash::Bcrypt(twelve.into()))],
+            Arc::clone(&slots),
+        ));
+        let check = tokio::spawn({
+            let c = Arc::clone(&c);
+            async move { c.admits(&basic("Basic dTpwdw==")).await }
+        });
+        // One poll of the check takes both slots and starts the hash (this runtime has one
+        // thread: the check runs only while this task waits).
+        while slots.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        // The client leaves: its request, and the check with it, is dropped.
+        check.abort();
+        assert!(check.await.is_err_and(|e| e.is_cancelled()));
+        assert_eq!(slots.available_permits(), 0, "the hash still runs, in the namespace's slot");
+        let freed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while slots.available_permits() == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        });
+        assert!(freed.await.is_ok(), "and gives it back when done");
     }
 }
