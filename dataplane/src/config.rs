@@ -14,14 +14,14 @@ use wharf_model::{
 use crate::host_map::HostMap;
 
 use crate::metrics::{Metrics, RouteMetrics};
-use crate::proxy::upstream::{EndpointState, Upstream};
-use crate::proxy::upstream_tls::UpstreamTlsConfig;
 use crate::reasons::UpstreamError;
 pub use crate::routing::{
     BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, HostRoutes, RequestView,
     Router,
 };
 use crate::tls::{self, Resumption, SniResolver};
+use crate::upstream::tls::UpstreamTlsConfig;
+use crate::upstream::{EndpointState, Upstream};
 
 /// Hashing for maps keyed by configuration (not by what a client sends).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -28,6 +28,7 @@ pub mod routing;
 mod sessions;
 pub mod tcp;
 pub mod tls;
+pub mod upstream;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fuzzing;
@@ -188,7 +189,7 @@ pub struct Shared {
     /// Settings.
     pub opts: Options,
     /// Dials endpoints, directly or over HBONE.
-    pub dialer: proxy::upstream::Dialer,
+    pub dialer: upstream::Dialer,
     /// Admission by memory.
     pub memory: memory::Guard,
     /// Shutdown has started: readiness fails (see [`drain`]).
@@ -236,7 +237,7 @@ impl Gateway {
         let fallback = tls::fallback_certificate().map_err(StartError::FallbackCertificate)?;
         let compiler = config::Compiler::new(metrics.clone(), resumption, opts.tls.clone(), fallback);
         let empty = compiler.empty()?;
-        let dialer = proxy::upstream::Dialer {
+        let dialer = upstream::Dialer {
             timeout: opts.timeouts.connect,
             own: Arc::default(),
             hbone: opts

@@ -3,7 +3,7 @@
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::metrics::{Listener, Metrics};
-use crate::proxy::upstream::Dialed;
+use crate::upstream::Dialed;
 
 /// Copies both ways until both sides have closed (half-close is honoured). Returns bytes
 /// sent upstream (plus `already_sent`) and bytes sent back.

@@ -12,8 +12,8 @@ use wharf_model::{
 };
 
 use crate::metrics::RouteMetrics;
-use crate::proxy::upstream::Upstream;
 use crate::reasons::UpstreamError;
+use crate::upstream::Upstream;
 
 /// The parts of a request routing looks at.
 #[derive(Debug, Clone, Copy)]
@@ -615,7 +615,7 @@ mod tests {
             let eps = (0..n)
                 .map(|i| {
                     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9000 + i));
-                    Arc::new(crate::proxy::upstream::EndpointState::new(addr, Default::default(), None))
+                    Arc::new(crate::upstream::EndpointState::new(addr, Default::default(), None))
                 })
                 .collect();
             Ok(Arc::new(Upstream::new(id.into(), Default::default(), eps)))

@@ -7,11 +7,11 @@ use http::{header, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use wharf_model::{PathMatch, Var};
 
-use super::body::RequestBody;
 use super::{forward, local, ConnInfo, Outcome, Scheme};
 use crate::auth::{escape_query_value, signin_location, CompiledAuth, ExternalChecker};
 use crate::config::{CompiledAction, RequestView, Tables};
 use crate::routing::CompiledRoute;
+use crate::upstream::body::RequestBody;
 use crate::Shared;
 
 /// How much of a check's answer body is read (so that its connection can be reused)

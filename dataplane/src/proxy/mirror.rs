@@ -9,9 +9,9 @@ use std::time::Duration;
 use http::Request;
 use http_body_util::BodyExt;
 
-use super::body::RequestBody;
-use super::upstream::{Conn, Dialer, Upstream};
 use crate::metrics::Metrics;
+use crate::upstream::body::RequestBody;
+use crate::upstream::{Conn, Dialer, Upstream};
 
 /// Starts a copy of `req` (as it will be sent, before its URI takes an upstream's form)
 /// for each mirror whose share takes it.

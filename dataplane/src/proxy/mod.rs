@@ -1,12 +1,9 @@
 //! The HTTP side: routing a request, redirecting, and proxying it to an endpoint.
 
-mod body;
 mod external_auth;
 pub mod headers;
 mod mirror;
 pub mod normalize;
-pub mod upstream;
-pub mod upstream_tls;
 
 use std::borrow::Cow;
 use std::convert::Infallible;
@@ -25,10 +22,10 @@ use wharf_model::{AppProtocol, CertRefusal, PathMatch, PortProtocol, Redirect, R
 use crate::auth::CompiledAuth;
 use crate::reasons::{PathError, Rejected, UpstreamError};
 use crate::routing::{CompiledAction, CompiledCors, CompiledForward, CompiledRoute, RequestView};
+use crate::upstream::body::{self, PooledBody, RequestBody};
+use crate::upstream::{self, Conn, Dialer, Upstream};
 use crate::Shared;
-use body::{PooledBody, RequestBody};
 use std::sync::atomic::{AtomicBool, Ordering};
-use upstream::{Conn, Dialer, Upstream};
 
 /// Response body type of every listener.
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;

@@ -1,5 +1,10 @@
 //! Upstream endpoints: selection (power of two choices by outstanding requests, skipping
-//! endpoints that recently refused connections) and pooled HTTP connections.
+//! endpoints that recently refused connections), dialing (directly or over HBONE) and
+//! pooled HTTP connections, with the request and response bodies that go through them and
+//! TLS to backends. HTTP, passthrough, TCP and the relay all dial through here.
+
+pub(crate) mod body;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,8 +21,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use wharf_model::{AppProtocol, Hbone};
 
-use super::body::RequestBody;
-use super::upstream_tls::UpstreamTlsConfig;
+use body::RequestBody;
+use tls::UpstreamTlsConfig;
+
 use crate::hbone::{HboneClient, Tunnel};
 use crate::reasons::UpstreamError;
 

@@ -14,7 +14,7 @@ use tokio_rustls::TlsConnector;
 use wharf_model::identity::uri_sans;
 use wharf_model::{AppProtocol, SubjectAltName, UpstreamTls};
 
-use super::upstream::BoxIo;
+use super::BoxIo;
 
 /// A cluster's TLS client settings, built once per distinct [`UpstreamTls`].
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::SendRequest;
 use tokio::sync::mpsc;
 
-use super::upstream::{EndpointState, InFlight};
+use super::{EndpointState, InFlight};
 
 pin_project_lite::pin_project! {
     /// The backend's body, plus the connection and load slot it holds.
