@@ -1,32 +1,7 @@
-//! Byte relays for the TCP and passthrough listeners.
+//! Copying bytes both ways between two streams, with the buffer size the TCP,
+//! passthrough, HBONE and upgrade relays share.
 
 use tokio::io::{AsyncRead, AsyncWrite};
-
-use crate::metrics::{Listener, Metrics};
-use crate::upstream::Dialed;
-
-/// Copies both ways until both sides have closed (half-close is honoured). Returns bytes
-/// sent upstream (plus `already_sent`) and bytes sent back.
-pub async fn relay<A>(
-    metrics: &Metrics,
-    listener: Listener,
-    down: &mut A,
-    up: &mut Dialed,
-    already_sent: u64,
-) -> (u64, u64)
-where
-    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
-    let copied = match up {
-        Dialed::Tcp(s) => copy(down, s).await,
-        Dialed::Tunnel(t) => t.relay(down).await,
-    };
-    let (to_up, to_down) = copied.unwrap_or((0, 0));
-    let (up_c, down_c) = metrics.bytes(listener);
-    up_c.inc_by(to_up + already_sent);
-    down_c.inc_by(to_down);
-    (to_up + already_sent, to_down)
-}
 
 /// Relay buffer per direction. tokio's default (8 KiB) halves TCP throughput compared
 /// with 64 KiB on loopback (bench/RESULTS.md, M6).

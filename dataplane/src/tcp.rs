@@ -6,8 +6,7 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 
 use crate::metrics::Listener;
-use crate::relay::relay;
-use crate::upstream::connect_any;
+use crate::upstream::{connect_any, relay};
 use crate::Shared;
 
 /// Serves one TCP connection that arrived on gateway port `route_port`, of the edge

@@ -13,8 +13,7 @@ use wharf_model::PortProtocol;
 
 use crate::metrics::Listener;
 use crate::prefixed::{Inbound, Prefixed};
-use crate::relay::relay;
-use crate::upstream::{connect_any, Upstream};
+use crate::upstream::{connect_any, relay, Upstream};
 use crate::Shared;
 use client_hello::{parse_sni, ParseError, MAX_CLIENT_HELLO};
 

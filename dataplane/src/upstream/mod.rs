@@ -424,6 +424,30 @@ fn clock_ms() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
+/// Relays `down` to a dialed upstream: copies both ways until both sides have closed
+/// (half-close is honoured). Returns bytes sent upstream (plus `already_sent`) and bytes
+/// sent back.
+pub async fn relay<A>(
+    metrics: &crate::metrics::Metrics,
+    listener: crate::metrics::Listener,
+    down: &mut A,
+    up: &mut Dialed,
+    already_sent: u64,
+) -> (u64, u64)
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let copied = match up {
+        Dialed::Tcp(s) => crate::relay::copy(down, s).await,
+        Dialed::Tunnel(t) => t.relay(down).await,
+    };
+    let (to_up, to_down) = copied.unwrap_or((0, 0));
+    let (up_c, down_c) = metrics.bytes(listener);
+    up_c.inc_by(to_up + already_sent);
+    down_c.inc_by(to_down);
+    (to_up + already_sent, to_down)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
