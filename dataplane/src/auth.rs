@@ -12,7 +12,7 @@ use md5::{Digest, Md5};
 use tokio::sync::Semaphore;
 use wharf_model::{Auth, BasicAuth, ExternalAuth, Md5Magic, PasswordHash};
 
-use crate::routing::CompiledForward;
+use crate::upstream::forward::CompiledForward;
 
 /// Credentials that passed are remembered (by a digest) so that a client's next requests
 /// do not pay for bcrypt again; past this many the memory starts over.

@@ -12,14 +12,11 @@ use wharf_model::{
 };
 
 use crate::host_map::HostMap;
-
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::reasons::UpstreamError;
-pub use crate::routing::{
-    BackendEdits, CompiledAction, CompiledCors, CompiledEdits, CompiledForward, CompiledRoute, HostRoutes, RequestView,
-    Router,
-};
+use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, HostRoutes, Router};
 use crate::tls::{self, Resumption, SniResolver};
+use crate::upstream::forward::{BackendEdits, CompiledEdits, CompiledForward};
 use crate::upstream::tls::UpstreamTlsConfig;
 use crate::upstream::{EndpointState, Upstream};
 
@@ -469,11 +466,9 @@ impl Compiler {
                     .connecting_within(f.connect_timeout_ms)
                     .sending_within(f.send_timeout_ms)
                     .sticky(f.affinity.as_deref())
-                    .falling_back(
-                        f.fallback
-                            .as_deref()
-                            .map(|fb| crate::routing::CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)),
-                    ),
+                    .falling_back(f.fallback.as_deref().map(|fb| {
+                        crate::upstream::forward::CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)
+                    })),
                 ),
                 Action::Redirect(rd) => CompiledAction::Redirect(rd.clone()),
                 Action::Respond(rs) => CompiledAction::Respond(rs.clone()),
@@ -759,6 +754,7 @@ fn target(upstreams: &Upstreams<'_>, cluster: &str, invalid: bool) -> Result<Arc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::RequestView;
     use wharf_model::{Certificate, Cluster, Endpoint, ObjectRef, PathMatch, Route};
 
     #[test]

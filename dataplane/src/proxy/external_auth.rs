@@ -9,8 +9,9 @@ use wharf_model::{PathMatch, Var};
 
 use super::{forward, local, ConnInfo, Outcome, Scheme};
 use crate::auth::{escape_query_value, signin_location, CompiledAuth, ExternalChecker};
-use crate::config::{CompiledAction, RequestView, Tables};
+use crate::config::Tables;
 use crate::routing::CompiledRoute;
+use crate::routing::{CompiledAction, RequestView};
 use crate::upstream::body::RequestBody;
 use crate::Shared;
 

@@ -21,8 +21,9 @@ use wharf_model::{AppProtocol, CertRefusal, PathMatch, PortProtocol, Redirect, R
 
 use crate::auth::CompiledAuth;
 use crate::reasons::{PathError, Rejected, UpstreamError};
-use crate::routing::{CompiledAction, CompiledCors, CompiledForward, CompiledRoute, RequestView};
+use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, RequestView};
 use crate::upstream::body::{self, PooledBody, RequestBody};
+use crate::upstream::forward::{CompiledFallback, CompiledForward};
 use crate::upstream::{self, Conn, Dialer, Upstream};
 use crate::Shared;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -438,7 +439,7 @@ impl ErrorContext {
 async fn error_page(
     shared: &Shared,
     conn: &ConnInfo,
-    fb: &crate::routing::CompiledFallback,
+    fb: &CompiledFallback,
     original: ErrorContext,
     status: StatusCode,
 ) -> Outcome {

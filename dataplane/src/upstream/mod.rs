@@ -4,6 +4,7 @@
 //! TLS to backends. HTTP, passthrough, TCP and the relay all dial through here.
 
 pub(crate) mod body;
+pub mod forward;
 pub mod tls;
 
 use std::net::SocketAddr;

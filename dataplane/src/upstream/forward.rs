@@ -1,0 +1,460 @@
+//! A route's forward action, compiled: its weighted backends with their header changes,
+//! timeouts, mirrors and rewrites, and the default backend that takes over when a backend
+//! has no endpoints or answers one of the listed errors.
+
+use std::sync::Arc;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use wharf_model::{CookieAffinity, HeaderEdits, PathRewrite, UrlRewrite};
+
+use super::Upstream;
+use crate::reasons::UpstreamError;
+
+/// Header changes of one backend of a forward.
+#[derive(Debug, Default)]
+pub struct BackendEdits {
+    /// For the requests it gets, after the route's.
+    pub request: CompiledEdits,
+    /// For its responses, before the route's.
+    pub response: CompiledEdits,
+}
+
+static NO_EDITS: BackendEdits = BackendEdits { request: CompiledEdits::NONE, response: CompiledEdits::NONE };
+
+/// Weighted upstreams and header changes.
+#[derive(Debug)]
+pub struct CompiledForward {
+    /// Upstreams and their weights; a backend without one answers with the error.
+    backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
+    /// Each backend's own header changes, by index; empty when none has any.
+    backend_edits: Vec<BackendEdits>,
+    /// Where copies of the requests go, each with its share in millionths.
+    pub mirrors: Vec<(Arc<Upstream>, u32)>,
+    total: u64,
+    /// Changes to the request's headers.
+    pub request_headers: CompiledEdits,
+    /// Changes to the response's headers.
+    pub response_headers: CompiledEdits,
+    /// A new host or path for the backend (few routes have one).
+    pub rewrite: Option<Box<CompiledRewrite>>,
+    /// How long the backend may take to send the response headers: `None` the
+    /// gateway's `--request-timeout`, `Some(None)` as long as it takes.
+    pub timeout: Option<Option<std::time::Duration>>,
+    /// How long connecting to a backend may take; `None` the gateway's
+    /// `--connect-timeout`.
+    pub connect_timeout: Option<std::time::Duration>,
+    /// Sticky sessions: the cookie's name, and the attributes after its value.
+    pub affinity: Option<Box<(String, String)>>,
+    /// How long the backend may take no part of a ready request body: `None` as long
+    /// as `timeout`, `Some(None)` as long as it takes.
+    pub send_timeout: Option<Option<std::time::Duration>>,
+    /// ingress-nginx `default-backend` and `custom-http-errors`.
+    pub fallback: Option<Box<CompiledFallback>>,
+}
+
+/// A route's URL rewrite.
+#[derive(Debug)]
+pub struct CompiledRewrite {
+    /// The host the backend gets instead of the client's.
+    pub host: Option<HeaderValue>,
+    /// A new path for the backend.
+    pub path: Option<PathRewrite>,
+}
+
+/// A default backend: it takes the requests a backend without endpoints cannot, and
+/// answers the listed errors.
+#[derive(Debug)]
+pub struct CompiledFallback {
+    /// The Service's upstream.
+    pub upstream: Result<Arc<Upstream>, UpstreamError>,
+    /// A forward to it, for error requests.
+    pub forward: CompiledForward,
+    /// `custom-http-errors`.
+    pub codes: Vec<u16>,
+    /// `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`, `X-Service-Port`; a value that
+    /// is no valid header value is left out.
+    pub headers: Vec<(http::HeaderName, HeaderValue)>,
+}
+
+impl CompiledFallback {
+    /// The default backend of `fallback`, reached at `upstream`.
+    pub fn new(upstream: Result<Arc<Upstream>, UpstreamError>, fallback: &wharf_model::Fallback) -> CompiledFallback {
+        let none = || CompiledEdits::new(&Default::default());
+        let forward = CompiledForward::new(vec![(upstream.clone(), 1)], none(), none());
+        let headers = [
+            ("x-namespace", &fallback.namespace),
+            ("x-ingress-name", &fallback.ingress),
+            ("x-service-name", &fallback.service),
+            ("x-service-port", &fallback.service_port),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((http::HeaderName::from_static(name), HeaderValue::from_str(value).ok()?)))
+        .collect();
+        CompiledFallback { upstream, forward, codes: fallback.error_codes.clone(), headers }
+    }
+
+    /// True when it answers responses of `status` in place of the backend.
+    pub fn answers(&self, status: http::StatusCode) -> bool {
+        self.codes.contains(&status.as_u16())
+    }
+}
+
+impl CompiledForward {
+    /// A forward to `backends` by weight.
+    pub fn new(
+        backends: Vec<(Result<Arc<Upstream>, UpstreamError>, u32)>,
+        request_headers: CompiledEdits,
+        response_headers: CompiledEdits,
+    ) -> CompiledForward {
+        let total = backends.iter().map(|(_, w)| u64::from(*w)).sum();
+        CompiledForward {
+            backends,
+            backend_edits: Vec::new(),
+            mirrors: Vec::new(),
+            total,
+            request_headers,
+            response_headers,
+            rewrite: None,
+            timeout: None,
+            connect_timeout: None,
+            affinity: None,
+            send_timeout: None,
+            fallback: None,
+        }
+    }
+
+    /// With the route's own send timeout, if it has one.
+    pub fn sending_within(mut self, send_timeout_ms: Option<u64>) -> CompiledForward {
+        self.send_timeout = send_timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
+        self
+    }
+
+    /// With a default backend, if the route has one.
+    pub fn falling_back(mut self, fallback: Option<CompiledFallback>) -> CompiledForward {
+        self.fallback = fallback.map(Box::new);
+        self
+    }
+
+    /// With each backend's own header changes (by index, as the backends were given).
+    pub fn editing_backends(mut self, edits: Vec<BackendEdits>) -> CompiledForward {
+        let none = edits.iter().all(|e| e.request.is_empty() && e.response.is_empty());
+        self.backend_edits = if none { Vec::new() } else { edits };
+        self
+    }
+
+    /// With the request's URL rewritten (a host that is not a valid header value is left
+    /// out; the controller refuses those).
+    pub fn rewriting(mut self, rewrite: Option<&UrlRewrite>) -> CompiledForward {
+        self.rewrite = rewrite.map(|r| {
+            let host = r.host.as_deref().and_then(|h| HeaderValue::from_str(h).ok());
+            Box::new(CompiledRewrite { host, path: r.path.clone() })
+        });
+        self
+    }
+
+    /// With copies of the requests sent to `mirrors` (upstream, share in millionths).
+    pub fn mirroring(mut self, mirrors: Vec<(Arc<Upstream>, u32)>) -> CompiledForward {
+        self.mirrors = mirrors;
+        self
+    }
+
+    /// With the route's own timeout (`Some(0)`: none), if it has one.
+    pub fn timing_out(mut self, timeout_ms: Option<u64>) -> CompiledForward {
+        self.timeout = timeout_ms.map(|ms| (ms > 0).then(|| std::time::Duration::from_millis(ms)));
+        self
+    }
+
+    /// With sticky sessions by cookie, if the route has them.
+    pub fn sticky(mut self, affinity: Option<&CookieAffinity>) -> CompiledForward {
+        self.affinity = affinity.map(|a| {
+            let mut attrs = format!("; Path={}; HttpOnly", a.path);
+            if let Some(age) = a.max_age {
+                attrs.push_str(&format!("; Max-Age={age}"));
+            }
+            if let Some(s) = &a.same_site {
+                attrs.push_str(&format!("; SameSite={s}"));
+            }
+            if a.secure {
+                attrs.push_str("; Secure");
+            }
+            Box::new((a.name.clone(), attrs))
+        });
+        self
+    }
+
+    /// With the route's own connect timeout, if it has one.
+    pub fn connecting_within(mut self, connect_timeout_ms: Option<u64>) -> CompiledForward {
+        self.connect_timeout = connect_timeout_ms.map(std::time::Duration::from_millis);
+        self
+    }
+
+    /// The upstream for one request, chosen by weight; an error when no backend takes
+    /// requests or the chosen one has none (503), or is invalid (500).
+    pub fn pick(&self) -> Result<&Arc<Upstream>, UpstreamError> {
+        self.pick_backend().map(|(u, _)| u)
+    }
+
+    /// [`CompiledForward::pick_backend`], except that a backend without endpoints (or
+    /// without a Service) gives way to the default backend, when there is one with
+    /// endpoints.
+    pub fn pick_or_fall_back(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+        let picked = self.pick_backend();
+        let empty = match &picked {
+            Ok((u, _)) => u.endpoints.is_empty(),
+            Err(e) => *e == UpstreamError::NoEndpoints,
+        };
+        match self.fallback.as_deref().map(|f| &f.upstream) {
+            Some(Ok(u)) if empty && !u.endpoints.is_empty() => Ok((u, &NO_EDITS)),
+            _ => picked,
+        }
+    }
+
+    /// [`CompiledForward::pick`], with the chosen backend's own header changes.
+    pub fn pick_backend(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+        let i = match self.backends.as_slice() {
+            [(Ok(_), 0)] => return Err(UpstreamError::NoEndpoints),
+            [_] => 0,
+            _ if self.total == 0 => return Err(UpstreamError::NoEndpoints),
+            _ => self.index_at(fastrand::u64(..self.total)).ok_or(UpstreamError::NoEndpoints)?,
+        };
+        let (up, _) = &self.backends[i];
+        let up = up.as_ref().map_err(|e| *e)?;
+        Ok((up, self.backend_edits.get(i).unwrap_or(&NO_EDITS)))
+    }
+
+    /// The backend whose share of `0..total` holds `point`.
+    #[cfg(test)]
+    fn pick_at(&self, point: u64) -> Result<&Arc<Upstream>, UpstreamError> {
+        let i = self.index_at(point).ok_or(UpstreamError::NoEndpoints)?;
+        self.backends[i].0.as_ref().map_err(|e| *e)
+    }
+
+    /// The index of the backend whose share of `0..total` holds `point`.
+    fn index_at(&self, mut point: u64) -> Option<usize> {
+        for (i, (_, w)) in self.backends.iter().enumerate() {
+            let w = u64::from(*w);
+            if point < w {
+                return Some(i);
+            }
+            point -= w;
+        }
+        None
+    }
+}
+
+/// Header changes with names and values parsed: remove, then set, then add. Most routes
+/// have none: then it is one pointer's size.
+#[derive(Debug, Default)]
+pub struct CompiledEdits(Option<Box<Edits>>);
+
+#[derive(Debug)]
+struct Edits {
+    set: Vec<(HeaderName, HeaderValue)>,
+    add: Vec<(HeaderName, HeaderValue)>,
+    remove: Vec<HeaderName>,
+}
+
+impl CompiledEdits {
+    /// No changes.
+    pub const NONE: CompiledEdits = CompiledEdits(None);
+
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Parses `edits`; an entry whose name or value is not valid HTTP is left out (the
+    /// controller refuses them before they get here).
+    pub fn new(edits: &HeaderEdits) -> CompiledEdits {
+        let pair = |(n, v): &(String, String)| {
+            let parsed = HeaderName::from_bytes(n.as_bytes()).ok().zip(HeaderValue::from_str(v).ok());
+            if parsed.is_none() {
+                tracing::warn!(header = %n, "header edit left out: not a valid header name and value");
+            }
+            parsed
+        };
+        let edits = Edits {
+            set: edits.set.iter().filter_map(pair).collect(),
+            add: edits.add.iter().filter_map(pair).collect(),
+            remove: edits.remove.iter().filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok()).collect(),
+        };
+        let none = edits.set.is_empty() && edits.add.is_empty() && edits.remove.is_empty();
+        CompiledEdits((!none).then(|| Box::new(edits)))
+    }
+
+    /// Applies the changes to `headers`.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        let Some(edits) = &self.0 else { return };
+        for n in &edits.remove {
+            headers.remove(n);
+        }
+        for (n, v) in &edits.set {
+            headers.insert(n.clone(), v.clone());
+        }
+        for (n, v) in &edits.add {
+            headers.append(n.clone(), v.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_timeout_of_zero_means_none_and_no_timeout_means_the_default() {
+        let f = || CompiledForward::new(Vec::new(), CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(f().timing_out(None).timeout, None);
+        assert_eq!(f().timing_out(Some(0)).timeout, Some(None));
+        assert_eq!(f().timing_out(Some(1)).timeout, Some(Some(std::time::Duration::from_millis(1))));
+        assert_eq!(f().timing_out(Some(250)).timeout, Some(Some(std::time::Duration::from_millis(250))));
+    }
+
+    #[test]
+    fn a_send_timeout_of_zero_means_none_and_no_send_timeout_means_the_route_timeout() {
+        let f = || CompiledForward::new(Vec::new(), CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(f().sending_within(None).send_timeout, None);
+        assert_eq!(f().sending_within(Some(0)).send_timeout, Some(None));
+        assert_eq!(f().sending_within(Some(1)).send_timeout, Some(Some(std::time::Duration::from_millis(1))));
+        assert_eq!(f().sending_within(Some(300)).send_timeout, Some(Some(std::time::Duration::from_millis(300))));
+    }
+
+    #[test]
+    fn a_backend_without_endpoints_gives_way_to_a_default_backend_with_some() {
+        let with = |id: &str, n: u16| {
+            let eps = (0..n)
+                .map(|i| {
+                    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 9000 + i));
+                    Arc::new(crate::upstream::EndpointState::new(addr, Default::default(), None))
+                })
+                .collect();
+            Ok(Arc::new(Upstream::new(id.into(), Default::default(), eps)))
+        };
+        let fallback = |upstream| {
+            let model = wharf_model::Fallback {
+                cluster: "errors".into(),
+                error_codes: vec![404, 503],
+                namespace: "shop".into(),
+                ingress: "web".into(),
+                service: "app".into(),
+                service_port: "bad\nvalue".into(),
+            };
+            CompiledFallback::new(upstream, &model)
+        };
+        let forward = |backend, fb: Option<CompiledFallback>| {
+            CompiledForward::new(vec![(backend, 1)], CompiledEdits::default(), CompiledEdits::default())
+                .falling_back(fb)
+        };
+        let picked = |f: &CompiledForward| f.pick_or_fall_back().map(|(u, _)| u.id.clone());
+        assert_eq!(picked(&forward(with("app", 1), Some(fallback(with("errors", 1))))), Ok("app".into()));
+        assert_eq!(picked(&forward(with("app", 0), Some(fallback(with("errors", 1))))), Ok("errors".into()));
+        let missing = Err(UpstreamError::NoEndpoints);
+        assert_eq!(picked(&forward(missing, Some(fallback(with("errors", 2))))), Ok("errors".into()));
+        // An invalid backend is not missing: its 500 stands.
+        let invalid = Err(UpstreamError::InvalidBackend);
+        assert_eq!(picked(&forward(invalid, Some(fallback(with("errors", 1))))), Err(UpstreamError::InvalidBackend));
+        // A default backend without endpoints does not take over.
+        assert_eq!(picked(&forward(with("app", 0), Some(fallback(with("errors", 0))))), Ok("app".into()));
+        assert_eq!(picked(&forward(with("app", 0), None)), Ok("app".into()));
+        let fb = fallback(with("errors", 1));
+        assert!(fb.answers(http::StatusCode::NOT_FOUND) && fb.answers(http::StatusCode::SERVICE_UNAVAILABLE));
+        assert!(!fb.answers(http::StatusCode::OK) && !fb.answers(http::StatusCode::BAD_GATEWAY));
+        let names: Vec<&str> = fb.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["x-namespace", "x-ingress-name", "x-service-name"],
+            "a value no header can carry is left out"
+        );
+    }
+
+    #[test]
+    fn weights_split_the_range_in_order() {
+        let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
+        let f = CompiledForward::new(
+            vec![
+                (u("a"), 1),
+                (u("zero"), 0),
+                (u("b"), 3),
+                (Err(UpstreamError::NoEndpoints), 1),
+                (Err(UpstreamError::InvalidBackend), 1),
+            ],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        let id = |p: u64| f.pick_at(p).map(|u| u.id.as_str());
+        assert_eq!(
+            [id(0), id(1), id(2), id(3), id(4), id(5), id(6)],
+            [
+                Ok("a"),
+                Ok("b"),
+                Ok("b"),
+                Ok("b"),
+                Err(UpstreamError::NoEndpoints),
+                Err(UpstreamError::InvalidBackend),
+                Err(UpstreamError::NoEndpoints)
+            ]
+        );
+        for _ in 0..100 {
+            assert_ne!(f.pick().map(|u| u.id.as_str()), Ok("zero"));
+        }
+
+        let single = |w| CompiledForward::new(vec![(u("only"), w)], CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(single(1).pick().map(|u| u.id.as_str()), Ok("only"));
+        assert_eq!(single(0).pick().err(), Some(UpstreamError::NoEndpoints), "a backend of weight 0 takes nothing");
+        let invalid = CompiledForward::new(
+            vec![(Err(UpstreamError::InvalidBackend), 1)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        assert_eq!(invalid.pick().err(), Some(UpstreamError::InvalidBackend));
+        let invalid_unweighted = CompiledForward::new(
+            vec![(Err(UpstreamError::InvalidBackend), 0)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        assert_eq!(invalid_unweighted.pick().err(), Some(UpstreamError::InvalidBackend), "a lone backend says why");
+        let none =
+            CompiledForward::new(vec![(u("a"), 0), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
+        assert_eq!(none.pick().err(), Some(UpstreamError::NoEndpoints));
+    }
+
+    #[test]
+    fn each_backend_keeps_its_own_edits_and_none_are_stored_when_there_are_none() {
+        let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
+        let f =
+            || CompiledForward::new(vec![(u("a"), 1), (u("b"), 0)], CompiledEdits::default(), CompiledEdits::default());
+        let request_only = BackendEdits {
+            request: CompiledEdits::new(&HeaderEdits { set: vec![("x-a".into(), "1".into())], ..Default::default() }),
+            response: CompiledEdits::default(),
+        };
+        let edited = f().editing_backends(vec![request_only, BackendEdits::default()]);
+        let (up, edits) = edited.pick_backend().unwrap();
+        assert_eq!(up.id, "a");
+        let mut h = HeaderMap::new();
+        edits.request.apply(&mut h);
+        assert_eq!(h.get("x-a").map(|v| v.as_bytes()), Some(&b"1"[..]), "an edit of the requests alone is kept");
+        let plain = f().editing_backends(vec![BackendEdits::default(), BackendEdits::default()]);
+        assert!(plain.backend_edits.is_empty(), "nothing stored per backend without edits");
+        assert!(plain.pick_backend().unwrap().1.request.is_empty());
+    }
+
+    #[test]
+    fn edits_remove_then_set_then_add_and_skip_invalid_entries() {
+        let edits = CompiledEdits::new(&HeaderEdits {
+            set: vec![("x-set".into(), "new".into()), ("bad name".into(), "v".into())],
+            add: vec![("x-add".into(), "two".into()), ("x-ok".into(), "bad\nvalue".into())],
+            remove: vec!["x-gone".into(), "x-set".into()],
+        });
+        let mut h = HeaderMap::new();
+        for (n, v) in [("x-set", "old"), ("x-add", "one"), ("x-gone", "v"), ("x-keep", "k")] {
+            h.append(n, HeaderValue::from_static(v));
+        }
+        edits.apply(&mut h);
+        let all = |n: &str| h.get_all(n).iter().map(|v| v.to_str().unwrap_or("").to_owned()).collect::<Vec<_>>();
+        assert_eq!(all("x-set"), ["new"], "set after remove");
+        assert_eq!(all("x-add"), ["one", "two"]);
+        assert!(all("x-gone").is_empty());
+        assert_eq!(all("x-keep"), ["k"]);
+        assert_eq!(h.len(), 4, "the invalid entries were left out: {h:?}");
+    }
+}
