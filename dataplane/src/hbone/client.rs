@@ -1,6 +1,6 @@
 //! The HBONE client: tunnels to ambient endpoints over pooled HTTP/2 connections, one pool
 //! per (address, expected identity, own certificate), at most
-//! [`MAX_STREAMS_PER_CONNECTION`] streams per connection.
+//! [`MAX_STREAMS_PER_CONNECTION`](super::MAX_STREAMS_PER_CONNECTION) streams per connection.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,11 +16,11 @@ use tokio::net::TcpStream;
 use wharf_model::{Hbone, Identity};
 
 use super::certs::{mesh_provider, MeshCerts, MeshIdentity};
+use super::pool::{now_ms, Pooled, Slot};
 use super::tunnel::Tunnel;
 use super::verify::{CurrentKey, PeerVerifier};
 use super::{
-    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, MAX_STREAMS_PER_CONNECTION, PING_EVERY, PING_TIMEOUT,
-    STREAM_WINDOW, TLS_BUFFER_LIMIT,
+    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, STREAM_WINDOW, TLS_BUFFER_LIMIT,
 };
 use crate::metrics::Metrics;
 
@@ -33,31 +33,6 @@ struct PoolKey {
     own: usize,
 }
 
-#[derive(Debug)]
-struct Pooled {
-    sender: h2::client::SendRequest<Bytes>,
-    /// Set when the connection has ended.
-    closed: Arc<AtomicBool>,
-    streams: AtomicUsize,
-    last_used_ms: AtomicU64,
-}
-
-impl Pooled {
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    fn try_reserve(&self) -> bool {
-        !self.is_closed()
-            && self
-                .streams
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < MAX_STREAMS_PER_CONNECTION).then_some(n + 1)
-                })
-                .is_ok()
-    }
-}
-
 /// Opens HBONE tunnels.
 #[derive(Debug)]
 pub struct HboneClient {
@@ -68,26 +43,6 @@ pub struct HboneClient {
     dialing: Mutex<HashMap<PoolKey, Arc<tokio::sync::Mutex<()>>>>,
     connect_timeout: Duration,
     metrics: Metrics,
-}
-
-/// A stream slot on a pooled connection, and what the tunnel carried.
-#[derive(Debug)]
-pub(super) struct Slot {
-    conn: Arc<Pooled>,
-    metrics: Metrics,
-    pub(super) sent: u64,
-    pub(super) received: u64,
-    span: tracing::Span,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.conn.streams.fetch_sub(1, Ordering::AcqRel);
-        self.conn.last_used_ms.store(now_ms(), Ordering::Relaxed);
-        self.metrics.hbone_active.dec();
-        self.metrics.hbone_bytes("outbound", self.sent, self.received);
-        self.span.in_scope(|| tracing::debug!(sent = self.sent, received = self.received, "HBONE tunnel closed"));
-    }
 }
 
 impl HboneClient {
@@ -299,9 +254,4 @@ async fn keep_alive(mut pings: h2::PingPong) {
             Err(_) => return,
         }
     }
-}
-
-fn now_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
 }

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod client;
 pub mod inbound;
 pub mod istio_ca;
+mod pool;
 pub mod tunnel;
 mod verify;
 

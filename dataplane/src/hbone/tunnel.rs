@@ -15,7 +15,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use h2::{Reason, RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::client::Slot;
+use super::pool::Slot;
 use crate::relay::RELAY_BUFFER;
 
 /// An open tunnel: bytes to and from the target. Shutting down the write side sends
