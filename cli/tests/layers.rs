@@ -1,0 +1,160 @@
+//! The modules of a crate depend one way: no module reaches, through any chain of `crate::`
+//! or `super::` paths, back to itself. Read from the sources (unit tests left out, since a
+//! test module may use anything), so that a new import that closes a cycle fails here and
+//! names the cycle.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crates whose modules form no cycle.
+const CRATES: [&str; 3] = ["model", "dataplane", "cli"];
+
+/// Module path (`a::b`, `""` for the crate root) → its source without its unit tests.
+fn modules(src: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                parts.pop();
+            }
+            if parts.first().is_some_and(|p| p == "bin") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default().to_owned();
+            out.insert(parts.join("::"), code);
+        }
+    }
+    out
+}
+
+/// The longest module of `known` that `path` (`a::b::Item`) starts with.
+fn resolve<'a>(known: &'a BTreeMap<String, String>, path: &str) -> Option<&'a str> {
+    let segs: Vec<&str> = path.split("::").collect();
+    (1..=segs.len()).rev().find_map(|n| known.get_key_value(&segs[..n].join("::")).map(|(k, _)| k.as_str()))
+}
+
+/// The identifiers right after `prefix` in `code`: `crate::a::b::{c, d}` gives `a::b::c`
+/// and `a::b::d` (one level of braces), `crate::a::b` gives `a::b`.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
+        let head = rest[..len].trim_end_matches(':');
+        if rest[len..].starts_with('{') && rest[..len].ends_with("::") {
+            let group = &rest[len + 1..rest[len..].find('}').map_or(rest.len(), |e| len + e)];
+            for item in group.split(',') {
+                let item = item.trim().split("::").next().unwrap_or_default().trim();
+                if !item.is_empty() && item != "self" {
+                    out.push(format!("{head}::{item}"));
+                }
+            }
+        }
+        out.push(head.to_owned());
+    }
+    out
+}
+
+/// Which modules each module uses.
+fn edges(known: &BTreeMap<String, String>) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (module, code) in known {
+        let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+        let absolute = paths_after(code, "crate::");
+        let relative = paths_after(code, "super::").into_iter().map(|p| match parent {
+            "" => p,
+            parent => format!("{parent}::{p}"),
+        });
+        let used = out.entry(module.as_str()).or_default();
+        for path in absolute.into_iter().chain(module.contains("::").then_some(relative).into_iter().flatten()) {
+            if let Some(target) = resolve(known, &path) {
+                // A module may use itself and the modules it is inside (their items are its
+                // context); the crate root is the composition root, above every module.
+                let inside = target.is_empty() || module == target || module.starts_with(&format!("{target}::"));
+                if !inside {
+                    used.insert(target);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A cycle through `start`, if any: the modules in order.
+fn cycle_through<'a>(edges: &BTreeMap<&'a str, BTreeSet<&'a str>>, start: &'a str) -> Option<Vec<&'a str>> {
+    let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+    let mut seen = BTreeSet::new();
+    while let Some((at, path)) = stack.pop() {
+        for &next in edges.get(at).into_iter().flatten() {
+            if next == start {
+                return Some([path.clone(), vec![start]].concat());
+            }
+            if seen.insert(next) {
+                stack.push((next, [path.clone(), vec![next]].concat()));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cycles = Vec::new();
+    for krate in CRATES {
+        let known = modules(&root.join(krate).join("src"));
+        assert!(known.len() > 1, "{krate}: no modules read");
+        let edges = edges(&known);
+        let mut reported = BTreeSet::new();
+        for &module in edges.keys() {
+            if reported.contains(module) {
+                continue;
+            }
+            if let Some(cycle) = cycle_through(&edges, module) {
+                reported.extend(cycle.iter().copied());
+                cycles.push(format!("{krate}: {}", cycle.join(" -> ")));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles (move what both sides need below them):\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn paths_are_read_with_their_groups_and_cycles_are_found() {
+    assert_eq!(paths_after("use crate::a::{b, c::D};", "crate::"), ["a::b", "a::c", "a"]);
+    assert_eq!(paths_after("x = my_crate::a; crate::b::f()", "crate::"), ["b::f"]);
+    let known: BTreeMap<String, String> = [
+        ("", "mod a; mod b;"),
+        ("a", "use crate::b::X;"),
+        ("b", "use crate::a::Y; use crate::Root;"),
+        ("b::c", "use super::Z; use crate::b;"),
+        ("d", "use crate::a;"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let edges = edges(&known);
+    assert_eq!(edges["b::c"], BTreeSet::new(), "a module's parents are its context");
+    assert_eq!(edges["b"], BTreeSet::from(["a"]), "the crate root is above every module");
+    assert_eq!(cycle_through(&edges, "a"), Some(vec!["a", "b", "a"]));
+    assert_eq!(cycle_through(&edges, "d"), None);
+}
