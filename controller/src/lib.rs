@@ -13,6 +13,7 @@ pub mod nginx_configmap;
 pub mod publish;
 pub mod stored;
 pub mod translate;
+pub mod well_known;
 
 pub use kinds::World;
 pub use translate::{translate, Diagnostic, Options, ServicePortRef, TcpService, Translation};

@@ -44,7 +44,7 @@ pub trait Store: Send + Sync + 'static {
 #[derive(Debug, thiserror::Error)]
 pub enum SaveError {
     /// The Secret exists and is not Wharf's.
-    #[error("Secret {0} exists and is not managed by Wharf (no {label} label); it is left alone: delete it, or name another secretName", label = plan::MANAGED_LABEL)]
+    #[error("Secret {0} exists and is not managed by Wharf (no {label} label); it is left alone: delete it, or name another secretName", label = crate::well_known::ACME_MANAGED_LABEL)]
     NotManaged(String),
     /// The write failed.
     #[error("{0}")]

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 
-/// The label of the Secrets Wharf manages for ACME, its value the issuer's name. A TLS
-/// Secret without it is never overwritten.
-pub const MANAGED_LABEL: &str = "wharf.dev/acme-issuer";
+use crate::well_known::ACME_MANAGED_LABEL;
 
 /// A certificate Ingresses and Gateway listeners ask for: their TLS Secret, to hold a
 /// certificate for their hosts from their issuer. Translation finds them.
@@ -265,9 +263,9 @@ pub fn seed(namespace: &str, name: &str) -> u64 {
     h
 }
 
-/// True when Wharf manages `secret` (it carries [`MANAGED_LABEL`]).
+/// True when Wharf manages `secret` (it carries [`ACME_MANAGED_LABEL`]).
 pub fn is_managed(secret: &Secret) -> bool {
-    secret.metadata.labels.as_ref().is_some_and(|l| l.contains_key(MANAGED_LABEL))
+    secret.metadata.labels.as_ref().is_some_and(|l| l.contains_key(ACME_MANAGED_LABEL))
 }
 
 /// The TLS Secret `namespace/name` holding an issued chain and key, managed by Wharf for
@@ -278,7 +276,7 @@ pub fn certificate_secret(namespace: &str, name: &str, issuer: &str, chain_pem: 
     s.metadata.name = Some(name.to_owned());
     s.metadata.labels = Some(
         [
-            (MANAGED_LABEL.to_owned(), issuer.to_owned()),
+            (ACME_MANAGED_LABEL.to_owned(), issuer.to_owned()),
             ("app.kubernetes.io/managed-by".to_owned(), "wharf".to_owned()),
         ]
         .into(),
@@ -308,7 +306,8 @@ pub enum Answer {
 /// leaders order (replicas answer every challenge Secret of the namespace, but a new leader
 /// withdraws only those of its own Lease).
 pub fn challenge_secret(namespace: &str, name: &str, owner: &str, answers: &[Answer]) -> Secret {
-    use crate::translate::acme::{CHALLENGE_LABEL, HTTP01_KEY, TLS_ALPN01_KEY};
+    use crate::translate::acme::{HTTP01_KEY, TLS_ALPN01_KEY};
+    use crate::well_known::ACME_CHALLENGE_LABEL;
     let mut data = BTreeMap::new();
     for a in answers {
         match a {
@@ -326,7 +325,7 @@ pub fn challenge_secret(namespace: &str, name: &str, owner: &str, answers: &[Ans
     s.metadata.name = Some(name.to_owned());
     s.metadata.labels = Some(
         [
-            (CHALLENGE_LABEL.to_owned(), owner.to_owned()),
+            (ACME_CHALLENGE_LABEL.to_owned(), owner.to_owned()),
             ("app.kubernetes.io/managed-by".to_owned(), "wharf".to_owned()),
         ]
         .into(),
@@ -537,7 +536,7 @@ mod tests {
         let s = certificate_secret("web", "shop-tls", "le", "CHAIN", "KEY");
         assert!(is_managed(&s));
         assert_eq!(s.type_.as_deref(), Some("kubernetes.io/tls"));
-        assert_eq!(s.metadata.labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str), Some("le"));
+        assert_eq!(s.metadata.labels.as_ref().and_then(|l| l.get(ACME_MANAGED_LABEL)).map(String::as_str), Some("le"));
         let data = s.data.unwrap_or_default();
         assert_eq!((data["tls.crt"].0.as_slice(), data["tls.key"].0.as_slice()), (&b"CHAIN"[..], &b"KEY"[..]));
         assert!(!is_managed(&Secret::default()));
@@ -561,7 +560,7 @@ mod tests {
         ];
         let s = challenge_secret("wharf", "wharf-acme-1", "wharf-leader", &answers);
         let labels = s.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get(crate::translate::acme::CHALLENGE_LABEL).map(String::as_str), Some("wharf-leader"));
+        assert_eq!(labels.get(crate::well_known::ACME_CHALLENGE_LABEL).map(String::as_str), Some("wharf-leader"));
         let mut diags = Vec::new();
         let got = crate::translate::acme::challenges(&[s.into()], "wharf", &mut diags);
         assert!(diags.is_empty(), "{diags:?}");

@@ -105,7 +105,7 @@ impl Store for SecretStore {
     }
 
     async fn withdraw_all(&self) -> Result<usize, String> {
-        let selector = format!("{}={}", crate::translate::acme::CHALLENGE_LABEL, self.lease);
+        let selector = format!("{}={}", crate::well_known::ACME_CHALLENGE_LABEL, self.lease);
         let list = self.own().list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
         let mut n = 0;
         for s in list.items {

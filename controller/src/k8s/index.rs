@@ -19,8 +19,8 @@ use wharf_gateway_api::tlsroutes::TlsRoute;
 pub use crate::kinds::Change;
 use crate::kinds::{Kind, Stores};
 use crate::stored::{Ingress, Keyed};
-use crate::translate::backend::SERVICE_NAME_LABEL;
 use crate::translate::parts::{Changes, Read};
+use crate::well_known::SERVICE_NAME_LABEL;
 use crate::World;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.

@@ -114,7 +114,7 @@ pub struct SliceEndpoint {
 impl From<EndpointSlice> for Slice {
     fn from(s: EndpointSlice) -> Self {
         let EndpointSlice { mut metadata, address_type, endpoints, ports } = s;
-        let service = metadata.labels.as_mut().and_then(|l| l.remove(crate::translate::backend::SERVICE_NAME_LABEL));
+        let service = metadata.labels.as_mut().and_then(|l| l.remove(crate::well_known::SERVICE_NAME_LABEL));
         let (namespace, name) = names(&mut metadata);
         let port = |p: k8s_openapi::api::discovery::v1::EndpointPort| SlicePort {
             name: p.name.map(String::into_boxed_str),
@@ -208,7 +208,7 @@ impl Service {
 
 impl From<k8s_openapi::api::core::v1::Service> for Service {
     fn from(s: k8s_openapi::api::core::v1::Service) -> Self {
-        use crate::translate::backend::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
+        use crate::well_known::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
         let k8s_openapi::api::core::v1::Service { mut metadata, spec, status } = s;
         let labels = Labels::of(&mut metadata, &[USE_WAYPOINT, USE_WAYPOINT_NAMESPACE]);
         let (namespace, name) = names(&mut metadata);
@@ -312,7 +312,7 @@ impl Secret {
     /// is the same.
     fn new(s: k8s_openapi::api::core::v1::Secret, parse: Option<Option<&Secret>>) -> Self {
         let k8s_openapi::api::core::v1::Secret { mut metadata, data, type_, .. } = s;
-        let kept = [crate::translate::acme::CHALLENGE_LABEL, crate::acme::plan::MANAGED_LABEL];
+        let kept = [crate::well_known::ACME_CHALLENGE_LABEL, crate::well_known::ACME_MANAGED_LABEL];
         let labels = Labels::of(&mut metadata, &kept);
         let (namespace, name) = names(&mut metadata);
         let type_ = type_.unwrap_or_else(|| "Opaque".to_owned()).into_boxed_str();
@@ -330,7 +330,7 @@ impl Secret {
         };
         if certificate.is_some() {
             data.remove(TLS_KEY);
-            if !labels.contains(crate::acme::plan::MANAGED_LABEL) {
+            if !labels.contains(crate::well_known::ACME_MANAGED_LABEL) {
                 data.remove(TLS_CRT);
             }
         }
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(kept.data().collect::<Vec<_>>(), [("ca.crt", &b"CA"[..])], "the PEM is not kept, the rest is");
 
         // The ACME client reads the chain of the Secrets it manages.
-        let managed = secret(serde_json::json!({crate::acme::plan::MANAGED_LABEL: "le"}), data);
+        let managed = secret(serde_json::json!({crate::well_known::ACME_MANAGED_LABEL: "le"}), data);
         assert_eq!(managed.get(TLS_CRT), Some(crt.as_bytes()));
         assert_eq!(managed.get(TLS_KEY), None);
 

@@ -1,5 +1,5 @@
 //! ACME challenges published through the API server: Secrets of the controller's namespace
-//! labelled [`CHALLENGE_LABEL`], which every replica answers from its snapshot.
+//! labelled [`ACME_CHALLENGE_LABEL`], which every replica answers from its snapshot.
 //!
 //! One Secret holds the challenges of one order: for HTTP-01 the key
 //! `http-01.<token>` with the key authorization as value; for TLS-ALPN-01 the keys
@@ -11,10 +11,8 @@ use wharf_model::{AcmeChallenges, Certificate, ObjectRef};
 
 use super::tls::Secrets;
 use super::{AcmeOptions, Diagnostic};
-use crate::acme::plan::{Current, Demand, MANAGED_LABEL};
-
-/// The label that marks a Secret as holding ACME challenges.
-pub const CHALLENGE_LABEL: &str = "wharf.dev/acme-challenge";
+use crate::acme::plan::{Current, Demand};
+use crate::well_known::{ACME_CHALLENGE_LABEL, ACME_MANAGED_LABEL};
 
 /// The data key prefix of an HTTP-01 challenge (then the token).
 pub const HTTP01_KEY: &str = "http-01.";
@@ -22,14 +20,15 @@ pub const HTTP01_KEY: &str = "http-01.";
 /// The data key prefix of a TLS-ALPN-01 challenge (then the name, then `.crt` or `.key`).
 pub const TLS_ALPN01_KEY: &str = "tls-alpn-01.";
 
-/// The challenges of the Secrets labelled [`CHALLENGE_LABEL`] in `namespace`.
+/// The challenges of the Secrets labelled [`ACME_CHALLENGE_LABEL`] in `namespace`.
 pub fn challenges<'s>(
     secrets: impl IntoIterator<Item = &'s Secret>,
     namespace: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> AcmeChallenges {
     let mut out = AcmeChallenges::default();
-    let labelled = secrets.into_iter().filter(|s| &*s.namespace == namespace && s.labels.contains(CHALLENGE_LABEL));
+    let labelled =
+        secrets.into_iter().filter(|s| &*s.namespace == namespace && s.labels.contains(ACME_CHALLENGE_LABEL));
     for secret in labelled {
         let source = ObjectRef::new("Secret", namespace, &secret.name);
         let data = secret.data();
@@ -108,10 +107,10 @@ impl Demands {
             return;
         }
         let existing = secrets.get(namespace, name);
-        let managed = existing.is_some_and(|s| s.labels.contains(MANAGED_LABEL));
+        let managed = existing.is_some_and(|s| s.labels.contains(ACME_MANAGED_LABEL));
         if existing.is_some() && !managed {
             if asked == Some(true) {
-                diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
+                diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {ACME_MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
             }
             return;
         }
@@ -181,7 +180,7 @@ impl Demands {
 
 /// The certificate a managed Secret holds, when it parses.
 fn current(secret: &Secret) -> Option<Current> {
-    let issuer = secret.labels.get(MANAGED_LABEL)?;
+    let issuer = secret.labels.get(ACME_MANAGED_LABEL)?;
     Current::of(issuer, secret.get("tls.crt")?)
 }
 
@@ -210,7 +209,7 @@ mod tests {
         s.metadata.name = Some("order-1".into());
         s.metadata.namespace = Some(namespace.into());
         if label {
-            s.metadata.labels = Some([(CHALLENGE_LABEL.to_owned(), "true".to_owned())].into());
+            s.metadata.labels = Some([(ACME_CHALLENGE_LABEL.to_owned(), "true".to_owned())].into());
         }
         s.data = Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect());
         s.into()

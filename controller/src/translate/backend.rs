@@ -14,6 +14,7 @@ use wharf_model::{AppProtocol, Cluster, Endpoint, Hbone, Identity, ObjectRef};
 
 use super::parts::Read;
 use super::{Diagnostic, World};
+use crate::well_known::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
 
 /// A Service port, by number or by name, as an Ingress backend names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -49,14 +50,8 @@ pub fn cluster_id(ns: &str, name: &str, port: &ServicePortRef) -> String {
 }
 
 const H2C: &str = "kubernetes.io/h2c";
-/// The label that names an EndpointSlice's Service.
-pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 const DATAPLANE_MODE: &str = "istio.io/dataplane-mode";
-/// The label that sends a Service's (or a namespace's) traffic through a waypoint.
-pub(crate) const USE_WAYPOINT: &str = "istio.io/use-waypoint";
-/// The namespace of the waypoint [`USE_WAYPOINT`] names.
-pub(crate) const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 /// ztunnel's inbound HBONE port.
 pub const HBONE_PORT: u16 = 15008;
 

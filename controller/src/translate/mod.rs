@@ -81,7 +81,7 @@ pub struct Options {
 /// ACME settings of translation.
 #[derive(Debug, Clone, Default)]
 pub struct AcmeOptions {
-    /// The namespace whose Secrets labelled [`acme::CHALLENGE_LABEL`] hold the ACME
+    /// The namespace whose Secrets labelled [`ACME_CHALLENGE_LABEL`](crate::well_known::ACME_CHALLENGE_LABEL) hold the ACME
     /// challenges every replica answers (the controller's own); `None`: none are read.
     pub challenge_namespace: Option<String>,
     /// The names of the ACME issuers; none: Wharf orders no certificate.

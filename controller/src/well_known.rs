@@ -1,0 +1,14 @@
+//! Labels and keys of Kubernetes objects that several layers read or write: the bottom of
+//! the crate, using nothing else.
+
+/// The label that names an EndpointSlice's Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The label that sends a Service's (or a namespace's) traffic through a waypoint.
+pub const USE_WAYPOINT: &str = "istio.io/use-waypoint";
+/// The namespace of the waypoint [`USE_WAYPOINT`] names.
+pub const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
+/// The label of the Secrets Wharf manages for ACME, its value the issuer's name. A TLS
+/// Secret without it is never overwritten.
+pub const ACME_MANAGED_LABEL: &str = "wharf.dev/acme-issuer";
+/// The label that marks a Secret as holding ACME challenges.
+pub const ACME_CHALLENGE_LABEL: &str = "wharf.dev/acme-challenge";
