@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
 
-use super::plan::{self, Answer, Demand};
+use super::plan::{self, Answer};
 use super::{SaveError, Store};
+use crate::translate::acme::Demand;
 
 /// The namespace standalone mode's challenge Secrets are written in and read from.
 pub const CHALLENGE_NAMESPACE: &str = "wharf-acme";

@@ -15,7 +15,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use wharf_model::{AcmeChallenges, Certificate};
 
-pub use plan::{Answer, ChallengeKind, Current, Demand, Issuer};
+pub use plan::{Answer, ChallengeKind, Issuer};
+
+use crate::translate::acme::{Current, Demand};
 
 /// Where accounts, challenges and certificates are kept: Secrets, or a directory.
 pub trait Store: Send + Sync + 'static {

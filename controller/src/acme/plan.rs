@@ -7,64 +7,8 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 
+use crate::translate::acme::Demand;
 use crate::well_known::ACME_MANAGED_LABEL;
-
-/// A certificate Ingresses and Gateway listeners ask for: their TLS Secret, to hold a
-/// certificate for their hosts from their issuer. Translation finds them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Demand {
-    /// The Secret's namespace and name.
-    pub secret: (String, String),
-    /// The DNS names, lower-case, sorted, each once.
-    pub names: Vec<String>,
-    /// The issuer's name.
-    pub issuer: String,
-    /// The Ingresses and Gateways asking, Ingresses first, each oldest first.
-    pub sources: Vec<wharf_model::ObjectRef>,
-    /// The certificate the Secret holds now, when Wharf manages it.
-    pub current: Option<Current>,
-}
-
-/// A certificate Wharf stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Current {
-    /// The issuer it came from (the Secret's label).
-    pub issuer: String,
-    /// The DNS names it covers, lower-case, sorted, each once.
-    pub dns_names: Vec<String>,
-    /// Validity, Unix seconds.
-    pub not_before: i64,
-    /// Expiry, Unix seconds.
-    pub not_after: i64,
-    /// Its ACME Renewal Information identifier (RFC 9773), when it has an Authority Key
-    /// Identifier.
-    pub ari_id: Option<String>,
-}
-
-impl Current {
-    /// The certificate of a PEM chain stored for `issuer`, when it parses.
-    pub fn of(issuer: &str, chain_pem: &[u8]) -> Option<Current> {
-        let info = wharf_model::tls::inspect_pem(chain_pem).ok()?;
-        let mut dns_names = info.dns_names;
-        dns_names.sort();
-        dns_names.dedup();
-        Some(Current {
-            issuer: issuer.to_owned(),
-            dns_names,
-            not_before: info.not_before,
-            not_after: info.not_after,
-            ari_id: ari_id(chain_pem),
-        })
-    }
-}
-
-/// The ARI identifier of the first certificate of a PEM chain: its Authority Key
-/// Identifier and serial number, base64url, joined by a dot.
-pub fn ari_id(chain_pem: &[u8]) -> Option<String> {
-    use rustls::pki_types::pem::PemObject;
-    let der = rustls::pki_types::CertificateDer::pem_slice_iter(chain_pem).next()?.ok()?;
-    instant_acme::CertificateIdentifier::try_from(&der).ok().map(|id| id.to_string())
-}
 
 impl Demand {
     /// `namespace/name` of its Secret.
@@ -338,6 +282,7 @@ pub fn challenge_secret(namespace: &str, name: &str, owner: &str, answers: &[Ans
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::acme::{ari_id, Current};
 
     #[test]
     fn issuers_parse_from_their_flag() {

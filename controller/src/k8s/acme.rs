@@ -11,8 +11,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use wharf_gateway_api::gateways::Gateway;
 
-use crate::acme::plan::{self, Answer, Demand};
+use crate::acme::plan::{self, Answer};
 use crate::acme::{AcmeMetrics, Report, SaveError, Store};
+use crate::translate::acme::Demand;
 
 /// The field manager of Wharf's Secret writes.
 const MANAGER: &str = "wharf";

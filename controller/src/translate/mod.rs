@@ -134,7 +134,7 @@ pub struct Translation {
     /// The status Gateway API objects of our controller should show.
     pub gateway_status: gateway::Statuses,
     /// The certificates to obtain from ACME.
-    pub acme: Vec<crate::acme::Demand>,
+    pub acme: Vec<acme::Demand>,
 }
 
 /// Builds a snapshot from the objects in `world`.

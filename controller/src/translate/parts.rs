@@ -130,7 +130,7 @@ pub(super) struct Part {
     pub(super) diags: Vec<Diagnostic>,
     /// The Ingresses served (their status is ours to write).
     pub(super) served: Vec<ObjectRef>,
-    pub(super) acme: Vec<crate::acme::Demand>,
+    pub(super) acme: Vec<super::acme::Demand>,
 }
 
 /// What is kept of a part once its translation is merged: its members, and the keys of
@@ -160,7 +160,7 @@ struct Rest {
     passthrough: Vec<SniRoute>,
     client_auth: Vec<ClientAuthHost>,
     diags: Vec<Diagnostic>,
-    acme: Vec<crate::acme::Demand>,
+    acme: Vec<super::acme::Demand>,
 }
 
 /// Ids of parts: most lookups lead to one. Sixteen bytes: a vector's 24 would grow every
