@@ -19,7 +19,7 @@ pub async fn run(args: ControllerArgs) -> anyhow::Result<()> {
     let acme = gateway::acme_settings(&args.gateway)?;
     // The replicas answer the ACME challenges the leader publishes in their namespace.
     translate.acme.challenge_namespace = Some(args.election_namespace.clone());
-    let record = format!("{}{}", args.election_id, wharf_controller::translate::owners::RECORD_SUFFIX);
+    let record = format!("{}{}", args.election_id, wharf_controller::well_known::HOST_OWNERS_SUFFIX);
     translate.ownership.record = Some((args.election_namespace.clone(), record));
     let serving = gateway::start(&args.gateway, 443).await?;
     let identity = args.pod_name.clone().unwrap_or_else(hostname);

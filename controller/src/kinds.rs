@@ -172,15 +172,15 @@ impl Kind for ConfigMap {
     /// record of a host-owners ConfigMap: the rest of a ConfigMap is never read, and there
     /// are many of them.
     fn slim(self) -> Self {
-        use crate::translate::owners::{RECORD_KEY, RECORD_SUFFIX};
+        use crate::well_known::{HOST_OWNERS_KEY, HOST_OWNERS_SUFFIX};
         let mut data = self.data.unwrap_or_default();
-        let named = self.metadata.name.as_deref().is_some_and(|n| n.ends_with(RECORD_SUFFIX));
-        let record = named.then(|| data.remove(RECORD_KEY)).flatten();
+        let named = self.metadata.name.as_deref().is_some_and(|n| n.ends_with(HOST_OWNERS_SUFFIX));
+        let record = named.then(|| data.remove(HOST_OWNERS_KEY)).flatten();
         let kept: std::collections::BTreeMap<String, String> = data
             .remove(CA_CERT_KEY)
             .map(|ca| (CA_CERT_KEY.to_owned(), ca))
             .into_iter()
-            .chain(record.map(|r| (RECORD_KEY.to_owned(), r)))
+            .chain(record.map(|r| (HOST_OWNERS_KEY.to_owned(), r)))
             .collect();
         ConfigMap {
             metadata: ObjectMeta { name: self.metadata.name, namespace: self.metadata.namespace, ..Default::default() },
@@ -361,7 +361,7 @@ pub(crate) enum ByKey<'a, T> {
     /// In key order.
     Ordered(&'a Objects<T>),
     /// A map; of two objects with one key, the later.
-    Map(crate::translate::HashMap<(&'a str, &'a str), &'a T>),
+    Map(crate::hashing::HashMap<(&'a str, &'a str), &'a T>),
 }
 
 impl<'a, T: Keyed> ByKey<'a, T> {
@@ -377,7 +377,7 @@ impl<'a, T: Keyed> ByKey<'a, T> {
     /// A map of `objects`, in any order.
     pub(crate) fn of(objects: impl IntoIterator<Item = &'a T>) -> Self {
         let objects = objects.into_iter();
-        let mut map = crate::translate::HashMap::with_capacity_and_hasher(objects.size_hint().0, Default::default());
+        let mut map = crate::hashing::HashMap::with_capacity_and_hasher(objects.size_hint().0, Default::default());
         map.extend(objects.map(|o| (o.key(), o)));
         ByKey::Map(map)
     }

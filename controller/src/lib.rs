@@ -6,6 +6,7 @@
 
 pub mod acme;
 pub mod files;
+mod hashing;
 pub mod k8s;
 pub mod kinds;
 pub mod migrate;

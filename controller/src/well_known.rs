@@ -12,3 +12,10 @@ pub const USE_WAYPOINT_NAMESPACE: &str = "istio.io/use-waypoint-namespace";
 pub const ACME_MANAGED_LABEL: &str = "wharf.dev/acme-issuer";
 /// The label that marks a Secret as holding ACME challenges.
 pub const ACME_CHALLENGE_LABEL: &str = "wharf.dev/acme-challenge";
+/// How the ConfigMap, in the controller's namespace, where the leader records which
+/// namespace serves each host ends: the leader-election Lease's name, then this (so that
+/// a restarted or new replica keeps the owners).
+pub const HOST_OWNERS_SUFFIX: &str = "-host-owners";
+/// The key of that ConfigMap holding the record: a line `HOST NAMESPACE` per host, as
+/// written (`*.a.test`; `*` for rules without host), sorted.
+pub const HOST_OWNERS_KEY: &str = "owners";

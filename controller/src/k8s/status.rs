@@ -62,9 +62,10 @@ pub struct Plan {
 /// (namespace, name), when it differs from the one `index` holds; `None` too past
 /// [`crate::translate::owners::RECORD_LIMIT`] (the owners are then kept in memory only).
 pub fn record(index: &Index, at: &Key, snapshot: &wharf_model::Snapshot) -> Option<(Key, String)> {
-    use crate::translate::owners::{record, RECORD_KEY, RECORD_LIMIT};
+    use crate::translate::owners::{record, RECORD_LIMIT};
+    use crate::well_known::HOST_OWNERS_KEY;
     let text = record(snapshot);
-    if index.config_map_data(at, RECORD_KEY) == Some(text.as_str()) {
+    if index.config_map_data(at, HOST_OWNERS_KEY) == Some(text.as_str()) {
         return None;
     }
     if text.len() > RECORD_LIMIT {
@@ -361,13 +362,13 @@ pub async fn write(
 
 /// Server-side applies the host-owners record ConfigMap `at`.
 async fn write_record(client: &Client, at: &Key, text: &str) -> kube::Result<()> {
-    use crate::translate::owners::RECORD_KEY;
+    use crate::well_known::HOST_OWNERS_KEY;
     let (ns, name) = at;
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
     let body = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": ns},
-        "data": {RECORD_KEY: text},
+        "data": {HOST_OWNERS_KEY: text},
     });
     api.patch(name, &PatchParams::apply("wharf").force(), &Patch::Apply(&body)).await?;
     tracing::info!(configmap = %format!("{ns}/{name}"), "host-owners record written");

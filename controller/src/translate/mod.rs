@@ -27,12 +27,7 @@ use crate::World;
 use backend::Backends;
 pub use backend::ServicePortRef;
 
-/// Translation's hash maps and sets: keyed by names from the cluster's objects, hashed
-/// with foldhash (seeded per process) rather than SipHash, which took a tenth of a
-/// translation at 10,000 Ingresses.
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-/// See [`HashMap`].
-pub(crate) type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+use crate::hashing::{HashMap, HashSet};
 
 /// A Service whose traffic a plain TCP port forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,7 +248,7 @@ fn ingress_part(
 fn record(world: &World, rules: &owners::Ownership) -> owners::Record {
     let Some((ns, name)) = rules.record.as_ref() else { return owners::Record::default() };
     let map = crate::kinds::ByKey::new(&world.config_maps, true).get(ns, name);
-    let text = map.and_then(|m| m.data.as_ref()?.get(owners::RECORD_KEY));
+    let text = map.and_then(|m| m.data.as_ref()?.get(crate::well_known::HOST_OWNERS_KEY));
     text.map(|t| owners::Record::parse(t)).unwrap_or_default()
 }
 

@@ -18,15 +18,6 @@ use super::HashMap;
 /// Diagnostic reason of a claim on a host that belongs to another namespace.
 pub const HOST_OWNED: &str = "HostOwnedByOtherNamespace";
 
-/// How the ConfigMap, in the controller's namespace, where the leader records which
-/// namespace serves each host ends: the leader-election Lease's name, then this (so that
-/// a restarted or new replica keeps the owners).
-pub const RECORD_SUFFIX: &str = "-host-owners";
-
-/// The key of the record ConfigMap holding the record: a line `HOST NAMESPACE` per host, as
-/// written (`*.a.test`; `*` for rules without host), sorted.
-pub const RECORD_KEY: &str = "owners";
-
 /// The largest record written: a ConfigMap holds at most 1 MiB. Past it (some 20,000
 /// hosts) the record is not updated and the replicas keep owners in memory only.
 pub const RECORD_LIMIT: usize = 900 * 1024;
@@ -150,7 +141,7 @@ pub struct Ownership {
     /// off by default.
     pub merge_across_namespaces: bool,
     /// The record ConfigMap read (namespace, name: the controller's own, named after its
-    /// Lease and [`RECORD_SUFFIX`]); `None`: owners are kept in memory only.
+    /// Lease and [`HOST_OWNERS_SUFFIX`](crate::well_known::HOST_OWNERS_SUFFIX)); `None`: owners are kept in memory only.
     pub record: Option<(String, String)>,
 }
 
