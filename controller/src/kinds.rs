@@ -325,7 +325,8 @@ impl<T> Objects<T> {
 }
 
 impl<T: Keyed> Objects<T> {
-    fn new(items: Vec<Arc<T>>) -> Self {
+    /// The objects `items`; found by key without a map when they are in key order.
+    pub(crate) fn new(items: Vec<Arc<T>>) -> Self {
         let by_key = items.windows(2).all(|w| w[0].key() < w[1].key());
         Objects { items, by_key }
     }
@@ -468,43 +469,6 @@ macro_rules! kinds {
             }
         }
 
-        /// One store per kind.
-        #[derive(Debug, Default)]
-        pub(crate) struct Stores {
-            $( pub(crate) $field: crate::k8s::index::Store<$ty>, )*
-        }
-
-        impl Stores {
-            /// Applies a watch event; says what it changed.
-            pub(crate) fn apply(&mut self, change: Change) -> crate::k8s::index::Changed {
-                match change {
-                    $( Change::$variant(e) => self.$field.apply(e), )*
-                }
-            }
-
-            /// True once every kind has listed at least once.
-            pub(crate) fn synced(&self) -> bool {
-                true $( && self.$field.synced )*
-            }
-
-            /// The objects of every kind.
-            pub(crate) fn world(&self) -> World {
-                World { $( $field: Objects::new(self.$field.objects.iter().map(|e| Arc::clone(&e.0)).collect()), )* }
-            }
-        }
-
-        /// Starts one watch per kind, sending its events to `tx`.
-        pub(crate) fn spawn_watches(client: &kube::Client, tx: &tokio::sync::mpsc::Sender<Change>) {
-            $(
-                crate::k8s::spawn_watch::<$ty>(
-                    kube::Api::all(client.clone()),
-                    <$ty as Kind>::watch_config(),
-                    tx.clone(),
-                    Change::$variant,
-                );
-            )*
-        }
-
         /// Decodes `value` into `world` when `(api_version, kind)` is one of the kinds;
         /// `None` when it is not.
         pub(crate) fn add_to_world(
@@ -529,40 +493,51 @@ macro_rules! kinds {
     };
 }
 
-kinds! {
-    /// IngressClasses (cluster-scoped).
-    ingress_classes: IngressClass => IngressClass;
-    /// Ingresses of every class; those of other controllers are ignored.
-    ingresses: Ingress => Ingress;
-    /// Secrets holding `tls.crt` and `tls.key`.
-    secrets: Secret => Secret;
-    /// Services referenced by backends.
-    services: Service => Service;
-    /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
-    endpoint_slices: EndpointSlice => EndpointSlice;
-    /// Pods behind endpoints (labels and service account decide mesh enrolment).
-    pods: Pod => Pod;
-    /// Namespaces (labels decide mesh enrolment and which routes a listener allows).
-    namespaces: Namespace => Namespace;
-    /// GatewayClasses (cluster-scoped); those of other controllers are ignored.
-    gateway_classes: GatewayClass => GatewayClass;
-    /// Gateways of every class.
-    gateways: Gateway => Gateway;
-    /// HTTPRoutes.
-    http_routes: HttpRoute => HttpRoute;
-    /// GRPCRoutes.
-    grpc_routes: GrpcRoute => GrpcRoute;
-    /// TLSRoutes.
-    tls_routes: TlsRoute => TlsRoute;
-    /// TCPRoutes.
-    tcp_routes: TcpRoute => TcpRoute;
-    /// ReferenceGrants: which cross-namespace references are permitted.
-    reference_grants: ReferenceGrant => ReferenceGrant;
-    /// BackendTLSPolicies: TLS from the gateway to the Services they target.
-    backend_tls_policies: BackendTlsPolicy => BackendTlsPolicy;
-    /// ConfigMaps, holding only `ca.crt` (the CA certificates of BackendTLSPolicies).
-    config_maps: ConfigMap => ConfigMap;
+/// The kinds Wharf watches, `field: Type => Variant;` each with its doc comment, passed to
+/// `$callback`: the world and its changes are declared here, the stores and watches by the
+/// layer that runs them (`k8s`).
+macro_rules! with_kinds {
+    ($callback:ident) => {
+        $callback! {
+            /// IngressClasses (cluster-scoped).
+            ingress_classes: k8s_openapi::api::networking::v1::IngressClass => IngressClass;
+            /// Ingresses of every class; those of other controllers are ignored.
+            ingresses: k8s_openapi::api::networking::v1::Ingress => Ingress;
+            /// Secrets holding `tls.crt` and `tls.key`.
+            secrets: k8s_openapi::api::core::v1::Secret => Secret;
+            /// Services referenced by backends.
+            services: k8s_openapi::api::core::v1::Service => Service;
+            /// EndpointSlices (`kubernetes.io/service-name` label links them to a Service).
+            endpoint_slices: k8s_openapi::api::discovery::v1::EndpointSlice => EndpointSlice;
+            /// Pods behind endpoints (labels and service account decide mesh enrolment).
+            pods: k8s_openapi::api::core::v1::Pod => Pod;
+            /// Namespaces (labels decide mesh enrolment and which routes a listener allows).
+            namespaces: k8s_openapi::api::core::v1::Namespace => Namespace;
+            /// GatewayClasses (cluster-scoped); those of other controllers are ignored.
+            gateway_classes: wharf_gateway_api::gatewayclasses::GatewayClass => GatewayClass;
+            /// Gateways of every class.
+            gateways: wharf_gateway_api::gateways::Gateway => Gateway;
+            /// HTTPRoutes.
+            http_routes: wharf_gateway_api::httproutes::HttpRoute => HttpRoute;
+            /// GRPCRoutes.
+            grpc_routes: wharf_gateway_api::grpcroutes::GrpcRoute => GrpcRoute;
+            /// TLSRoutes.
+            tls_routes: wharf_gateway_api::tlsroutes::TlsRoute => TlsRoute;
+            /// TCPRoutes.
+            tcp_routes: wharf_gateway_api::tcproutes::TcpRoute => TcpRoute;
+            /// ReferenceGrants: which cross-namespace references are permitted.
+            reference_grants: wharf_gateway_api::referencegrants::ReferenceGrant => ReferenceGrant;
+            /// BackendTLSPolicies: TLS from the gateway to the Services they target.
+            backend_tls_policies: wharf_gateway_api::backendtlspolicies::BackendTlsPolicy => BackendTlsPolicy;
+            /// ConfigMaps, holding only `ca.crt` (the CA certificates of BackendTLSPolicies).
+            config_maps: k8s_openapi::api::core::v1::ConfigMap => ConfigMap;
+
+        }
+    };
 }
+pub(crate) use with_kinds;
+
+with_kinds!(kinds);
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,7 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 pub use crate::kinds::Change;
-use crate::kinds::{Kind, Stores};
+use crate::kinds::{Kind, Objects};
 use crate::stored::{Ingress, Keyed};
 use crate::translate::parts::{Changes, Read};
 use crate::well_known::SERVICE_NAME_LABEL;
@@ -347,6 +347,37 @@ impl Index {
         self.stores.backend_tls_policies.objects.iter().map(|e| (e.key(), &*e.0))
     }
 }
+
+/// Declares [`Stores`] for the kinds of [`with_kinds`](crate::kinds::with_kinds).
+macro_rules! stores {
+    ($( $(#[doc = $doc:literal])* $field:ident: $ty:ty => $variant:ident; )*) => {
+    /// One store per kind.
+    #[derive(Debug, Default)]
+    pub(crate) struct Stores {
+        $( pub(crate) $field: Store<$ty>, )*
+    }
+
+    impl Stores {
+        /// Applies a watch event; says what it changed.
+        pub(crate) fn apply(&mut self, change: Change) -> Changed {
+            match change {
+                $( Change::$variant(e) => self.$field.apply(e), )*
+            }
+        }
+
+        /// True once every kind has listed at least once.
+        pub(crate) fn synced(&self) -> bool {
+            true $( && self.$field.synced )*
+        }
+
+        /// The objects of every kind.
+        pub(crate) fn world(&self) -> World {
+            World { $( $field: Objects::new(self.$field.objects.iter().map(|e| Arc::clone(&e.0)).collect()), )* }
+        }
+    }
+    };
+}
+crate::kinds::with_kinds!(stores);
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::kinds::Kind;
 use crate::publish::{Published, Publisher};
 use crate::translate::parts::{Changes, Incremental};
 use crate::{Options, Translation};
@@ -58,7 +59,7 @@ pub struct Handles {
 /// election and the status writer.
 pub fn start(client: Client, cfg: Config, publisher: Publisher) -> Handles {
     let (tx, rx) = mpsc::channel(1024);
-    crate::kinds::spawn_watches(&client, &tx);
+    spawn_watches(&client, &tx);
     drop(tx);
 
     let (translations_tx, translations) = watch::channel(None);
@@ -575,3 +576,20 @@ mod owner_tests {
         assert_eq!(pace.due(), Some(ms(810)), "a fast translation holds nothing back");
     }
 }
+/// Declares `spawn_watches` for the kinds of [`with_kinds`](crate::kinds::with_kinds).
+macro_rules! watches {
+    ($( $(#[doc = $doc:literal])* $field:ident: $ty:ty => $variant:ident; )*) => {
+    /// Starts one watch per kind, sending its events to `tx`.
+    fn spawn_watches(client: &kube::Client, tx: &tokio::sync::mpsc::Sender<Change>) {
+        $(
+            spawn_watch::<$ty>(
+                kube::Api::all(client.clone()),
+                <$ty as Kind>::watch_config(),
+                tx.clone(),
+                Change::$variant,
+            );
+        )*
+    }
+    };
+}
+crate::kinds::with_kinds!(watches);
