@@ -5,6 +5,7 @@
 //! loader ([`files`]) and the API-server watches both feed it.
 
 pub mod acme;
+pub mod changes;
 pub mod files;
 mod hashing;
 pub mod k8s;

@@ -16,10 +16,10 @@ use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
+use crate::changes::{Changes, Read};
 pub use crate::kinds::Change;
 use crate::kinds::{Kind, Objects};
 use crate::stored::{Ingress, Keyed};
-use crate::translate::parts::{Changes, Read};
 use crate::well_known::SERVICE_NAME_LABEL;
 use crate::World;
 

@@ -21,9 +21,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::changes::Changes;
 use crate::kinds::Kind;
 use crate::publish::{Published, Publisher};
-use crate::translate::parts::{Changes, Incremental};
+use crate::translate::parts::Incremental;
 use crate::{Options, Translation};
 use index::{Change, Changed, Index, Key};
 use lease::LeaseConfig;

@@ -190,7 +190,7 @@ impl Users {
         diags: &mut Vec<Diagnostic>,
     ) -> Auth {
         // Read once per translation, but looked up by every part that names it.
-        secrets.reads.read(|| super::parts::Read::Secret((ns.to_owned(), name.to_owned())));
+        secrets.reads.read(|| crate::changes::Read::Secret((ns.to_owned(), name.to_owned())));
         let parsed =
             self.parsed.entry((ns.to_owned(), name.to_owned(), map)).or_insert_with(|| read(secrets, ns, name, map));
         let mut report = |message: String| {

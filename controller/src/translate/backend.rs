@@ -12,8 +12,8 @@ use crate::stored::{Slice, SliceEndpoint};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use wharf_model::{AppProtocol, Cluster, Endpoint, Hbone, Identity, ObjectRef};
 
-use super::parts::Read;
 use super::{Diagnostic, World};
+use crate::changes::Read;
 use crate::well_known::{USE_WAYPOINT, USE_WAYPOINT_NAMESPACE};
 
 /// A Service port, by number or by name, as an Ingress backend names it.
@@ -69,7 +69,7 @@ pub(super) struct Backends<'a> {
     /// BackendTLSPolicies, for Gateway API backends.
     pub(super) tls_policies: super::backend_tls::Policies,
     /// The Services, Pods and Namespaces looked up.
-    pub(super) reads: super::parts::Recorder,
+    pub(super) reads: super::reads::Recorder,
 }
 
 fn label<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {

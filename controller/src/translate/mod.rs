@@ -12,6 +12,7 @@ pub mod grants;
 pub mod http_route;
 pub mod owners;
 pub mod parts;
+mod reads;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -137,7 +138,7 @@ pub struct Translation {
 /// `previous` is the snapshot currently served: when a Secret turns bad, the certificate
 /// it held there keeps serving.
 pub fn translate(world: &World, opts: &Options, previous: Option<&Snapshot>) -> Translation {
-    parts::Incremental::whole().translate(world, opts, previous, &parts::Changes::everything())
+    parts::Incremental::whole().translate(world, opts, previous, &crate::changes::Changes::everything())
 }
 
 /// What translation reads besides the Ingresses, looked up once per translation.

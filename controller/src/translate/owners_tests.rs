@@ -214,8 +214,11 @@ fn an_older_ingress_edited_to_name_a_served_host_takes_nothing() {
     assert!(owned_diags(&held)[0].1.starts_with("host shop.a.test belongs to namespace a"));
     // The incremental translation of the change decides the same.
     let mut parts = parts::Incremental::default();
-    let _ = parts.translate(&before, &opts(), None, &parts::Changes::everything());
-    let changed = parts::Changes { ingresses: [("b".into(), "old".into())].into(), ..parts::Changes::default() };
+    let _ = parts.translate(&before, &opts(), None, &crate::changes::Changes::everything());
+    let changed = crate::changes::Changes {
+        ingresses: [("b".into(), "old".into())].into(),
+        ..crate::changes::Changes::default()
+    };
     let t = parts.translate(&after, &opts(), Some(&first.snapshot), &changed);
     assert_eq!(shop(&t), Some(vec!["a/shop".to_owned()]));
     // Nobody serving the host (a fresh start): age decides.

@@ -13,7 +13,6 @@
 //! were kept or how the Ingresses fell into parts: the tests translate random changes by
 //! parts, afresh by parts and as one part, and compare.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -26,69 +25,7 @@ use wharf_model::{
 
 use super::{annotations, HashMap};
 use super::{Diagnostic, Lookups, Options, Translation, World};
-
-/// `(namespace, name)`.
-pub type Key = (String, String);
-
-/// An object other than an Ingress that translating a part looked up.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Read {
-    /// A Secret.
-    Secret(Key),
-    /// A Service, or its EndpointSlices (by their `kubernetes.io/service-name` label).
-    Service(Key),
-    /// A Pod (an endpoint's, for its mesh enrollment and identity).
-    Pod(Key),
-    /// A Namespace (mesh enrollment, waypoints).
-    Namespace(String),
-}
-
-/// What changed since the last translation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// Anything may have changed (a relist, an IngressClass, the first translation):
-    /// every Ingress is translated again.
-    pub all: bool,
-    /// The Ingresses added, changed or deleted.
-    pub ingresses: BTreeSet<Key>,
-    /// The other objects added, changed or deleted.
-    pub reads: BTreeSet<Read>,
-}
-
-impl Changes {
-    /// Anything may have changed.
-    pub fn everything() -> Changes {
-        Changes { all: true, ..Changes::default() }
-    }
-
-    /// Adds `other`'s changes.
-    pub fn extend(&mut self, other: Changes) {
-        self.all |= other.all;
-        self.ingresses.extend(other.ingresses);
-        self.reads.extend(other.reads);
-    }
-}
-
-/// Records the objects looked up while it is on.
-#[derive(Debug, Default)]
-pub(super) struct Recorder(RefCell<Option<Vec<Read>>>);
-
-impl Recorder {
-    /// Records the lookup `read` makes, when recording.
-    pub(super) fn read(&self, read: impl FnOnce() -> Read) {
-        if let Some(reads) = self.0.borrow_mut().as_mut() {
-            reads.push(read());
-        }
-    }
-
-    fn start(&self) {
-        *self.0.borrow_mut() = Some(Vec::new());
-    }
-
-    fn stop(&self) -> Vec<Read> {
-        self.0.borrow_mut().take().unwrap_or_default()
-    }
-}
+use crate::changes::{Changes, Key};
 
 /// What a part's Ingresses share with each other: two Ingresses with a link in common are
 /// translated together.

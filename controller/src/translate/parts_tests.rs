@@ -9,9 +9,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Map, Value};
 
-use super::parts::{Changes, Incremental, Read};
+use super::parts::Incremental;
 use super::tests::{class, ingress, obj, path, rule, secret, service, slice, tls_secret};
 use super::*;
+use crate::changes::{Changes, Read};
 
 const HOSTS: [&str; 7] =
     ["a.example.com", "b.example.com", "www.a.example.com", "*.example.com", "c.test", "www.c.test", "bad_host!"];

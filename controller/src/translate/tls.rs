@@ -17,7 +17,7 @@ pub(super) struct Secrets<'a> {
     now: i64,
     checked: std::cell::RefCell<HashMap<String, Result<Certificate, CertError>>>,
     /// The Secrets looked up.
-    pub(super) reads: super::parts::Recorder,
+    pub(super) reads: super::reads::Recorder,
 }
 
 impl<'a> Secrets<'a> {
@@ -27,7 +27,7 @@ impl<'a> Secrets<'a> {
 
     /// Secret `ns/name`, of any type.
     pub(super) fn get(&self, ns: &str, name: &str) -> Option<&'a Secret> {
-        self.reads.read(|| super::parts::Read::Secret((ns.to_owned(), name.to_owned())));
+        self.reads.read(|| crate::changes::Read::Secret((ns.to_owned(), name.to_owned())));
         self.by_name.get(ns, name)
     }
 
