@@ -1,6 +1,6 @@
 //! The modules of a crate depend one way: no module reaches, through any chain of `crate::`
-//! or `super::` paths, back to itself. Read from the sources (unit tests left out, since a
-//! test module may use anything), so that a new import that closes a cycle fails here and
+//! or `super::` paths, back to itself. Read from the sources (unit tests and comments left
+//! out, since a test module may use anything), so that a new import that closes a cycle fails here and
 //! names the cycle.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,7 +34,10 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default().to_owned();
+            // Code only: unit tests and comments (doc links name items they do not use) left out.
+            let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+            let code: String =
+                code.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
             out.insert(parts.join("::"), code);
         }
     }
@@ -47,35 +50,94 @@ fn resolve<'a>(known: &'a BTreeMap<String, String>, path: &str) -> Option<&'a st
     (1..=segs.len()).rev().find_map(|n| known.get_key_value(&segs[..n].join("::")).map(|(k, _)| k.as_str()))
 }
 
-/// The identifiers right after `prefix` in `code`: `crate::a::b::{c, d}` gives `a::b::c`
-/// and `a::b::d` (one level of braces), `crate::a::b` gives `a::b`.
+/// The paths named after `prefix` in `code`, use-trees expanded at any depth:
+/// `crate::{a::{b, c::D}, e}` gives `a::b`, `a::c::D`, `a`, `e`.
 fn paths_after(code: &str, prefix: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(i) = rest.find(prefix) {
         let before = rest[..i].chars().next_back();
         rest = &rest[i + prefix.len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
+        if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            tree(rest, "", &mut out);
         }
-        let len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
-        let head = rest[..len].trim_end_matches(':');
-        if rest[len..].starts_with('{') && rest[..len].ends_with("::") {
-            let group = &rest[len + 1..rest[len..].find('}').map_or(rest.len(), |e| len + e)];
-            for item in group.split(',') {
-                let item = item.trim().split("::").next().unwrap_or_default().trim();
-                if !item.is_empty() && item != "self" {
-                    out.push(format!("{head}::{item}"));
+    }
+    out
+}
+
+/// Reads one use-tree at the start of `s` under `prefix` into `out`; returns its length.
+fn tree(s: &str, prefix: &str, out: &mut Vec<String>) -> usize {
+    let join = |name: &str| if prefix.is_empty() { name.to_owned() } else { format!("{prefix}::{name}") };
+    if let Some(group) = s.strip_prefix('{') {
+        let mut at;
+        let mut inner = group;
+        loop {
+            inner = inner.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+            at = s.len() - inner.len();
+            if inner.is_empty() || inner.starts_with('}') {
+                break;
+            }
+            let used = tree(inner, prefix, out);
+            if used == 0 {
+                break;
+            }
+            inner = &inner[used..];
+        }
+        if !prefix.is_empty() {
+            out.push(prefix.to_owned());
+        }
+        return at + 1;
+    }
+    let len = s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
+    if len == 0 {
+        return 0;
+    }
+    let path = join(&s[..len]);
+    match s[len..].strip_prefix("::") {
+        Some(next) if next.starts_with(|c: char| c == '{' || c.is_alphanumeric() || c == '_') => {
+            len + 2 + tree(next, &path, out)
+        }
+        _ => {
+            if &s[..len] != "self" {
+                out.push(path);
+            } else if !prefix.is_empty() {
+                out.push(prefix.to_owned());
+            }
+            // `name as alias`: the alias is no path.
+            let after = &s[len..];
+            let trimmed = after.trim_start();
+            match trimmed.strip_prefix("as ") {
+                Some(alias) => {
+                    let alias = alias.trim_start();
+                    let end = alias.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(alias.len());
+                    s.len() - alias.len() + end
                 }
+                None => len,
             }
         }
-        out.push(head.to_owned());
+    }
+}
+
+/// The items the crate root re-exports (`pub use a::b::X;`), by name: what `crate::X`
+/// means.
+fn root_exports(known: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let root = known.get("").map(String::as_str).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for statement in root.split("pub use ").skip(1) {
+        let mut paths = Vec::new();
+        tree(statement, "", &mut paths);
+        for path in paths {
+            if let Some((_, name)) = path.rsplit_once("::") {
+                out.insert(name.to_owned(), path);
+            }
+        }
     }
     out
 }
 
 /// Which modules each module uses.
 fn edges(known: &BTreeMap<String, String>) -> BTreeMap<&str, BTreeSet<&str>> {
+    let exports = root_exports(known);
     let mut out: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (module, code) in known {
         let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
@@ -86,6 +148,11 @@ fn edges(known: &BTreeMap<String, String>) -> BTreeMap<&str, BTreeSet<&str>> {
         });
         let used = out.entry(module.as_str()).or_default();
         for path in absolute.into_iter().chain(module.contains("::").then_some(relative).into_iter().flatten()) {
+            let first = path.split("::").next().unwrap_or_default();
+            let path = match exports.get(first) {
+                Some(real) if !known.contains_key(first) => path.replacen(first, real, 1),
+                _ => path,
+            };
             if let Some(target) = resolve(known, &path) {
                 // A module may use itself and the modules it is inside (their items are its
                 // context); the crate root is the composition root, above every module.
@@ -140,11 +207,12 @@ fn no_crate_has_an_import_cycle_between_its_modules() {
 
 #[test]
 fn paths_are_read_with_their_groups_and_cycles_are_found() {
-    assert_eq!(paths_after("use crate::a::{b, c::D};", "crate::"), ["a::b", "a::c", "a"]);
+    assert_eq!(paths_after("use crate::a::{b, c::D};", "crate::"), ["a::b", "a::c::D", "a"]);
+    assert_eq!(paths_after("use crate::{a::{b, self}, e as f};", "crate::"), ["a::b", "a", "a", "e"]);
     assert_eq!(paths_after("x = my_crate::a; crate::b::f()", "crate::"), ["b::f"]);
     let known: BTreeMap<String, String> = [
-        ("", "mod a; mod b;"),
-        ("a", "use crate::b::X;"),
+        ("", "mod a; mod b; pub use b::{c::Z, Q};"),
+        ("a", "use crate::{Z, b::X};"),
         ("b", "use crate::a::Y; use crate::Root;"),
         ("b::c", "use super::Z; use crate::b;"),
         ("d", "use crate::a;"),
@@ -153,6 +221,7 @@ fn paths_are_read_with_their_groups_and_cycles_are_found() {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     let edges = edges(&known);
+    assert_eq!(edges["a"], BTreeSet::from(["b", "b::c"]), "a root re-export is its module's");
     assert_eq!(edges["b::c"], BTreeSet::new(), "a module's parents are its context");
     assert_eq!(edges["b"], BTreeSet::from(["a"]), "the crate root is above every module");
     assert_eq!(cycle_through(&edges, "a"), Some(vec!["a", "b", "a"]));

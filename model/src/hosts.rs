@@ -5,29 +5,15 @@
 //! snapshot is a clone of it, and the data plane finds what changed between two snapshots
 //! without looking at the hosts they share.
 
-use std::sync::Arc;
-
 use imbl::OrdMap;
 use serde::{Serialize, Serializer};
 
-use crate::{Host, TlsHost, VirtualHost};
+use crate::Host;
 
 /// An entry of a [`Hosts`] table: it knows its host.
 pub trait Hosted: Clone {
     /// The key of this entry.
     fn host(&self) -> &Host;
-}
-
-impl Hosted for TlsHost {
-    fn host(&self) -> &Host {
-        &self.host
-    }
-}
-
-impl Hosted for Arc<VirtualHost> {
-    fn host(&self) -> &Host {
-        &self.host
-    }
 }
 
 /// One entry per host, in host order.
@@ -160,6 +146,7 @@ impl<T: Hosted + Serialize> Serialize for Hosts<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TlsHost;
 
     fn tls(host: &str, certificate: &str) -> TlsHost {
         TlsHost { host: Host::parse(host).unwrap(), certificate: certificate.into() }

@@ -9,8 +9,8 @@ use imbl::OrdMap;
 use serde::{Serialize, Serializer};
 
 use crate::{
-    Action, Auth, ClientAuthHost, ClientCertCheck, ClientFilter, Cors, Host, Hosts, PathMatch, RateLimit, RouteMatch,
-    WeightedBackend,
+    Action, Auth, ClientAuthHost, ClientCertCheck, ClientFilter, Cors, Host, Hosted, Hosts, PathMatch, RateLimit,
+    RouteMatch, WeightedBackend,
 };
 
 /// One complete configuration. Built by `translate`, compiled and served by the data plane.
@@ -462,6 +462,19 @@ pub fn parse_size(s: &str) -> Option<u64> {
         return None;
     }
     num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+// The snapshot's host tables key their entries by host.
+impl Hosted for TlsHost {
+    fn host(&self) -> &Host {
+        &self.host
+    }
+}
+
+impl Hosted for Arc<VirtualHost> {
+    fn host(&self) -> &Host {
+        &self.host
+    }
 }
 
 #[cfg(test)]
