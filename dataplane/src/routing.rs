@@ -269,6 +269,22 @@ mod tests {
         RequestView { path, query, method, headers }
     }
 
+    /// A route of `source` (`namespace/name`) for paths under `path` that answers 200.
+    fn route(source: &str, path: &str) -> CompiledRoute {
+        CompiledRoute {
+            matches: RouteMatch::path(wharf_model::PathMatch::prefix(path).unwrap()),
+            action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
+            https_redirect: false,
+            max_body_bytes: None,
+            clients: None,
+            cors: None,
+            limiter: None,
+            auth: None,
+            client_cert: None,
+            metrics: crate::Metrics::new().route(source),
+        }
+    }
+
     #[test]
     fn every_part_of_a_match_must_hold() {
         let m = RouteMatch {
@@ -302,18 +318,6 @@ mod tests {
 
     #[test]
     fn an_isolated_router_tries_only_the_most_specific_host() {
-        let route = |source: &str, path: &str| CompiledRoute {
-            matches: RouteMatch::path(wharf_model::PathMatch::prefix(path).unwrap()),
-            action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
-            https_redirect: false,
-            max_body_bytes: None,
-            clients: None,
-            cors: None,
-            limiter: None,
-            auth: None,
-            client_cert: None,
-            metrics: crate::Metrics::new().route(source),
-        };
         let mut router = Router::default();
         router.hosts.insert(
             &wharf_model::Host::Exact("only.example.com".into()),
@@ -335,20 +339,8 @@ mod tests {
 
     #[test]
     fn a_route_belongs_to_the_namespace_of_its_object() {
-        let route = |source: &str| CompiledRoute {
-            matches: RouteMatch::path(wharf_model::PathMatch::prefix("/").unwrap()),
-            action: CompiledAction::Respond(Respond { status: 200, body: String::new() }),
-            https_redirect: false,
-            max_body_bytes: None,
-            clients: None,
-            cors: None,
-            limiter: None,
-            auth: None,
-            client_cert: None,
-            metrics: crate::Metrics::new().route(source),
-        };
-        assert_eq!(route("team-a/shop").namespace(), "team-a");
-        assert_eq!(route("team-b/shop").namespace(), "team-b");
-        assert_eq!(route("no-namespace").namespace(), "", "a name without a namespace has none");
+        assert_eq!(route("team-a/shop", "/").namespace(), "team-a");
+        assert_eq!(route("team-b/shop", "/").namespace(), "team-b");
+        assert_eq!(route("no-namespace", "/").namespace(), "", "a name without a namespace has none");
     }
 }
