@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the chart: helm lint; helm template for the defaults and every examples/*.yaml;
 # values.schema.json refuses bad values; with --server, every rendering is applied to the
-# API server in KUBECONFIG with a server-side dry run (the API server validates it all).
+# API server in KUBECONFIG with a server-side dry run (the API server validates it all),
+# after creating the namespaces the renderings name that the server lacks.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -65,6 +66,11 @@ import sys
 docs = open(sys.argv[1]).read().split("\n---\n")
 print("\n---\n".join(d for d in docs if "kind: ServiceMonitor" not in d))
 PY
+    # Objects in the namespaces the values name (ACME's Roles) need those namespaces to
+    # exist, as they would on a cluster; the dry run creates nothing else.
+    for ns in $(sed -n 's/^  namespace: *"\{0,1\}\([a-z0-9-]*\)"\{0,1\}$/\1/p' "$r.server" | sort -u); do
+      kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
+    done
     kubectl apply --dry-run=server -f "$r.server" >/dev/null
     echo "server-side dry run of $(basename "$r") passed"
   done
