@@ -1,0 +1,170 @@
+use super::*;
+
+#[test]
+fn timeouts_are_whole_seconds_and_protocols_are_named() {
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/proxy-connect-timeout", "5"),
+        ("nginx.ingress.kubernetes.io/proxy-read-timeout", " 3600 "),
+        ("nginx.ingress.kubernetes.io/proxy-send-timeout", "90"),
+        ("nginx.ingress.kubernetes.io/backend-protocol", "grpcs"),
+    ]);
+    assert_eq!((s.connect_timeout_ms, s.read_timeout_ms, d.len()), (Some(5_000), Some(3_600_000), 0));
+    assert_eq!(s.send_timeout_ms, Some(90_000));
+    assert_eq!(s.backend_protocol, BackendProtocol::Grpcs);
+    assert!(s.backend_protocol.h2() && s.backend_protocol.tls());
+    for (value, want) in
+        [("HTTP", BackendProtocol::Http), ("HTTPS", BackendProtocol::Https), ("GRPC", BackendProtocol::Grpc)]
+    {
+        assert_eq!(parsed(&[("wharf.dev/backend-protocol", value)]).0.backend_protocol, want);
+    }
+    assert!(!BackendProtocol::Https.h2() && BackendProtocol::Https.tls());
+    assert!(BackendProtocol::Grpc.h2() && !BackendProtocol::Grpc.tls());
+    assert!(!BackendProtocol::Http.h2() && !BackendProtocol::Http.tls());
+    for bad in ["0", "5s", "-1", "86401", ""] {
+        let (s, d) = parsed(&[("wharf.dev/proxy-read-timeout", bad)]);
+        assert_eq!((s.read_timeout_ms, d.len()), (None, 1), "{bad:?}");
+    }
+    let (s, d) = parsed(&[("wharf.dev/backend-protocol", "FCGI")]);
+    assert_eq!((s.backend_protocol, d.len()), (BackendProtocol::Http, 1));
+    assert!(d[0].1.contains("\"FCGI\" is not supported"), "{}", d[0].1);
+}
+
+#[test]
+fn upstream_host_and_forwarded_prefix_are_checked() {
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/upstream-vhost", "svc.internal:8080"),
+        ("nginx.ingress.kubernetes.io/x-forwarded-prefix", "/shop"),
+    ]);
+    assert_eq!(
+        (s.upstream_vhost.as_deref(), s.forwarded_prefix.as_deref(), d.len()),
+        (Some("svc.internal:8080"), Some("/shop"), 0)
+    );
+    let spaced = parsed(&[("wharf.dev/x-forwarded-prefix", "/my shop")]).0;
+    assert_eq!(spaced.forwarded_prefix.as_deref(), Some("/my shop"), "spaces are header-safe");
+    for (key, bad) in [
+        ("wharf.dev/upstream-vhost", "a b"),
+        ("wharf.dev/upstream-vhost", "$host"),
+        ("wharf.dev/x-forwarded-prefix", "/a\r\nX-Evil: 1"),
+        ("wharf.dev/x-forwarded-prefix", "/a\r\nX"),
+        ("wharf.dev/x-forwarded-prefix", ""),
+    ] {
+        let (s, d) = parsed(&[(key, bad)]);
+        assert_eq!((s.upstream_vhost, s.forwarded_prefix, d.len()), (None, None, 1), "{key}={bad:?}");
+    }
+}
+
+#[test]
+fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "cookie")]);
+    assert_eq!(
+        (s.affinity.map(|b| *b), d.len()),
+        (Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false }), 0)
+    );
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+        ("nginx.ingress.kubernetes.io/session-cookie-name", "route"),
+        ("nginx.ingress.kubernetes.io/session-cookie-path", "/shop"),
+        ("nginx.ingress.kubernetes.io/session-cookie-expires", "100"),
+        ("nginx.ingress.kubernetes.io/session-cookie-max-age", "172800"),
+        ("nginx.ingress.kubernetes.io/session-cookie-samesite", "strict"),
+        ("nginx.ingress.kubernetes.io/session-cookie-secure", "true"),
+    ]);
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(
+        s.affinity.map(|b| *b),
+        Some(Affinity {
+            name: "route".into(),
+            path: Some("/shop".into()),
+            max_age: Some(172_800),
+            same_site: Some("Strict".into()),
+            secure: true
+        })
+    );
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+        ("nginx.ingress.kubernetes.io/session-cookie-name", "a;b"),
+        ("nginx.ingress.kubernetes.io/session-cookie-path", "/a; Domain=evil"),
+        ("nginx.ingress.kubernetes.io/session-cookie-max-age", "forever"),
+        ("nginx.ingress.kubernetes.io/session-cookie-samesite", "sometimes"),
+    ]);
+    assert_eq!(
+        s.affinity.map(|b| *b),
+        Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false })
+    );
+    assert_eq!(d.len(), 4, "{d:?}");
+    for (value, want) in [("None", "None"), ("lax", "Lax")] {
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+            ("nginx.ingress.kubernetes.io/session-cookie-samesite", value),
+        ]);
+        assert_eq!(s.affinity.and_then(|a| a.same_site).as_deref(), Some(want), "{value}");
+    }
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "ip")]);
+    assert_eq!((s.affinity, d.len()), (None, 1));
+}
+
+#[test]
+fn error_pages_need_a_default_backend_and_take_statuses_from_400_to_599() {
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/default-backend", " errors "),
+        ("nginx.ingress.kubernetes.io/custom-http-errors", "404, 503,503,,302,abc,600,500"),
+    ]);
+    assert_eq!((s.default_backend.as_deref(), s.custom_http_errors), (Some("errors"), vec![404, 503, 500]));
+    let bad: Vec<&str> = d.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(bad.len(), 3, "{bad:?}");
+    assert!(bad.iter().all(|m| m.contains("is not a status from 400 to 599")), "{bad:?}");
+    // Without a default backend, the errors are the backend's.
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/custom-http-errors", "404")]);
+    assert!(s.custom_http_errors.is_empty());
+    assert!(d.len() == 1 && d[0].1.contains("has no effect without default-backend"), "{d:?}");
+    for bad in ["other/errors", "Errors", "errors.svc", ""] {
+        let (s, d) = parsed(&[("wharf.dev/default-backend", bad)]);
+        assert_eq!((s.default_backend, d.len()), (None, 1), "{bad:?}");
+    }
+}
+
+#[test]
+fn backend_certificates_are_checked_only_when_asked_and_what_cannot_be_checked_refuses() {
+    let https = ("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS");
+    let verify = ("nginx.ingress.kubernetes.io/proxy-ssl-verify", "on");
+    let (s, d) = parsed(&[https, verify]);
+    let want = ProxySslSetting { secret: None, name: None, server_name: false, verify_depth: 1 };
+    assert_eq!((s.proxy_ssl.map(|b| *b), d.len()), (Some(want), 0));
+    let (s, d) = parsed(&[
+        https,
+        verify,
+        ("nginx.ingress.kubernetes.io/proxy-ssl-secret", "default/backend-ca"),
+        ("nginx.ingress.kubernetes.io/proxy-ssl-name", " API.internal "),
+        ("nginx.ingress.kubernetes.io/proxy-ssl-server-name", "on"),
+        ("nginx.ingress.kubernetes.io/proxy-ssl-verify-depth", "3"),
+    ]);
+    let want = ProxySslSetting {
+        secret: Some(("default".into(), "backend-ca".into())),
+        name: Some("api.internal".into()),
+        server_name: true,
+        verify_depth: 3,
+    };
+    assert_eq!((s.proxy_ssl.map(|b| *b), d.len()), (Some(want), 0));
+    // Not asked, or not HTTPS: nothing is checked, and what does nothing is said.
+    let secret = ("nginx.ingress.kubernetes.io/proxy-ssl-secret", "backend-ca");
+    let (s, d) = parsed(&[https, secret]);
+    assert!(s.proxy_ssl.is_none() && d.len() == 1 && d[0].1.contains("without proxy-ssl-verify: on"), "{d:?}");
+    let (s, d) = parsed(&[verify, secret]);
+    assert!(s.proxy_ssl.is_none() && d.len() == 2, "{d:?}");
+    assert!(d.iter().all(|(_, m)| m.contains("unless backend-protocol is HTTPS or GRPCS")), "{d:?}");
+    // Asked and impossible: every request is refused.
+    for (pair, why) in [
+        (("nginx.ingress.kubernetes.io/proxy-ssl-verify", "yes"), "proxy-ssl-verify: \"yes\" is not on or off"),
+        (("nginx.ingress.kubernetes.io/proxy-ssl-secret", "other/ca"), "proxy-ssl-secret: Secret other/ca"),
+        (("nginx.ingress.kubernetes.io/proxy-ssl-name", "not a name"), "proxy-ssl-name: \"not a name\""),
+    ] {
+        let (s, _) = parsed(&[https, verify, pair]);
+        let pair_verify = pair.0.ends_with("proxy-ssl-verify");
+        let (s, _) = if pair_verify { parsed(&[https, pair]) } else { (s, Vec::new()) };
+        assert!(
+            matches!(s.auth.as_deref(), Some(AuthSetting::Unavailable(w)) if w.starts_with(&format!("annotation {why}"))),
+            "{pair:?}: {:?}",
+            s.auth
+        );
+    }
+}
