@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
-use wharf_controller::translate::annotations::{AnnotationOptions, SnippetPolicy};
 use wharf_controller::translate::gateway::{EdgeGateway, EdgeSocket};
+use wharf_controller::translate::ingress::annotations::{AnnotationOptions, SnippetPolicy};
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
 use wharf_dataplane::hbone::{MeshFiles, MeshIdentity};

@@ -9,7 +9,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, ListParams};
 use wharf_controller::migrate::{self, MigrateOptions};
 use wharf_controller::nginx_configmap;
-use wharf_controller::translate::annotations::{AnnotationOptions, SnippetPolicy};
+use wharf_controller::translate::ingress::annotations::{AnnotationOptions, SnippetPolicy};
 use wharf_controller::World;
 
 use crate::args::{MigrateArgs, MigrateOutput, SnippetMode};

@@ -9,7 +9,9 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use crate::stored::Ingress as Stored;
 use wharf_model::ObjectRef;
 
-use crate::translate::annotations::{self, AnnotationOptions, Finding, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX};
+use crate::translate::ingress::annotations::{
+    self, AnnotationOptions, Finding, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX,
+};
 use crate::translate::{self, Diagnostic, Options};
 use crate::World;
 
@@ -132,7 +134,7 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
     let selected: Vec<&Stored> = world.ingresses.iter().filter(|i| is_of_class(i, &opts.from_class)).collect();
     let mut reports = Vec::new();
     for ing in &selected {
-        let src = translate::ingress_ref(ing);
+        let src = ing.object_ref();
         let (settings, findings) = annotations::inspect(ing.metadata.annotations.as_ref(), &src, &opts.annotations);
         let mut found = BTreeMap::new();
         for (key, value) in ing.metadata.annotations.iter().flatten() {

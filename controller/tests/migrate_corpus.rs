@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use wharf_controller::migrate::{self, MigrateOptions, Verdict};
-use wharf_controller::translate::annotations::{AnnotationOptions, IMPLEMENTED, NGINX_PREFIX};
+use wharf_controller::translate::ingress::annotations::{AnnotationOptions, IMPLEMENTED, NGINX_PREFIX};
 
 fn corpus() -> wharf_controller::World {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ingress-nginx-corpus");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use wharf_controller::changes::Changes;
-use wharf_controller::translate::parts::Incremental;
+use wharf_controller::translate::incremental::Incremental;
 
 /// Translates and compiles the objects in `file` `rounds` times after a first time;
 /// prints each round's milliseconds and the median of the repeated rounds. `change`: each

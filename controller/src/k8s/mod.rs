@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::changes::Changes;
 use crate::kinds::Kind;
 use crate::publish::{Published, Publisher};
-use crate::translate::parts::Incremental;
+use crate::translate::incremental::Incremental;
 use crate::{Options, Translation};
 use index::{Change, Changed, Index, Key};
 use lease::LeaseConfig;

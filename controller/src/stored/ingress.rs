@@ -154,6 +154,19 @@ pub struct IngressTls {
     pub secret_name: Option<Box<str>>,
 }
 
+impl Ingress {
+    /// The reference that names this Ingress in diagnostics, routes and status (the
+    /// namespace `default` when the object has none).
+    pub fn object_ref(&self) -> wharf_model::ObjectRef {
+        let m = &self.metadata;
+        wharf_model::ObjectRef::new(
+            "Ingress",
+            m.namespace.as_deref().unwrap_or("default"),
+            m.name.as_deref().unwrap_or(""),
+        )
+    }
+}
+
 impl crate::stored::Keyed for Ingress {
     fn key(&self) -> (&str, &str) {
         let m = &self.metadata;

@@ -3,7 +3,7 @@
 use crate::kinds::ByKey;
 use std::collections::BTreeMap;
 
-use super::HashMap;
+use crate::hashing::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 

@@ -8,7 +8,7 @@
 //! `Conflicted`. A policy whose CA certificates all fail to resolve is not accepted, and
 //! the requests for the backends it targets are answered 500, never sent in plain text.
 
-use super::HashMap;
+use crate::hashing::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

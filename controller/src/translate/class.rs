@@ -1,6 +1,6 @@
 //! Which Ingresses are ours.
 
-use super::HashSet;
+use crate::hashing::HashSet;
 
 use crate::stored::Ingress;
 use k8s_openapi::api::networking::v1::IngressClass;

@@ -49,11 +49,11 @@ fn age(world: &World, kept: Kept<'_>, host: &Host, source: &ObjectRef) -> Option
 }
 
 /// The Ingresses of `ours` by each host their `spec.tls` names.
-fn tls_hosts_of(world: &World, ours: &imbl::OrdSet<ObjectRef>) -> super::HashMap<Host, Vec<ObjectRef>> {
-    let mut out: super::HashMap<Host, Vec<ObjectRef>> = super::HashMap::default();
+fn tls_hosts_of(world: &World, ours: &imbl::OrdSet<ObjectRef>) -> crate::hashing::HashMap<Host, Vec<ObjectRef>> {
+    let mut out: crate::hashing::HashMap<Host, Vec<ObjectRef>> = crate::hashing::HashMap::default();
     for ing in world.ingresses.iter() {
         let Some(tls) = ing.spec.as_ref().and_then(|s| s.tls.as_ref()) else { continue };
-        let source = super::ingress_ref(ing);
+        let source = ing.object_ref();
         if !ours.contains(&source) {
             continue;
         }

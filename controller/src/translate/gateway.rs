@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{HashMap, HashSet};
+use crate::hashing::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

@@ -11,6 +11,7 @@ use wharf_model::{GatewayPort, PortProtocol};
 use super::gateway::{AddressPool, GatewayOptions};
 use super::tests::{obj, service, slice, tls_secret};
 use super::*;
+use wharf_model::Host;
 
 const CONTROLLER: &str = "wharf.dev/gateway-controller";
 

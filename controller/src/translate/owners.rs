@@ -13,7 +13,7 @@
 
 use wharf_model::{Host, Snapshot};
 
-use super::HashMap;
+use crate::hashing::HashMap;
 
 /// Diagnostic reason of a claim on a host that belongs to another namespace.
 pub const HOST_OWNED: &str = "HostOwnedByOtherNamespace";

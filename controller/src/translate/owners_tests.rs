@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::tests::{class, ingress, path, rule, tls_secret};
 use super::*;
+use wharf_model::{Action, Host};
 
 /// An Ingress of namespace `ns`, created at minute `age`.
 fn ing(ns: &str, name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
@@ -213,7 +214,7 @@ fn an_older_ingress_edited_to_name_a_served_host_takes_nothing() {
     assert_eq!(owned_diags(&held).len(), 1, "{:?}", owned_diags(&held));
     assert!(owned_diags(&held)[0].1.starts_with("host shop.a.test belongs to namespace a"));
     // The incremental translation of the change decides the same.
-    let mut parts = parts::Incremental::default();
+    let mut parts = incremental::Incremental::default();
     let _ = parts.translate(&before, &opts(), None, &crate::changes::Changes::everything());
     let changed = crate::changes::Changes {
         ingresses: [("b".into(), "old".into())].into(),
@@ -289,7 +290,7 @@ fn an_auth_url_reaches_only_its_own_namespaces_hosts_and_shared_services() {
     let refused: Vec<String> = t
         .diagnostics
         .iter()
-        .filter(|d| d.reason == auth::AUTH_URL_NOT_PERMITTED)
+        .filter(|d| d.reason == ingress::auth::AUTH_URL_NOT_PERMITTED)
         .map(|d| format!("{}/{}", d.object.namespace, d.object.name))
         .collect();
     assert_eq!(refused, ["b/host", "b/shared", "b/svc"]);

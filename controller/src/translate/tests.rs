@@ -5,6 +5,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
 use super::*;
+use wharf_model::{Action, PathMatch, PathRewrite, TcpRoute, UrlRewrite};
 
 pub(super) fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
@@ -1439,17 +1440,4 @@ fn ingresses_ask_acme_for_missing_managed_and_annotated_secrets_of_their_issuer(
     let asked: Vec<&str> =
         t.diagnostics.iter().filter(|d| d.reason == "AcmeNotConfigured").map(|d| d.object.name.as_str()).collect();
     assert_eq!(asked, ["empty", "foreign", "slash"]);
-}
-
-#[test]
-fn a_hosts_first_route_gets_room_for_one_and_more_grow_as_usual() {
-    let route = Route::forward(PathMatch::prefix("/").unwrap(), "web/app:80", ObjectRef::new("Ingress", "web", "a"));
-    let mut routes = Vec::new();
-    push_route(&mut routes, route.clone());
-    assert_eq!((routes.len(), routes.capacity()), (1, 1));
-    for _ in 0..4 {
-        push_route(&mut routes, route.clone());
-    }
-    assert_eq!(routes.len(), 5);
-    assert!(routes.capacity() > 5, "grown ahead (amortized), not one route at a time");
 }

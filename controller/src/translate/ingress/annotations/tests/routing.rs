@@ -1,5 +1,5 @@
 use super::*;
-use crate::translate::annotations::routing::{is_origin, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
+use crate::translate::ingress::annotations::routing::{is_origin, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
 
 #[test]
 fn redirects_take_urls_codes_and_temporal_wins() {

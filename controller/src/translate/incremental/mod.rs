@@ -23,9 +23,13 @@ use wharf_model::{
     Certificate, ClientAuthHost, Cluster, Host, Hosts, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
 };
 
-use super::{annotations, HashMap};
-use super::{Diagnostic, Lookups, Options, Translation, World};
+use super::ingress;
+use super::ingress::annotations;
+use super::lookups::Lookups;
+use super::{Diagnostic, Options, Translation};
 use crate::changes::{Changes, Key};
+use crate::hashing::HashMap;
+use crate::World;
 
 /// What a part's Ingresses share with each other: two Ingresses with a link in common are
 /// translated together.
@@ -52,22 +56,6 @@ pub(super) enum Link {
 struct Ties {
     links: Vec<Link>,
     under: Vec<String>,
-}
-
-/// The translation of one part, as [`super::ingress_part`] makes it.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Part {
-    pub(super) virtual_hosts: Vec<Arc<VirtualHost>>,
-    pub(super) tls_hosts: Vec<TlsHost>,
-    pub(super) default_backend: Option<Box<Route>>,
-    pub(super) passthrough: Vec<SniRoute>,
-    pub(super) client_auth: Vec<ClientAuthHost>,
-    pub(super) certificates: Vec<(String, Certificate)>,
-    pub(super) clusters: Vec<(String, Cluster)>,
-    pub(super) diags: Vec<Diagnostic>,
-    /// The Ingresses served (their status is ours to write).
-    pub(super) served: Vec<ObjectRef>,
-    pub(super) acme: Vec<super::acme::Demand>,
 }
 
 /// What is kept of a part once its translation is merged: its members, and the keys of
@@ -228,8 +216,8 @@ struct Merged {
 
 impl Merged {
     /// Puts part `id` in; what is kept of it to take it out again.
-    fn add(&mut self, id: u64, members: Vec<Key>, expires: Option<i64>, part: Part) -> Kept {
-        let Part {
+    fn add(&mut self, id: u64, members: Vec<Key>, expires: Option<i64>, part: ingress::Part) -> Kept {
+        let ingress::Part {
             virtual_hosts,
             tls_hosts,
             default_backend,
@@ -481,7 +469,7 @@ impl Incremental {
         // through maps built first.
         self.translated = ties.len();
         let lookups = Lookups::new(world, opts, previous, search_in_place(world, ties.len()));
-        let mut users = super::auth::Users::default();
+        let mut users = super::ingress::auth::Users::default();
         for component in components(&ties) {
             let mut members: Vec<(&Ingress, annotations::Settings)> = Vec::with_capacity(component.len());
             let mut diags = Vec::new();
@@ -492,12 +480,12 @@ impl Incremental {
                 members.push((ing, settings));
                 diags.extend(d);
             }
-            members.sort_by(|a, b| super::age_key(a.0).cmp(&super::age_key(b.0)));
+            members.sort_by(|a, b| ingress::age_key(a.0).cmp(&ingress::age_key(b.0)));
             if !self.whole {
                 lookups.secrets.reads.start();
                 lookups.backends.reads.start();
             }
-            let part = super::ingress_part(&lookups, &mut users, &members, diags);
+            let part = ingress::part(&lookups, &mut users, &members, diags);
             let mut reads = lookups.secrets.reads.stop();
             reads.extend(lookups.backends.reads.stop());
             reads.sort_unstable();
@@ -608,7 +596,7 @@ impl Incremental {
         snapshot.clusters = m.clusters.clone();
         let served = m.served.clone();
         let acme = super::acme::Demands::from_demands(demands);
-        super::finish(world, lookups, snapshot, diags, acme, served)
+        super::assemble::finish(world, lookups, snapshot, diags, acme, served)
     }
 }
 
@@ -688,7 +676,7 @@ fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all:
         if let Host::Exact(name) = &h {
             out.under.extend(Host::wildcard_key(name).map(str::to_owned));
             if settings.from_to_www {
-                let alias = super::www_alias(name);
+                let alias = ingress::www_alias(name);
                 out.under.extend(Host::wildcard_key(&alias).map(str::to_owned));
                 out.links.push(Link::Host(Host::Exact(alias)));
             }
@@ -760,3 +748,6 @@ fn components(ties: &HashMap<Key, Ties>) -> Vec<Vec<Key>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

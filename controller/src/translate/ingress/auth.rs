@@ -1,7 +1,7 @@
 //! The users of an Ingress's basic authentication, read from the Secret its annotations
 //! name (an htpasswd file in key `auth`, or an auth map: each key a user).
 
-use super::{HashMap, HashSet};
+use crate::hashing::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::stored::Ingress;
@@ -12,10 +12,11 @@ use wharf_model::{
 use wharf_gateway_api::referencegrants::ReferenceGrant;
 
 use super::annotations::{ClientTlsSetting, ExternalSetting};
-use super::backend::ServicePortRef;
-use super::grants::{permitted, RefFrom, RefTo};
-use super::tls::Secrets;
-use super::{Diagnostic, Translator};
+use super::Translator;
+use crate::translate::backend::ServicePortRef;
+use crate::translate::grants::{permitted, RefFrom, RefTo};
+use crate::translate::tls::Secrets;
+use crate::translate::Diagnostic;
 
 /// The hosts of the rules of `ingresses`, lower-case.
 pub fn rule_hosts(ingresses: &[&Ingress]) -> HashSet<String> {
@@ -70,7 +71,7 @@ impl Translator<'_> {
                 let port = ServicePortRef::Number(i32::from(e.port));
                 let clusters = &mut self.snapshot.clusters;
                 let id = self.backends.cluster_for(ns, name, &port, false, src, &mut self.diags, clusters);
-                let id = id.unwrap_or_else(|| super::backend::cluster_id(ns, name, &port));
+                let id = id.unwrap_or_else(|| crate::translate::backend::cluster_id(ns, name, &port));
                 Some(if e.tls { self.unverified_tls(id, ns, name) } else { id })
             }
             (None, Some(host)) if !served.contains(host) => {
@@ -118,7 +119,7 @@ impl Translator<'_> {
         ing: &Ingress,
         setting: &ClientTlsSetting,
     ) -> Result<ClientCertCheck, String> {
-        let src = super::ingress_ref(ing);
+        let src = ing.object_ref();
         let (ns, name) = &setting.secret;
         let refuse = |t: &mut Self, reason: &'static str, why: String| {
             t.diag(&src, reason, format!("{why}; requests are answered 503 until it is fixed"));

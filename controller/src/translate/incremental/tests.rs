@@ -9,10 +9,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{json, Map, Value};
 
-use super::parts::Incremental;
-use super::tests::{class, ingress, obj, path, rule, secret, service, slice, tls_secret};
-use super::*;
 use crate::changes::{Changes, Read};
+use crate::translate::incremental::Incremental;
+use crate::translate::tests::{class, ingress, obj, path, rule, secret, service, slice, tls_secret};
+use crate::translate::*;
 
 const HOSTS: [&str; 7] =
     ["a.example.com", "b.example.com", "www.a.example.com", "*.example.com", "c.test", "www.c.test", "bad_host!"];
@@ -260,7 +260,10 @@ fn translating_the_parts_a_change_touches_gives_what_translating_everything_give
         for step in 0..40 {
             let changes = objects.change(&mut g);
             let world = objects.world();
-            assert!(super::parts::search_in_place(&world, 8), "a change of up to 8 Ingresses searches in place");
+            assert!(
+                crate::translate::incremental::search_in_place(&world, 8),
+                "a change of up to 8 Ingresses searches in place"
+            );
             let previous = Some(&*last.snapshot);
             let got = parts.translate(&world, &opts, previous, &changes);
             // The references look the objects up through maps: out of key order.
@@ -442,7 +445,7 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
 
 #[test]
 fn few_lookups_search_the_objects_where_they_are_many_build_maps() {
-    use super::parts::search_in_place;
+    use crate::translate::incremental::search_in_place;
     let mut w = World::default();
     for i in 0..96 {
         w.secrets.push(secret(&format!("s{i:03}"), "", ""));
@@ -478,8 +481,8 @@ fn few_lookups_search_the_objects_where_they_are_many_build_maps() {
 
 #[test]
 fn our_ingresses_are_found_by_key_with_a_missing_namespace_taken_as_default() {
-    use super::class::Classes;
-    use super::parts::Ours;
+    use crate::translate::class::Classes;
+    use crate::translate::incremental::Ours;
     let ours_in = |name: &str, namespace: Option<&str>, class: &str| {
         let mut ing = ingress(name, 0, json!({}), json!({"ingressClassName": class, "rules": []}));
         ing.metadata.namespace = namespace.map(str::to_owned);
