@@ -1,5 +1,6 @@
-//! The modules of a crate depend one way: no module reaches, through any chain of `crate::`
-//! or `super::` paths, back to itself. Read from the sources (unit tests and comments left
+//! The modules of a crate depend one way: each uses only its own layer and those below
+//! ([`LAYERS`]), and no module reaches, through any chain of `crate::` or `super::` paths,
+//! back to itself. Read from the sources (unit tests and comments left
 //! out, since a test module may use anything), so that a new import that closes a cycle fails here and
 //! names the cycle.
 
@@ -11,9 +12,12 @@ use std::path::{Path, PathBuf};
 /// The crates whose modules form no cycle.
 const CRATES: [&str; 4] = ["model", "controller", "dataplane", "cli"];
 
-/// Module path (`a::b`, `""` for the crate root) → its source without its unit tests.
+/// Module path (`a::b`, `""` for the crate root) → its source without its unit tests (test
+/// modules in files of their own left out too).
 fn modules(src: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    // Modules in files of their own that only tests build (`#[cfg(test)] mod name;`).
+    let mut tests = Vec::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -34,6 +38,12 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
+            for declared in text.split("#[cfg(test)]\nmod ").skip(1) {
+                let name = declared.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default();
+                if declared[name.len()..].starts_with(';') {
+                    tests.push([&parts[..], &[name.to_owned()]].concat().join("::"));
+                }
+            }
             // Code only: unit tests and comments (doc links name items they do not use) left out.
             let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
             let code: String =
@@ -41,6 +51,7 @@ fn modules(src: &Path) -> BTreeMap<String, String> {
             out.insert(parts.join("::"), code);
         }
     }
+    out.retain(|module, _| !tests.iter().any(|t| module == t || module.starts_with(&format!("{t}::"))));
     out
 }
 
@@ -183,6 +194,111 @@ fn cycle_through<'a>(edges: &BTreeMap<&'a str, BTreeSet<&'a str>>, start: &'a st
     None
 }
 
+/// Each crate's layers, bottom first, each a list of module paths (a path stands for the
+/// module and everything inside it; the longest path that names a module decides its
+/// layer). A module may use its own layer and those below, and the modules it is inside;
+/// `docs/architecture.md` says what each layer holds.
+const LAYERS: [(&str, &[&[&str]]); 4] = [
+    (
+        "model",
+        &[
+            &["host", "path", "pattern", "net", "identity"],
+            &["cors", "auth", "client_auth", "tls", "route"],
+            &["hosts"],
+            &["snapshot"],
+        ],
+    ),
+    (
+        "controller",
+        &[
+            // Names every layer shares.
+            &["well_known", "hashing"],
+            // The world: the objects translation reads and what changed in them.
+            &["stored", "kinds", "changes", "files"],
+            // Translation: the lookups every part shares, then the translators.
+            &["translate::reads"],
+            &["translate::owners", "translate::class", "translate::grants"],
+            &["translate::backend", "translate::backend_tls", "translate::tls", "translate::acme"],
+            &["translate::lookups"],
+            &["translate::ingress"],
+            &["translate::http_route"],
+            &["translate::gateway"],
+            &["translate::edge"],
+            &["translate::assemble"],
+            &["translate::incremental"],
+            &["translate"],
+            // What acts on a translation.
+            &["acme", "publish", "nginx_configmap", "migrate"],
+            // The API server: watches, the index, status, Events, the lease.
+            &["k8s"],
+        ],
+    ),
+    (
+        "dataplane",
+        &[
+            &["reasons", "host_map"],
+            &["metrics", "memory"],
+            &["relay", "prefixed", "proxy_protocol", "drain", "coalesce"],
+            &["sessions", "tls", "acme", "passthrough::client_hello"],
+            &["hbone"],
+            &["upstream"],
+            &["auth", "ratelimit"],
+            &["host_map", "routing"],
+            &["config"],
+            &["proxy", "passthrough", "tcp", "echo"],
+            &["listeners", "admin"],
+            &["testing", "fuzzing"],
+        ],
+    ),
+    ("cli", &[&["args", "logging"], &["control", "gateway"], &["controller"], &["run", "migrate"]]),
+];
+
+/// The layer of `module` in `layers`: the index of the layer naming its longest prefix.
+fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
+    let mut best: Option<(usize, usize)> = None;
+    for (i, names) in layers.iter().enumerate() {
+        for name in *names {
+            let covers = module == *name || module.starts_with(&format!("{name}::"));
+            if covers && best.is_none_or(|(len, _)| name.len() > len) {
+                best = Some((name.len(), i));
+            }
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
+/// The imports of `edges` that reach a layer above their own, and the modules no layer
+/// names.
+fn upward<'a>(layers: &[&[&str]], edges: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (&from, targets) in edges {
+        let Some(at) = layer_of(layers, from) else {
+            if !from.is_empty() {
+                out.push(format!("{from} is in no layer"));
+            }
+            continue;
+        };
+        for &to in targets {
+            match layer_of(layers, to) {
+                Some(above) if above > at => out.push(format!("{from} (layer {at}) uses {to} (layer {above})")),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_module_uses_only_its_layer_and_those_below() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for (krate, layers) in LAYERS {
+        let known = modules(&root.join(krate).join("src"));
+        wrong.extend(upward(layers, &edges(&known)).into_iter().map(|w| format!("{krate}: {w}")));
+    }
+    assert!(wrong.is_empty(), "imports against the layers (LAYERS, bottom first):\n{}", wrong.join("\n"));
+}
+
 #[test]
 fn no_crate_has_an_import_cycle_between_its_modules() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -226,4 +342,9 @@ fn paths_are_read_with_their_groups_and_cycles_are_found() {
     assert_eq!(edges["b"], BTreeSet::from(["a"]), "the crate root is above every module");
     assert_eq!(cycle_through(&edges, "a"), Some(vec!["a", "b", "a"]));
     assert_eq!(cycle_through(&edges, "d"), None);
+    let layers: &[&[&str]] = &[&["b::c"], &["a"], &["b"]];
+    assert_eq!(layer_of(layers, "b::c::e"), Some(0), "the longest path decides");
+    assert_eq!(layer_of(layers, "b::x"), Some(2));
+    assert_eq!(layer_of(layers, "ab"), None, "a path names whole segments");
+    assert_eq!(upward(layers, &edges), ["a (layer 1) uses b (layer 2)", "d is in no layer"]);
 }
