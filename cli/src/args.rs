@@ -264,7 +264,7 @@ pub struct TranslateArgs {
     /// must be able to bind them: loopback, or a range routed to the node). Without it,
     /// Gateways are accepted but not served.
     #[arg(long, value_parser = parse_address_pool, env = "WHARF_GATEWAY_ADDRESSES")]
-    pub gateway_addresses: Option<wharf_controller::translate::gateway::AddressPool>,
+    pub gateway_addresses: Option<wharf_controller::translate::gateway_api::AddressPool>,
     /// `NAMESPACE/NAME` of the Gateway served on Wharf's own listeners (the edge ports,
     /// at the address of Wharf's Service) instead of on an address of its own; its routes
     /// are tried before the Ingress rules.
@@ -351,8 +351,8 @@ fn parse_namespace(s: &str) -> Result<String, String> {
     }
 }
 
-fn parse_address_pool(s: &str) -> Result<wharf_controller::translate::gateway::AddressPool, String> {
-    wharf_controller::translate::gateway::AddressPool::parse(s)
+fn parse_address_pool(s: &str) -> Result<wharf_controller::translate::gateway_api::AddressPool, String> {
+    wharf_controller::translate::gateway_api::AddressPool::parse(s)
 }
 
 /// Proxy behaviour.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
-use wharf_controller::translate::gateway::{EdgeGateway, EdgeSocket};
+use wharf_controller::translate::gateway_api::{EdgeGateway, EdgeSocket};
 use wharf_controller::translate::ingress::annotations::{AnnotationOptions, SnippetPolicy};
 use wharf_dataplane::drain::{self, Signal};
 use wharf_dataplane::hbone::istio_ca::IstioCa;
@@ -187,7 +187,7 @@ pub fn translate_options(args: &GatewayArgs) -> anyhow::Result<wharf_controller:
         cluster_domain: t.cluster_domain.clone(),
         trust_domain: t.trust_domain.clone(),
         now: 0,
-        gateway: wharf_controller::translate::gateway::GatewayOptions {
+        gateway: wharf_controller::translate::gateway_api::GatewayOptions {
             controller_name: t.gateway_controller_name.clone(),
             addresses: t.gateway_addresses,
             edge: edge_gateway(args)?,

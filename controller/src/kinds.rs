@@ -89,7 +89,7 @@ impl Kind for IngressClass {
 impl Kind for Namespace {
     stored_as_is!();
 }
-// A Gateway's status is read: the address it shows is kept (translate::gateway).
+// A Gateway's status is read: the address it shows is kept (translate::gateway_api).
 impl Kind for Gateway {
     stored_as_is!();
 }

@@ -25,7 +25,7 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use super::index::{Index, Key};
-use crate::translate::gateway::{same_shape, Statuses};
+use crate::translate::gateway_api::{same_shape, Statuses};
 
 /// The field manager of Gateway API status writes.
 pub const FIELD_MANAGER: &str = "wharf.dev/gateway-controller";
@@ -298,7 +298,7 @@ pub async fn write(client: &Client, kind: StatusKind, key: &Key, body: &StatusBo
 mod tests {
     use super::*;
     use crate::kinds::Change;
-    use crate::translate::gateway::GatewayOptions;
+    use crate::translate::gateway_api::GatewayOptions;
     use kube::runtime::watcher::Event;
     use serde_json::json;
 
@@ -331,7 +331,7 @@ mod tests {
             now,
             gateway: GatewayOptions {
                 controller_name: FIELD_MANAGER.into(),
-                addresses: crate::translate::gateway::AddressPool::parse("127.1.0.0/16").ok(),
+                addresses: crate::translate::gateway_api::AddressPool::parse("127.1.0.0/16").ok(),
                 edge: None,
             },
             ..crate::Options::default()

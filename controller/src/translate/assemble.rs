@@ -8,7 +8,7 @@ use wharf_model::{Host, ObjectRef, Snapshot, SniRoute, TcpRoute};
 
 use super::backend::Backends;
 use super::lookups::Lookups;
-use super::{acme, edge, gateway, Diagnostic, ServicePortRef, Translation};
+use super::{acme, edge, gateway_api, Diagnostic, ServicePortRef, Translation};
 use crate::hashing::HashSet;
 use crate::World;
 
@@ -47,9 +47,9 @@ pub(super) fn finish(
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(opts.now).unwrap_or_default(),
     );
-    let mut asks = gateway::AcmeAsks { opts: &opts.acme, demands: &mut demands, diags: &mut diags };
+    let mut asks = gateway_api::AcmeAsks { opts: &opts.acme, demands: &mut demands, diags: &mut diags };
     let mut gateway_status =
-        gateway::translate(world, &opts.gateway, &l.backends, &l.secrets, &mut snapshot, &now, &mut asks);
+        gateway_api::translate(world, &opts.gateway, &l.backends, &l.secrets, &mut snapshot, &now, &mut asks);
     let lost = edge::share(world, &opts.ownership, (&l.record, l.previous), &ingresses, &mut snapshot);
     edge::refuse_routes(&lost.diags, &snapshot, &mut gateway_status);
     for (host, ns) in &lost.hosts {

@@ -176,7 +176,7 @@ pub fn share(
 /// it named there belongs to another namespace), in its status for that Gateway:
 /// `Accepted: False`, reason `NotAllowedByListeners`, with the diagnostic's message. A
 /// route that keeps some of its hosts stays accepted (its Event names the others).
-pub fn refuse_routes(lost: &[Diagnostic], snapshot: &Snapshot, statuses: &mut super::gateway::Statuses) {
+pub fn refuse_routes(lost: &[Diagnostic], snapshot: &Snapshot, statuses: &mut super::gateway_api::Statuses) {
     let Some(edge) = statuses.edge_gateway.clone() else { return };
     for d in lost {
         let source = &d.object;

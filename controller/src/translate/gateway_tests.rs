@@ -8,7 +8,7 @@ use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::referencegrants::ReferenceGrant;
 use wharf_model::{GatewayPort, PortProtocol};
 
-use super::gateway::{AddressPool, GatewayOptions};
+use super::gateway_api::{AddressPool, GatewayOptions};
 use super::tests::{obj, service, slice, tls_secret};
 use super::*;
 use wharf_model::Host;
@@ -998,7 +998,7 @@ fn tcp_routes_forward_by_weight_and_the_oldest_route_of_a_listener_is_served() {
 
 #[test]
 fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
-    use super::gateway::{EdgeGateway, EdgeSocket};
+    use super::gateway_api::{EdgeGateway, EdgeSocket};
     use wharf_gateway_api::tcproutes::TcpRoute;
     let socket = |port: u16, local: u16, protocol| EdgeSocket { port, bind: ([0, 0, 0, 0], local).into(), protocol };
     let mut o = opts();
@@ -1413,7 +1413,7 @@ fn losers(t: &Translation) -> Vec<String> {
 
 #[test]
 fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_it() {
-    use super::gateway::{EdgeGateway, EdgeSocket};
+    use super::gateway_api::{EdgeGateway, EdgeSocket};
     let mut o = opts();
     o.gateway.edge = Some(EdgeGateway {
         namespace: "wharf".into(),
@@ -1531,7 +1531,7 @@ fn on_the_edge_listeners_a_host_belongs_to_its_oldest_claim_whichever_api_made_i
 
 #[test]
 fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_and_ignores_merging() {
-    use super::gateway::{EdgeGateway, EdgeSocket};
+    use super::gateway_api::{EdgeGateway, EdgeSocket};
     use wharf_gateway_api::grpcroutes::GrpcRoute;
     use wharf_gateway_api::tlsroutes::TlsRoute;
     let mut o = opts();
@@ -1633,7 +1633,7 @@ fn the_edge_ownership_rule_weighs_grpc_and_tls_routes_and_passthrough_ingresses_
 
 #[test]
 fn on_the_edge_an_older_route_edited_to_name_a_served_host_takes_nothing() {
-    use super::gateway::{EdgeGateway, EdgeSocket};
+    use super::gateway_api::{EdgeGateway, EdgeSocket};
     let mut o = opts();
     o.gateway.edge = Some(EdgeGateway {
         namespace: "wharf".into(),
@@ -1688,7 +1688,7 @@ fn on_the_edge_an_older_route_edited_to_name_a_served_host_takes_nothing() {
 
 #[test]
 fn on_the_edge_a_tls_host_of_an_ingress_claims_its_host_too() {
-    use super::gateway::{EdgeGateway, EdgeSocket};
+    use super::gateway_api::{EdgeGateway, EdgeSocket};
     let mut o = opts();
     o.gateway.edge = Some(EdgeGateway {
         namespace: "wharf".into(),

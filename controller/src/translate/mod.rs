@@ -10,9 +10,8 @@ pub(crate) mod backend;
 mod backend_tls;
 mod class;
 pub mod edge;
-pub mod gateway;
+pub mod gateway_api;
 pub mod grants;
-pub mod http_route;
 pub mod incremental;
 pub mod ingress;
 mod lookups;
@@ -62,7 +61,7 @@ pub struct Options {
     /// The current time, Unix seconds (for certificate expiry and condition times).
     pub now: i64,
     /// Gateway API settings.
-    pub gateway: gateway::GatewayOptions,
+    pub gateway: gateway_api::GatewayOptions,
     /// How Ingress annotations are read.
     pub annotations: annotations::AnnotationOptions,
     /// ACME settings.
@@ -97,7 +96,7 @@ impl Default for Options {
             cluster_domain: "cluster.local".into(),
             trust_domain: "cluster.local".into(),
             now: 0,
-            gateway: gateway::GatewayOptions::default(),
+            gateway: gateway_api::GatewayOptions::default(),
             annotations: annotations::AnnotationOptions::default(),
             acme: AcmeOptions::default(),
             ownership: owners::Ownership::default(),
@@ -126,7 +125,7 @@ pub struct Translation {
     /// The Ingresses of our class (their status is ours to write).
     pub ingresses: imbl::OrdSet<ObjectRef>,
     /// The status Gateway API objects of our controller should show.
-    pub gateway_status: gateway::Statuses,
+    pub gateway_status: gateway_api::Statuses,
     /// The certificates to obtain from ACME.
     pub acme: Vec<acme::Demand>,
 }

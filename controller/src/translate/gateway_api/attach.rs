@@ -1,0 +1,248 @@
+//! Routes attached to listeners: parent references, hostnames, namespaces and kinds
+//! checked, each accepted route's rules placed on its listeners.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wharf_gateway_api::grpcroutes::GrpcRoute;
+use wharf_gateway_api::httproutes::{
+    HttpRoute, HttpRouteParentRefs, HttpRouteStatusParents, HttpRouteStatusParentsParentRef,
+};
+use wharf_gateway_api::tcproutes::TcpRoute;
+use wharf_gateway_api::tlsroutes::TlsRoute;
+use wharf_model::{Host, ObjectRef, Route, Snapshot};
+
+use super::http_route::{self};
+use crate::translate::backend::Backends;
+use crate::translate::grants::GATEWAY_GROUP;
+use crate::World;
+
+use super::*;
+
+/// The parents a route names that are Gateways of ours: attaches it to their listeners,
+/// builds its routes, and returns the status entry of each.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attach_route(
+    route: &RouteView<'_>,
+    age: usize,
+    gws: &mut [Gw<'_>],
+    world: &World,
+    snapshot: &mut Snapshot,
+    attached: &mut Attached,
+    opts: &GatewayOptions,
+    now: &Time,
+) -> Vec<HttpRouteStatusParents> {
+    let ns = route.meta.namespace.as_deref().unwrap_or("default");
+    let rref = &route.oref;
+    let generation = route.meta.generation;
+    let hostnames = &route.hostnames;
+    let mut statuses = Vec::new();
+    let mut built: Option<Rules> = None;
+    for parent in &route.parent_refs {
+        if parent.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
+            || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+        {
+            continue;
+        }
+        let pns = parent.namespace.as_deref().unwrap_or(ns);
+        let Some(gi) = gws.iter().position(|g| g.oref.namespace == pns && g.oref.name == parent.name) else {
+            continue;
+        };
+        let (rules, refused, unresolved) = built.get_or_insert_with(|| (route.rules)(snapshot)).clone();
+        let gw_ns = gws[gi].oref.namespace.clone();
+        let mut accepted: Result<(), (&'static str, String)> = Ok(());
+        let named: Vec<usize> = (0..gws[gi].listeners.len())
+            .filter(|&li| {
+                let l = gws[gi].listeners[li].spec;
+                parent.section_name.as_deref().is_none_or(|s| s == l.name) && parent.port.is_none_or(|p| p == l.port)
+            })
+            .collect();
+        if named.is_empty() {
+            accepted = Err(("NoMatchingParent", "the Gateway has no listener with this sectionName and port".into()));
+        }
+        let ready: Vec<usize> = named.iter().copied().filter(|&li| gws[gi].listeners[li].attachable()).collect();
+        let allowed: Vec<usize> = ready
+            .iter()
+            .copied()
+            .filter(|&li| {
+                let l = &gws[gi].listeners[li];
+                namespace_allowed(l.spec, &gw_ns, ns, world) && l.kinds.iter().any(|k| k.kind == route.kind)
+            })
+            .collect();
+        if accepted.is_ok() && allowed.is_empty() {
+            accepted = Err((
+                "NotAllowedByListeners",
+                format!(
+                    "no listener of Gateway {gw_ns}/{} that this parentRef names allows {}s from namespace {ns}",
+                    parent.name, route.kind
+                ),
+            ));
+        }
+        let mut any_host = false;
+        for &li in &allowed {
+            let l = &gws[gi].listeners[li];
+            let listener_host = l.spec.hostname.as_deref();
+            let names = http_route::hostnames(listener_host, hostnames);
+            if names.is_empty() {
+                continue;
+            }
+            any_host = true;
+            gws[gi].listeners[li].attached += 1;
+            let entries = attached.entry((gi, li)).or_default();
+            for name in &names {
+                let Ok(host) = http_route::host(name) else { continue };
+                for (rule, m_idx, m, action) in &rules {
+                    let key: RouteKey = (
+                        std::cmp::Reverse(matches!(host, Host::Exact(_))),
+                        std::cmp::Reverse(name.len()),
+                        precedence_bytes(m),
+                        age,
+                        *rule,
+                        *m_idx,
+                    );
+                    let route = Route {
+                        matches: m.clone(),
+                        action: action.clone(),
+                        source: rref.clone(),
+                        https_redirect: false,
+                        max_body_bytes: None,
+                        clients: None,
+                        cors: None,
+                        rate_limit: None,
+                        auth: None,
+                        client_cert: None,
+                    };
+                    entries.push((host.clone(), key, route));
+                }
+            }
+        }
+        if accepted.is_ok() && !allowed.is_empty() && !any_host {
+            accepted = Err((
+                "NoMatchingListenerHostname",
+                "no hostname of this route matches a hostname of the listeners it may attach to".into(),
+            ));
+        }
+        let mut conditions = Vec::new();
+        match (&accepted, &refused) {
+            (Err((reason, msg)), _) => {
+                conditions.push(condition("Accepted", false, reason, msg.clone(), generation, now))
+            }
+            (Ok(()), Some(r)) if rules.is_empty() => {
+                conditions.push(condition("Accepted", false, r.reason, r.message.clone(), generation, now))
+            }
+            (Ok(()), Some(r)) => {
+                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now));
+                conditions.push(condition(
+                    "PartiallyInvalid",
+                    true,
+                    r.reason,
+                    format!("a rule was dropped: {}", r.message),
+                    generation,
+                    now,
+                ));
+            }
+            (Ok(()), None) => {
+                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now))
+            }
+        }
+        conditions.push(match &unresolved {
+            Some((reason, msg)) => condition("ResolvedRefs", false, reason, msg.clone(), generation, now),
+            None => condition("ResolvedRefs", true, "ResolvedRefs", "every backendRef resolved", generation, now),
+        });
+        statuses.push(HttpRouteStatusParents {
+            conditions,
+            controller_name: opts.controller_name.clone(),
+            parent_ref: parent_ref(parent),
+        });
+    }
+    statuses
+}
+
+/// A route of any kind as attaching it needs it: the parts every kind shares (parentRefs
+/// in HTTPRoute's form), and its rules built on first use.
+pub(super) struct RouteView<'a> {
+    pub(super) kind: &'static str,
+    pub(super) meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub(super) oref: ObjectRef,
+    pub(super) parent_refs: Vec<HttpRouteParentRefs>,
+    pub(super) hostnames: Vec<String>,
+    pub(super) rules: Box<dyn Fn(&mut Snapshot) -> Rules + 'a>,
+}
+
+impl<'a> RouteView<'a> {
+    /// The view of `route`, whose rules `rules` builds given its namespace and reference.
+    pub(super) fn new<K: kube::Resource<DynamicType = ()>>(
+        kind: &'static str,
+        route: &'a K,
+        parent_refs: Vec<HttpRouteParentRefs>,
+        hostnames: Vec<String>,
+        rules: impl Fn(&str, &ObjectRef, &mut Snapshot) -> Rules + 'a,
+    ) -> RouteView<'a> {
+        let meta = route.meta();
+        let ns = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let oref = object_ref(route);
+        let rref = oref.clone();
+        RouteView { kind, meta, oref, parent_refs, hostnames, rules: Box::new(move |s| rules(&ns, &rref, s)) }
+    }
+
+    pub(super) fn http(route: &'a HttpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let (parents, hostnames) = (route.spec.parent_refs.clone(), route.spec.hostnames.clone());
+        RouteView::new(
+            HTTP_ROUTE,
+            route,
+            parents.unwrap_or_default(),
+            hostnames.unwrap_or_default(),
+            move |ns, r, s| rules(route, ns, r, world, backends, s),
+        )
+    }
+
+    // The other kinds' parentRefs are the same fields under other type names: converted
+    // through their JSON form.
+
+    pub(super) fn grpc(route: &'a GrpcRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(
+            GRPC_ROUTE,
+            route,
+            parents.unwrap_or_default(),
+            hostnames.unwrap_or_default(),
+            move |ns, r, s| grpc_rules(route, ns, r, world, backends, s),
+        )
+    }
+
+    pub(super) fn tls(route: &'a TlsRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(TLS_ROUTE, route, parents.unwrap_or_default(), hostnames, move |ns, r, s| {
+            tls_rules(route, ns, r, world, backends, s)
+        })
+    }
+
+    pub(super) fn tcp(route: &'a TcpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
+        let parents = same_shape(&route.spec.parent_refs);
+        RouteView::new(TCP_ROUTE, route, parents.unwrap_or_default(), Vec::new(), move |ns, r, s| {
+            tcp_rules(route, ns, r, world, backends, s)
+        })
+    }
+}
+
+/// An ordering of [`wharf_model::RouteMatch::precedence_key`] as bytes, so keys of
+/// several parts compare as one.
+pub(super) fn precedence_bytes(m: &wharf_model::RouteMatch) -> Vec<u8> {
+    let exact = matches!(m.path, wharf_model::PathMatch::Exact(_));
+    let inv = |n: usize| u32::MAX - u32::try_from(n).unwrap_or(u32::MAX);
+    let mut k = vec![u8::from(!exact)];
+    k.extend(inv(m.path.path().len()).to_be_bytes());
+    k.push(u8::from(m.method.is_none()));
+    k.extend(inv(m.headers.len()).to_be_bytes());
+    k.extend(inv(m.query.len()).to_be_bytes());
+    k
+}
+
+pub(super) fn parent_ref(p: &HttpRouteParentRefs) -> HttpRouteStatusParentsParentRef {
+    HttpRouteStatusParentsParentRef {
+        group: p.group.clone(),
+        kind: p.kind.clone(),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}

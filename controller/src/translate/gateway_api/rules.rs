@@ -1,0 +1,224 @@
+//! The rules of HTTPRoutes: filters to actions, mirrors, and backend references resolved
+//! to clusters (ReferenceGrants and BackendTLSPolicies applied).
+
+use wharf_gateway_api::httproutes::HttpRoute;
+use wharf_model::{ObjectRef, RouteMatch, Snapshot, WeightedBackend};
+
+use super::http_route::{self, Refused};
+use crate::translate::backend::{Backends, ServicePortRef};
+use crate::translate::grants::{permitted, RefFrom, RefTo, GATEWAY_GROUP};
+use crate::World;
+
+use super::*;
+
+pub(super) type Rules = (
+    Vec<(usize, usize, wharf_model::RouteMatch, wharf_model::Action)>,
+    Option<Refused>,
+    Option<(&'static str, String)>,
+);
+
+/// A route's rules as (rule index, match index, match, action); the first refused rule's
+/// reason; the first unresolved backendRef's reason.
+pub(super) fn rules(
+    route: &HttpRoute,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Rules {
+    let mut out = Vec::new();
+    let mut refused = None;
+    let mut unresolved = None;
+    for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
+        let matches = match http_route::route_matches(rule.matches.as_deref().unwrap_or_default()) {
+            Ok(m) => m,
+            Err(r) => {
+                refused.get_or_insert(r);
+                continue;
+            }
+        };
+        let timeouts = rule.timeouts.as_ref();
+        let timeout = match http_route::timeout_ms(
+            timeouts.and_then(|t| t.request.as_deref()),
+            timeouts.and_then(|t| t.backend_request.as_deref()),
+        ) {
+            Ok(t) => t,
+            Err(r) => {
+                refused.get_or_insert(r);
+                continue;
+            }
+        };
+        let refs = rule
+            .backend_refs
+            .iter()
+            .flatten()
+            .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
+        let mut weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
+        if let Err(r) =
+            filtered.try_for_each(|(b, w)| http_route::backend_filters(b.filters.as_deref().unwrap_or_default(), w))
+        {
+            refused.get_or_insert(r);
+            continue;
+        }
+        let filters = rule.filters.as_deref().unwrap_or_default();
+        let mirrors = mirrors(filters, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let first = out.len();
+        actions(ri, matches, filters, &weighted, &mut out, &mut refused);
+        for (_, _, _, action) in out.iter_mut().skip(first) {
+            if let wharf_model::Action::Forward(f) = action {
+                f.timeout_ms = timeout;
+                f.mirrors.clone_from(&mirrors);
+            }
+        }
+    }
+    (out, refused, unresolved)
+}
+
+/// A rule's action for each of its matches, into `out`; a filter that cannot be served
+/// drops the rule (the first reason goes to `refused`).
+pub(super) fn actions(
+    ri: usize,
+    matches: Vec<RouteMatch>,
+    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+    weighted: &[WeightedBackend],
+    out: &mut Vec<(usize, usize, RouteMatch, wharf_model::Action)>,
+    refused: &mut Option<Refused>,
+) {
+    for (mi, m) in matches.into_iter().enumerate() {
+        match http_route::action(filters, weighted.to_vec(), &m.path) {
+            Ok(action) => out.push((ri, mi, m, action)),
+            Err(r) => {
+                refused.get_or_insert(r);
+                return;
+            }
+        }
+    }
+}
+
+/// A rule's RequestMirror filters as mirrors to their resolved backends; one whose
+/// backend does not resolve is left out, and the first such reason goes to `unresolved`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mirrors(
+    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+    route_kind: &str,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+    unresolved: &mut Option<(&'static str, String)>,
+) -> Vec<wharf_model::Mirror> {
+    let mut out = Vec::new();
+    let mirror_filters =
+        filters.iter().filter(|f| f.r#type == wharf_gateway_api::httproutes::HttpRouteRulesFiltersType::RequestMirror);
+    for m in mirror_filters.filter_map(|f| f.request_mirror.as_ref()) {
+        let fraction = m.fraction.as_ref().map(|f| (f.numerator, f.denominator));
+        let per_million = http_route::mirror_share(m.percent, fraction);
+        match backend(backend_ref!(m.backend_ref), route_kind, ns, rref, world, backends, snapshot) {
+            Ok(Some(cluster)) => out.push(wharf_model::Mirror { cluster, per_million }),
+            Ok(None) => {}
+            Err(why) => {
+                unresolved.get_or_insert(why);
+            }
+        }
+    }
+    out
+}
+
+/// A rule's backendRefs with their weights, resolved: one that does not resolve keeps
+/// its weight and answers 500 (the first such reason goes to `unresolved`); a rule
+/// without any answers 500 too.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn resolve<'r>(
+    refs: impl Iterator<Item = (BackendRef<'r>, u32)>,
+    route_kind: &str,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+    unresolved: &mut Option<(&'static str, String)>,
+) -> Vec<WeightedBackend> {
+    let mut weighted = Vec::new();
+    for (r, weight) in refs {
+        match backend(r, route_kind, ns, rref, world, backends, snapshot) {
+            Ok(Some(cluster)) => weighted.push(WeightedBackend::new(&cluster, weight)),
+            // Its BackendTLSPolicy cannot be used (the policy says why): 500, never plain text.
+            Ok(None) => weighted.push(WeightedBackend::invalid(weight)),
+            Err(why) => {
+                unresolved.get_or_insert(why);
+                weighted.push(WeightedBackend::invalid(weight));
+            }
+        }
+    }
+    if weighted.is_empty() {
+        weighted.push(WeightedBackend::invalid(1));
+    }
+    weighted
+}
+
+/// A backendRef's fields, whatever the route kind.
+pub(super) struct BackendRef<'r> {
+    pub(super) group: Option<&'r str>,
+    pub(super) kind: Option<&'r str>,
+    pub(super) name: &'r str,
+    pub(super) namespace: Option<&'r str>,
+    pub(super) port: Option<i32>,
+}
+
+/// Resolves one backendRef of a route of `route_kind` into a cluster id. GRPCRoute
+/// backends are always spoken to over HTTP/2. An HTTPRoute's or GRPCRoute's backend
+/// targeted by a BackendTLSPolicy is spoken to over TLS (a cluster of its own), or, when
+/// the policy cannot be used, not at all (`Ok(None)`).
+pub(super) fn backend(
+    b: BackendRef<'_>,
+    route_kind: &str,
+    ns: &str,
+    rref: &ObjectRef,
+    world: &World,
+    backends: &Backends<'_>,
+    snapshot: &mut Snapshot,
+) -> Result<Option<String>, (&'static str, String)> {
+    let (group, kind, name) = (b.group.unwrap_or(""), b.kind.unwrap_or("Service"), b.name);
+    if !group.is_empty() || kind != "Service" {
+        return Err(("InvalidKind", format!("backendRef {group}/{kind} {name}: only Services are supported")));
+    }
+    let bns = b.namespace.unwrap_or(ns);
+    let from = RefFrom { group: GATEWAY_GROUP, kind: route_kind, namespace: ns };
+    if !permitted(&world.reference_grants, from, RefTo { group: "", kind: "Service", namespace: bns, name }) {
+        return Err((
+            "RefNotPermitted",
+            format!("backendRef Service {bns}/{name}: no ReferenceGrant in {bns} lets {route_kind}s of {ns} use it"),
+        ));
+    }
+    let Some(port) = b.port else {
+        return Err(("BackendNotFound", format!("backendRef Service {bns}/{name} needs a port")));
+    };
+    let mut diags = Vec::new();
+    let port = ServicePortRef::Number(port);
+    let h2 = route_kind == GRPC_ROUTE;
+    let id = backends.cluster_for(bns, name, &port, h2, rref, &mut diags, &mut snapshot.clusters).ok_or_else(|| {
+        let why = diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found"));
+        ("BackendNotFound", why)
+    })?;
+    if route_kind != HTTP_ROUTE && route_kind != GRPC_ROUTE {
+        return Ok(Some(id));
+    }
+    let port_name = b.port.and_then(|p| backends.port_name(bns, name, p));
+    match backends.tls_policies.lookup(bns, name, port_name) {
+        None => Ok(Some(id)),
+        Some(Err(())) => Ok(None),
+        Some(Ok(tls)) => {
+            let tls_id = format!("{id}/tls");
+            if !snapshot.clusters.contains_key(&tls_id) {
+                if let Some(plain) = snapshot.clusters.get(&id) {
+                    let cluster = wharf_model::Cluster { tls: Some(tls.clone()), ..plain.clone() };
+                    snapshot.clusters.insert(tls_id.clone(), cluster);
+                }
+            }
+            Ok(Some(tls_id))
+        }
+    }
+}
