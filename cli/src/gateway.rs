@@ -259,7 +259,9 @@ pub fn publisher(
     let gw = serving.gateway.clone();
     wharf_controller::publish::Publisher::new(Box::new(move |s| {
         let challenges = s.acme.clone();
-        let applied = gw.apply_shared(s).map_err(|e| e.to_string());
+        let applied = gw
+            .apply_shared(s)
+            .map_err(|e| wharf_controller::publish::Refusal { reason: e.reason(), message: e.to_string() });
         release_free_memory();
         let version = applied?;
         served.send_if_modified(|c| {

@@ -13,12 +13,22 @@ pub enum Published {
     Unchanged,
     /// The data plane serves it now, as this config version.
     Applied(u64),
-    /// The data plane refused it (why); the served snapshot stays.
-    Refused(String),
+    /// The data plane refused it; the served snapshot stays.
+    Refused(Refusal),
+}
+
+/// Why the data plane refused a snapshot: its error's stable reason and message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// The data plane error's `reason()` (a log field and metric label).
+    pub reason: &'static str,
+    /// What was wrong.
+    pub message: String,
 }
 
 /// The data plane's apply: the config version, or why the snapshot was refused.
-pub type Apply = Box<dyn FnMut(Arc<Snapshot>) -> Result<u64, String> + Send>;
+pub type Apply = Box<dyn FnMut(Arc<Snapshot>) -> Result<u64, Refusal> + Send>;
 
 /// Hands translations to the data plane. A snapshot equal to the served one is not applied
 /// again; one the data plane refuses is logged and the served one keeps serving. The
@@ -66,7 +76,7 @@ impl Publisher {
                 Published::Applied(version)
             }
             Err(e) => {
-                tracing::error!(error = %e, "config rejected; the last good config keeps serving");
+                tracing::error!(reason = e.reason, error = %e, "config rejected; the last good config keeps serving");
                 Published::Refused(e)
             }
         }
@@ -91,24 +101,28 @@ mod tests {
         }
     }
 
+    fn refused() -> Refusal {
+        Refusal { reason: "missing_certificate", message: "refused".into() }
+    }
+
     #[test]
     fn applies_changes_once_and_a_refused_snapshot_never_becomes_the_base() {
         let applied = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&applied);
         let mut p = Publisher::new(Box::new(move |s: Arc<Snapshot>| {
-            let mut seen = seen.lock().map_err(|e| e.to_string())?;
+            let mut seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             seen.push(s.default_certificate.clone());
             match s.default_certificate.as_deref() {
-                Some("bad") => Err("refused".to_owned()),
+                Some("bad") => Err(refused()),
                 _ => Ok(seen.len() as u64),
             }
         }));
         assert_eq!(p.served(), None);
         assert_eq!(p.publish(&translation(None)), Published::Applied(1));
         assert_eq!(p.publish(&translation(None)), Published::Unchanged);
-        assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused("refused".into()));
+        assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused(refused()));
         assert_eq!(p.served(), Some(&*translation(None).snapshot), "the refused one is not served");
-        assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused("refused".into()), "tried again");
+        assert_eq!(p.publish(&translation(Some("bad"))), Published::Refused(refused()), "tried again");
         assert_eq!(p.publish(&translation(Some("good"))), Published::Applied(4));
         assert_eq!(p.served(), Some(&*translation(Some("good")).snapshot));
         let calls = applied.lock().map(|v| v.len()).unwrap_or_default();
