@@ -30,7 +30,7 @@ pub enum OrderError {
     Invalid(String),
     /// The challenges could not be published to the replicas.
     #[error("the challenges cannot be published: {0}")]
-    Publish(String),
+    Publish(#[source] PublishError),
     /// Local settings are unusable (EAB key file, CA file).
     #[error("{0}")]
     Settings(String),
@@ -121,11 +121,25 @@ pub async fn account(issuer: &Issuer, stored: Option<&str>) -> Result<(Account, 
     Ok((account, Some(super::plan::stored_account(&issuer.directory, json))))
 }
 
+/// Why challenges were not published.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The store refused them.
+    #[error(transparent)]
+    Store(#[from] super::StoreError),
+    /// The data plane of this replica stopped.
+    #[error("the data plane stopped")]
+    Stopped,
+    /// This replica did not serve them in time.
+    #[error("not served within {0:?} of publishing")]
+    NotServed(std::time::Duration),
+}
+
 /// What publishing challenges needs: put the answers where every replica serves them and
 /// return once they do; withdraw them after validation.
 pub trait Publish {
     /// Publishes `answers` and resolves once every replica answers them.
-    fn publish(&self, answers: Vec<Answer>) -> impl Future<Output = Result<(), String>> + Send;
+    fn publish(&self, answers: Vec<Answer>) -> impl Future<Output = Result<(), PublishError>> + Send;
     /// Withdraws what was published.
     fn withdraw(&self) -> impl Future<Output = ()> + Send;
 }

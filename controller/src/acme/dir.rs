@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Secret;
 
 use super::plan::{self, Answer};
-use super::{SaveError, Store};
+use super::{SaveError, Store, StoreError};
 use crate::translate::acme::Demand;
 
 /// The namespace standalone mode's challenge Secrets are written in and read from.
@@ -54,50 +54,63 @@ fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-fn manifest(secret: &Secret) -> Result<String, String> {
-    serde_yaml::to_string(secret).map_err(|e| e.to_string())
+fn manifest(secret: &Secret) -> Result<String, StoreError> {
+    serde_yaml::to_string(secret).map_err(|source| StoreError::Manifest {
+        object: format!(
+            "Secret {}/{}",
+            secret.metadata.namespace.as_deref().unwrap_or_default(),
+            secret.metadata.name.as_deref().unwrap_or_default()
+        ),
+        source,
+    })
+}
+
+/// The error of `source` on `path`.
+fn file(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::File { path: path.to_path_buf(), source }
 }
 
 impl Store for DirStore {
-    async fn account(&self, issuer: &str) -> Result<Option<String>, String> {
+    async fn account(&self, issuer: &str) -> Result<Option<String>, StoreError> {
         let path = self.root.join("accounts").join(format!("{issuer}.json"));
         match std::fs::read_to_string(&path) {
             Ok(json) => Ok(Some(json)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(e) => Err(file(&path)(e)),
         }
     }
 
-    async fn save_account(&self, issuer: &str, json: &str) -> Result<(), String> {
+    async fn save_account(&self, issuer: &str, json: &str) -> Result<(), StoreError> {
         let path = self.root.join("accounts").join(format!("{issuer}.json"));
-        write_atomically(&path, json.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+        write_atomically(&path, json.as_bytes()).map_err(file(&path))
     }
 
-    async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), String> {
+    async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), StoreError> {
         let name = format!("challenge-{:016x}", plan::seed(&demand.secret.0, &demand.secret.1));
         let secret = plan::challenge_secret(CHALLENGE_NAMESPACE, &name, "standalone", answers);
         let path = self.challenge_path(demand);
-        write_atomically(&path, manifest(&secret)?.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+        write_atomically(&path, manifest(&secret)?.as_bytes()).map_err(file(&path))
     }
 
-    async fn withdraw(&self, demand: &Demand) -> Result<(), String> {
+    async fn withdraw(&self, demand: &Demand) -> Result<(), StoreError> {
         let path = self.challenge_path(demand);
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(e) => Err(file(&path)(e)),
         }
     }
 
-    async fn withdraw_all(&self) -> Result<usize, String> {
+    async fn withdraw_all(&self) -> Result<usize, StoreError> {
         let dir = self.secrets_dir();
-        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entries = std::fs::read_dir(&dir).map_err(file(&dir))?;
         let mut n = 0;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
             if name.starts_with("challenge.") && name.ends_with(".yaml") {
-                std::fs::remove_file(entry.path()).map_err(|e| format!("{}: {e}", entry.path().display()))?;
+                let path = entry.path();
+                std::fs::remove_file(&path).map_err(file(&path))?;
                 n += 1;
             }
         }
@@ -108,7 +121,7 @@ impl Store for DirStore {
         let (namespace, name) = &demand.secret;
         let secret = plan::certificate_secret(namespace, name, &demand.issuer, chain_pem, key_pem);
         let path = self.certificate_path(demand);
-        let text = manifest(&secret).map_err(SaveError::Failed)?;
-        write_atomically(&path, text.as_bytes()).map_err(|e| SaveError::Failed(format!("{}: {e}", path.display())))
+        let text = manifest(&secret)?;
+        Ok(write_atomically(&path, text.as_bytes()).map_err(file(&path))?)
     }
 }

@@ -22,16 +22,16 @@ use crate::translate::acme::{Current, Demand};
 /// Where accounts, challenges and certificates are kept: Secrets, or a directory.
 pub trait Store: Send + Sync + 'static {
     /// The stored account credentials of `issuer` (JSON).
-    fn account(&self, issuer: &str) -> impl Future<Output = Result<Option<String>, String>> + Send;
+    fn account(&self, issuer: &str) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
     /// Stores the account credentials of `issuer`.
-    fn save_account(&self, issuer: &str, json: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn save_account(&self, issuer: &str, json: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Publishes the answers of the order for `demand`.
-    fn publish(&self, demand: &Demand, answers: &[Answer]) -> impl Future<Output = Result<(), String>> + Send;
+    fn publish(&self, demand: &Demand, answers: &[Answer]) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Withdraws them.
-    fn withdraw(&self, demand: &Demand) -> impl Future<Output = Result<(), String>> + Send;
+    fn withdraw(&self, demand: &Demand) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Withdraws every published answer (of orders an earlier leader left unfinished);
     /// returns how many sets it withdrew.
-    fn withdraw_all(&self) -> impl Future<Output = Result<usize, String>> + Send;
+    fn withdraw_all(&self) -> impl Future<Output = Result<usize, StoreError>> + Send;
     /// Stores an issued chain and key in the demand's Secret; refuses a Secret Wharf does
     /// not manage.
     fn save_certificate(
@@ -42,6 +42,49 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), SaveError>> + Send;
 }
 
+/// Why a [`Store`] could not read or write.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The API server refused the request or could not be reached.
+    #[error("{object}: {source}")]
+    Api {
+        /// The object read or written (`Secret namespace/name`, or what was listed).
+        object: String,
+        /// What the API client said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Secret could not be written as a manifest.
+    #[error("{object}: {source}")]
+    Manifest {
+        /// The Secret.
+        object: String,
+        /// What the YAML writer said.
+        #[source]
+        source: serde_yaml::Error,
+    },
+}
+
+impl StoreError {
+    /// Short stable reason (log field).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Api { .. } => "api",
+            StoreError::File { .. } => "file",
+            StoreError::Manifest { .. } => "manifest",
+        }
+    }
+}
+
 /// Why a certificate was not stored.
 #[derive(Debug, thiserror::Error)]
 pub enum SaveError {
@@ -49,8 +92,8 @@ pub enum SaveError {
     #[error("Secret {0} exists and is not managed by Wharf (no {label} label); it is left alone: delete it, or name another secretName", label = crate::well_known::ACME_MANAGED_LABEL)]
     NotManaged(String),
     /// The write failed.
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(#[from] StoreError),
 }
 
 /// What users are told about orders: Events on the Ingresses and Gateways, log lines.
@@ -379,7 +422,7 @@ enum Failure {
     #[error(transparent)]
     Order(#[from] client::OrderError),
     #[error("the ACME account cannot be stored: {0}")]
-    Store(String),
+    Store(#[source] StoreError),
     #[error(transparent)]
     Save(SaveError),
 }
@@ -405,7 +448,7 @@ struct Publisher<S> {
 }
 
 impl<S: Store> client::Publish for Publisher<S> {
-    async fn publish(&self, answers: Vec<Answer>) -> Result<(), String> {
+    async fn publish(&self, answers: Vec<Answer>) -> Result<(), client::PublishError> {
         self.store.publish(&self.demand, &answers).await?;
         let mut served = self.served.clone();
         let all_served = |c: &Arc<AcmeChallenges>| {
@@ -418,8 +461,8 @@ impl<S: Store> client::Publish for Publisher<S> {
         };
         match tokio::time::timeout(SERVED_TIMEOUT, served.wait_for(all_served)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err("the data plane stopped".into()),
-            Err(_) => return Err(format!("not served within {SERVED_TIMEOUT:?} of publishing")),
+            Ok(Err(_)) => return Err(client::PublishError::Stopped),
+            Err(_) => return Err(client::PublishError::NotServed(SERVED_TIMEOUT)),
         }
         tokio::time::sleep(self.propagation).await;
         Ok(())

@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use wharf_gateway_api::gateways::Gateway;
 
 use crate::acme::plan::{self, Answer};
-use crate::acme::{AcmeMetrics, Report, SaveError, Store};
+use crate::acme::{AcmeMetrics, Report, SaveError, Store, StoreError};
 use crate::translate::acme::Demand;
 
 /// The field manager of Wharf's Secret writes.
@@ -47,6 +47,11 @@ impl SecretStore {
     fn own(&self) -> Api<Secret> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
+
+    /// The error of a request for Secret `name` of the controller's namespace.
+    fn api<'a>(&'a self, name: &'a str) -> impl FnOnce(kube::Error) -> StoreError + 'a {
+        move |source| StoreError::Api { object: format!("Secret {}/{name}", self.namespace), source }
+    }
 }
 
 /// The name of the account Secret of `issuer`.
@@ -65,56 +70,52 @@ async fn apply(api: &Api<Secret>, secret: &Secret) -> Result<(), kube::Error> {
 }
 
 impl Store for SecretStore {
-    async fn account(&self, issuer: &str) -> Result<Option<String>, String> {
-        let secret = self.own().get_opt(&account_secret_name(issuer)).await.map_err(|e| e.to_string())?;
+    async fn account(&self, issuer: &str) -> Result<Option<String>, StoreError> {
+        let name = account_secret_name(issuer);
+        let secret = self.own().get_opt(&name).await.map_err(self.api(&name))?;
         Ok(secret
             .and_then(|s| s.data)
             .and_then(|mut d| d.remove(CREDENTIALS_KEY))
             .map(|b| String::from_utf8_lossy(&b.0).into_owned()))
     }
 
-    async fn save_account(&self, issuer: &str, json: &str) -> Result<(), String> {
+    async fn save_account(&self, issuer: &str, json: &str) -> Result<(), StoreError> {
         let mut s = Secret::default();
         s.metadata.name = Some(account_secret_name(issuer));
         s.metadata.namespace = Some(self.namespace.clone());
         s.metadata.labels = Some([("app.kubernetes.io/managed-by".to_owned(), "wharf".to_owned())].into());
         s.type_ = Some("Opaque".into());
         s.string_data = Some([(CREDENTIALS_KEY.to_owned(), json.to_owned())].into());
-        apply(&self.own(), &s).await.map_err(|e| e.to_string())
+        apply(&self.own(), &s).await.map_err(self.api(&account_secret_name(issuer)))
     }
 
-    async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), String> {
-        let s = plan::challenge_secret(
-            &self.namespace,
-            &challenge_secret_name(&demand.secret.0, &demand.secret.1),
-            &self.lease,
-            answers,
-        );
-        apply(&self.own(), &s).await.map_err(|e| e.to_string())
+    async fn publish(&self, demand: &Demand, answers: &[Answer]) -> Result<(), StoreError> {
+        let name = challenge_secret_name(&demand.secret.0, &demand.secret.1);
+        let s = plan::challenge_secret(&self.namespace, &name, &self.lease, answers);
+        apply(&self.own(), &s).await.map_err(self.api(&name))
     }
 
-    async fn withdraw(&self, demand: &Demand) -> Result<(), String> {
-        match self
-            .own()
-            .delete(&challenge_secret_name(&demand.secret.0, &demand.secret.1), &DeleteParams::default())
-            .await
-        {
+    async fn withdraw(&self, demand: &Demand) -> Result<(), StoreError> {
+        let name = challenge_secret_name(&demand.secret.0, &demand.secret.1);
+        match self.own().delete(&name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(self.api(&name)(e)),
         }
     }
 
-    async fn withdraw_all(&self) -> Result<usize, String> {
+    async fn withdraw_all(&self) -> Result<usize, StoreError> {
         let selector = format!("{}={}", crate::well_known::ACME_CHALLENGE_LABEL, self.lease);
-        let list = self.own().list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
+        let list = self.own().list(&ListParams::default().labels(&selector)).await.map_err(|source| {
+            StoreError::Api { object: format!("Secrets of {} labelled {selector}", self.namespace), source }
+        })?;
         let mut n = 0;
         for s in list.items {
             let name = s.metadata.name.unwrap_or_default();
             match self.own().delete(&name, &DeleteParams::default()).await {
                 Ok(_) => n += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(format!("Secret {}/{name}: {e}", self.namespace)),
+                Err(e) => return Err(self.api(&name)(e)),
             }
         }
         Ok(n)
@@ -123,7 +124,7 @@ impl Store for SecretStore {
     async fn save_certificate(&self, demand: &Demand, chain_pem: &str, key_pem: &str) -> Result<(), SaveError> {
         let (namespace, name) = &demand.secret;
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        let fail = |e: kube::Error| SaveError::Failed(format!("Secret {namespace}/{name}: {e}"));
+        let fail = |source| SaveError::Failed(StoreError::Api { object: format!("Secret {namespace}/{name}"), source });
         if let Some(existing) = api.get_opt(name).await.map_err(fail)? {
             if !plan::is_managed(&existing) {
                 return Err(SaveError::NotManaged(demand.id()));
