@@ -20,7 +20,8 @@ use super::pool::{now_ms, Pooled, Slot};
 use super::tunnel::Tunnel;
 use super::verify::{CurrentKey, PeerVerifier};
 use super::{
-    refusal_hint, HboneError, CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, STREAM_WINDOW, TLS_BUFFER_LIMIT,
+    refusal_hint, HboneError, TlsFailure, CONNECTION_WINDOW, MAX_FRAME, PING_EVERY, PING_TIMEOUT, STREAM_WINDOW,
+    TLS_BUFFER_LIMIT,
 };
 use crate::metrics::Metrics;
 
@@ -112,7 +113,7 @@ impl HboneClient {
             req = req.header("forwarded", format!("for=\"{c}\""));
         }
         req = req.header("traceparent", format!("00-{:032x}-{:016x}-00", fastrand::u128(1..), fastrand::u64(1..)));
-        let req = req.body(()).map_err(|e| HboneError::Http2 { addr: target.dial, message: e.to_string() })?;
+        let req = req.body(()).map_err(|source| HboneError::Request { addr: target.dial, source })?;
         let failed = |e: h2::Error| {
             if fresh {
                 // With TLS 1.3 a refused client certificate shows only now, as a closed
@@ -120,12 +121,10 @@ impl HboneClient {
                 HboneError::Tls {
                     addr: target.dial,
                     expected: target.identity.to_string(),
-                    message: format!(
-                        "the peer closed the connection after the handshake ({e}): was our certificate refused?"
-                    ),
+                    failure: TlsFailure::ClosedAfterHandshake(e),
                 }
             } else {
-                HboneError::Http2 { addr: target.dial, message: e.to_string() }
+                HboneError::Http2 { addr: target.dial, source: e }
             }
         };
         let mut sender = conn.sender.clone().ready().await.map_err(failed)?;
@@ -187,11 +186,11 @@ impl HboneClient {
             Err(_) => return Err(HboneError::ConnectTimeout(addr)),
         };
         let _ = tcp.set_nodelay(true);
-        let tls_err = |message: String| HboneError::Tls { addr, expected: target.identity.to_string(), message };
+        let tls_err = |failure| HboneError::Tls { addr, expected: target.identity.to_string(), failure };
         let provider = mesh_provider();
         let mut cfg = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| tls_err(e.to_string()))?
+            .map_err(|e| tls_err(TlsFailure::Config(e)))?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(PeerVerifier {
                 roots: Arc::clone(&certs.roots),
@@ -208,8 +207,8 @@ impl HboneClient {
             tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp),
         )
         .await
-        .map_err(|_| tls_err("handshake timed out".into()))?
-        .map_err(|e| tls_err(e.to_string()))?;
+        .map_err(|_| tls_err(TlsFailure::Timeout))?
+        .map_err(|e| tls_err(TlsFailure::Handshake(e)))?;
         tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
         let (sender, mut conn) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
@@ -220,7 +219,7 @@ impl HboneClient {
             .handshake::<_, Bytes>(tls)
             .await
             // With TLS 1.3 a refused client certificate shows up here, at the first read.
-            .map_err(|e| tls_err(format!("the peer closed the connection: {e} (was our certificate refused?)")))?;
+            .map_err(|e| tls_err(TlsFailure::Closed(e)))?;
         let closed = Arc::new(AtomicBool::new(false));
         let ended = Arc::clone(&closed);
         let peer = target.identity.to_string();

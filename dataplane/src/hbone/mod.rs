@@ -53,22 +53,31 @@ pub enum HboneError {
     ConnectTimeout(SocketAddr),
     /// The mutual TLS handshake failed (wrong identity, untrusted chain, refused client
     /// certificate).
-    #[error("mTLS with {addr} failed: {message} (does the peer chain to the mesh root and present {expected}?)")]
+    #[error("mTLS with {addr} failed: {failure} (does the peer chain to the mesh root and present {expected}?)")]
     Tls {
         /// Dialed address.
         addr: SocketAddr,
         /// Expected peer identity.
         expected: String,
-        /// What rustls or the peer said.
-        message: String,
+        /// What went wrong.
+        #[source]
+        failure: TlsFailure,
     },
     /// HTTP/2 failed under the tunnel.
-    #[error("HTTP/2 with {addr} failed: {message}")]
+    #[error("HTTP/2 with {addr} failed: {source}")]
     Http2 {
         /// Dialed address.
         addr: SocketAddr,
         /// The error.
-        message: String,
+        source: h2::Error,
+    },
+    /// The CONNECT request could not be built (an authority that is no URI).
+    #[error("CONNECT to {addr} cannot be sent: {source}")]
+    Request {
+        /// Dialed address.
+        addr: SocketAddr,
+        /// The error.
+        source: http::Error,
     },
     /// The peer answered CONNECT with something other than 200.
     #[error("{addr} refused CONNECT {authority} with status {status}{hint}")]
@@ -84,6 +93,27 @@ pub enum HboneError {
     },
 }
 
+/// Why the mutual TLS of an HBONE connection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFailure {
+    /// rustls refused the client configuration.
+    #[error("{0}")]
+    Config(#[source] rustls::Error),
+    /// The handshake did not finish within the connect timeout.
+    #[error("handshake timed out")]
+    Timeout,
+    /// The handshake failed.
+    #[error("{0}")]
+    Handshake(#[source] std::io::Error),
+    /// The peer closed the connection at the first read, as TLS 1.3 shows a refused
+    /// client certificate.
+    #[error("the peer closed the connection: {0} (was our certificate refused?)")]
+    Closed(#[source] h2::Error),
+    /// The peer closed the connection at the first request after the handshake.
+    #[error("the peer closed the connection after the handshake ({0}): was our certificate refused?")]
+    ClosedAfterHandshake(#[source] h2::Error),
+}
+
 impl HboneError {
     /// Short stable reason for metrics and logs.
     pub fn reason(&self) -> &'static str {
@@ -92,7 +122,7 @@ impl HboneError {
             HboneError::Connect { .. } => "connect_failed",
             HboneError::ConnectTimeout(_) => "connect_timeout",
             HboneError::Tls { .. } => "tls",
-            HboneError::Http2 { .. } => "http2",
+            HboneError::Http2 { .. } | HboneError::Request { .. } => "http2",
             HboneError::Refused { status: 401, .. } => "denied",
             HboneError::Refused { .. } => "refused",
         }
@@ -106,7 +136,9 @@ impl HboneError {
             HboneError::Refused { .. } => UpstreamError::MeshRefused,
             HboneError::ConnectTimeout(_) => UpstreamError::ConnectTimeout,
             HboneError::Connect { .. } => UpstreamError::ConnectFailed,
-            HboneError::NoIdentity | HboneError::Tls { .. } | HboneError::Http2 { .. } => UpstreamError::MeshTls,
+            HboneError::NoIdentity | HboneError::Tls { .. } | HboneError::Http2 { .. } | HboneError::Request { .. } => {
+                UpstreamError::MeshTls
+            }
         }
     }
 }
