@@ -17,6 +17,7 @@ use wharf_gateway_api::backendtlspolicies::{
 };
 use wharf_model::{ObjectRef, SubjectAltName, UpstreamTls};
 
+use super::Refused;
 use crate::kinds::CA_CERT_KEY;
 use crate::World;
 
@@ -27,7 +28,7 @@ type Target = (String, String, Option<String>);
 pub(super) type Verdict = Result<UpstreamTls, ()>;
 
 /// A condition that holds (`Ok`), or its reason and message.
-type Check = Result<(), (&'static str, String)>;
+type Check = Result<(), Refused>;
 
 /// One policy's conditions, before ancestors are known.
 #[derive(Debug, Clone)]
@@ -49,7 +50,7 @@ impl PolicyState {
         let cond = |type_: &str, r: &Check, ok_reason: &str, ok_message: &str| {
             let (ok, reason, message) = match r {
                 Ok(()) => (true, ok_reason, ok_message.to_owned()),
-                Err((reason, message)) => (false, *reason, message.clone()),
+                Err(Refused { reason, message }) => (false, *reason, message.clone()),
             };
             Condition {
                 type_: type_.to_owned(),
@@ -96,7 +97,7 @@ impl Policies {
             let mut services = Vec::new();
             for t in &p.spec.target_refs {
                 if !t.group.is_empty() || t.kind != "Service" {
-                    accepted = accepted.and(Err((
+                    accepted = accepted.and(Err(Refused::new(
                         "TargetNotFound",
                         format!("targetRef {}/{} {}: only Services can be targeted", t.group, t.kind, t.name),
                     )));
@@ -105,7 +106,7 @@ impl Policies {
                 services.push((ns.clone(), t.name.clone()));
                 let target = (ns.clone(), t.name.clone(), t.section_name.clone());
                 if let Some((winner, _)) = out.targets.get(&target) {
-                    accepted = accepted.and(Err((
+                    accepted = accepted.and(Err(Refused::new(
                         "Conflicted",
                         format!(
                             "BackendTLSPolicy {ns}/{winner} is older and targets Service {}{} too; this policy is not used for it",
@@ -144,14 +145,14 @@ impl Policies {
 
 /// The TLS settings of `p`, or why it cannot be used (the `Accepted` reason), and its
 /// `ResolvedRefs` condition.
-fn validation(p: &BackendTlsPolicy, ns: &str, world: &World) -> (Result<UpstreamTls, (&'static str, String)>, Check) {
+fn validation(p: &BackendTlsPolicy, ns: &str, world: &World) -> (Result<UpstreamTls, Refused>, Check) {
     let v = &p.spec.validation;
     let mut resolved = Ok(());
     let mut pem = String::new();
     let refs = v.ca_certificate_refs.as_deref().unwrap_or_default();
     for r in refs {
         if !r.group.is_empty() || r.kind != "ConfigMap" {
-            resolved = resolved.and(Err((
+            resolved = resolved.and(Err(Refused::new(
                 "InvalidKind",
                 format!("caCertificateRef {}/{} {}: only ConfigMaps are supported", r.group, r.kind, r.name),
             )));
@@ -177,23 +178,23 @@ fn validation(p: &BackendTlsPolicy, ns: &str, world: &World) -> (Result<Upstream
             },
         };
         if let Some(why) = why {
-            resolved = resolved.and(Err(("InvalidCACertificateRef", format!("caCertificateRef {why}"))));
+            resolved = resolved.and(Err(Refused::new("InvalidCACertificateRef", format!("caCertificateRef {why}"))));
         }
     }
     let ca_pem = match (v.well_known_ca_certificates.as_deref(), refs.is_empty(), pem.is_empty()) {
         (Some("System"), true, _) => None,
         (Some(other), true, _) => {
             let why = format!("wellKnownCACertificates {other:?} is not supported (System is)");
-            return (Err(("Invalid", why)), resolved);
+            return (Err(Refused::new("Invalid", why)), resolved);
         }
         (_, false, false) => Some(Arc::<str>::from(pem)),
         (_, false, true) => {
             let why = "none of the caCertificateRefs holds a usable CA certificate; requests for the targeted backends get 500";
-            return (Err(("NoValidCACertificate", why.to_owned())), resolved);
+            return (Err(Refused::new("NoValidCACertificate", why.to_owned())), resolved);
         }
         (None, true, _) => {
             let why = "neither caCertificateRefs nor wellKnownCACertificates is set";
-            return (Err(("Invalid", why.to_owned())), resolved);
+            return (Err(Refused::new("Invalid", why.to_owned())), resolved);
         }
     };
     let sans = v

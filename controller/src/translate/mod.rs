@@ -115,6 +115,24 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// Why an object, or a part of it, is not accepted: the reason of the status condition
+/// that turns False (a Gateway API condition reason, e.g. `UnsupportedValue`) and a message
+/// naming the field and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The condition reason.
+    pub reason: &'static str,
+    /// What and why, naming the field.
+    pub message: String,
+}
+
+impl Refused {
+    /// A refusal for `reason`, told as `message`.
+    pub fn new(reason: &'static str, message: String) -> Refused {
+        Refused { reason, message }
+    }
+}
+
 /// The result of [`translate`].
 #[derive(Debug, Clone, Default)]
 pub struct Translation {

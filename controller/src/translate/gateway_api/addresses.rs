@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use wharf_gateway_api::gateways::Gateway;
 
 use super::*;
+use crate::translate::Refused;
 
 impl AddressPool {
     /// Parses `a.b.c.d/len` (len 8 to 30). The network address itself is not handed out.
@@ -34,15 +35,12 @@ impl AddressPool {
 
 /// Addresses for the Gateways, oldest first: the one `spec.addresses` asks for, else the
 /// one its status shows, else one picked by a hash of its name; each taken once.
-pub(super) fn assign_addresses(
-    gateways: &[&Gateway],
-    pool: Option<AddressPool>,
-) -> Vec<Result<IpAddr, (&'static str, String)>> {
+pub(super) fn assign_addresses(gateways: &[&Gateway], pool: Option<AddressPool>) -> Vec<Result<IpAddr, Refused>> {
     let Some(pool) = pool else {
         return gateways
             .iter()
             .map(|_| {
-                Err((
+                Err(Refused::new(
                     "AddressNotAssigned",
                     "this Wharf has no address range for Gateways (--gateway-addresses); the Gateway is not served"
                         .into(),
@@ -66,9 +64,9 @@ pub(super) fn assign_addresses(
                 return match want.parse::<IpAddr>() {
                     Ok(ip) if pool.contains(ip) && taken.insert(ip) => Ok(ip),
                     Ok(ip) if pool.contains(ip) => {
-                        Err(("AddressNotUsable", format!("address {ip} is taken by an older Gateway")))
+                        Err(Refused::new("AddressNotUsable", format!("address {ip} is taken by an older Gateway")))
                     }
-                    _ => Err((
+                    _ => Err(Refused::new(
                         "AddressNotUsable",
                         format!("address {want:?} is not in this Wharf's Gateway address range"),
                     )),
@@ -89,7 +87,7 @@ pub(super) fn assign_addresses(
             (0..pool.size.min(65_536))
                 .map(|i| pool.nth(start.wrapping_add(i)))
                 .find(|ip| taken.insert(*ip))
-                .ok_or(("AddressNotAssigned", "every address of the Gateway address range is taken".into()))
+                .ok_or(Refused::new("AddressNotAssigned", "every address of the Gateway address range is taken".into()))
         })
         .collect()
 }

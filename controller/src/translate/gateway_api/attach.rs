@@ -16,6 +16,7 @@ use crate::translate::grants::GATEWAY_GROUP;
 use crate::World;
 
 use super::*;
+use crate::translate::Refused;
 
 /// The parents a route names that are Gateways of ours: attaches it to their listeners,
 /// builds its routes, and returns the status entry of each.
@@ -48,7 +49,7 @@ pub(super) fn attach_route(
         };
         let (rules, refused, unresolved) = built.get_or_insert_with(|| (route.rules)(snapshot)).clone();
         let gw_ns = gws[gi].oref.namespace.clone();
-        let mut accepted: Result<(), (&'static str, String)> = Ok(());
+        let mut accepted: Result<(), Refused> = Ok(());
         let named: Vec<usize> = (0..gws[gi].listeners.len())
             .filter(|&li| {
                 let l = gws[gi].listeners[li].spec;
@@ -56,7 +57,10 @@ pub(super) fn attach_route(
             })
             .collect();
         if named.is_empty() {
-            accepted = Err(("NoMatchingParent", "the Gateway has no listener with this sectionName and port".into()));
+            accepted = Err(Refused::new(
+                "NoMatchingParent",
+                "the Gateway has no listener with this sectionName and port".into(),
+            ));
         }
         let ready: Vec<usize> = named.iter().copied().filter(|&li| gws[gi].listeners[li].attachable()).collect();
         let allowed: Vec<usize> = ready
@@ -68,7 +72,7 @@ pub(super) fn attach_route(
             })
             .collect();
         if accepted.is_ok() && allowed.is_empty() {
-            accepted = Err((
+            accepted = Err(Refused::new(
                 "NotAllowedByListeners",
                 format!(
                     "no listener of Gateway {gw_ns}/{} that this parentRef names allows {}s from namespace {ns}",
@@ -115,14 +119,14 @@ pub(super) fn attach_route(
             }
         }
         if accepted.is_ok() && !allowed.is_empty() && !any_host {
-            accepted = Err((
+            accepted = Err(Refused::new(
                 "NoMatchingListenerHostname",
                 "no hostname of this route matches a hostname of the listeners it may attach to".into(),
             ));
         }
         let mut conditions = Vec::new();
         match (&accepted, &refused) {
-            (Err((reason, msg)), _) => {
+            (Err(Refused { reason, message: msg }), _) => {
                 conditions.push(condition("Accepted", false, reason, msg.clone(), generation, now))
             }
             (Ok(()), Some(r)) if rules.is_empty() => {
@@ -144,7 +148,9 @@ pub(super) fn attach_route(
             }
         }
         conditions.push(match &unresolved {
-            Some((reason, msg)) => condition("ResolvedRefs", false, reason, msg.clone(), generation, now),
+            Some(Refused { reason, message: msg }) => {
+                condition("ResolvedRefs", false, reason, msg.clone(), generation, now)
+            }
             None => condition("ResolvedRefs", true, "ResolvedRefs", "every backendRef resolved", generation, now),
         });
         statuses.push(HttpRouteStatusParents {

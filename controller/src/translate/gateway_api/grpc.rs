@@ -3,8 +3,9 @@
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_model::{HeaderMatch, ObjectRef, PathMatch, RouteMatch, Snapshot};
 
-use super::http_route::{self, Refused};
+use super::http_route;
 use crate::translate::backend::Backends;
+use crate::translate::Refused;
 use crate::World;
 
 use super::*;

@@ -5,6 +5,7 @@
 //! Objects read from the API server carry the CRD defaults; objects from files may not,
 //! so every default the CRDs declare is applied here too.
 
+use crate::translate::Refused;
 use wharf_gateway_api::httproutes::{
     HttpRouteRulesBackendRefsFilters, HttpRouteRulesBackendRefsFiltersType as BackendFilterType, HttpRouteRulesFilters,
     HttpRouteRulesFiltersRequestRedirectPathType as RedirectPathType,
@@ -17,16 +18,6 @@ use wharf_model::{
     Action, Forward, HeaderEdits, HeaderMatch, Host, PathMatch, PathRewrite, QueryMatch, Redirect, RouteMatch,
     UrlRewrite, WeightedBackend,
 };
-
-/// Why a rule cannot be served: the route's `Accepted` condition becomes False with
-/// `reason` (a Gateway API route condition reason) and this message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    /// `UnsupportedValue` for what Wharf does not implement.
-    pub reason: &'static str,
-    /// What and why, naming the field.
-    pub message: String,
-}
 
 fn unsupported(message: String) -> Refused {
     Refused { reason: "UnsupportedValue", message }

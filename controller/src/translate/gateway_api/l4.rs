@@ -4,8 +4,8 @@ use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 use wharf_model::{ObjectRef, PathMatch, RouteMatch, Snapshot, WeightedBackend};
 
-use super::http_route::Refused;
 use crate::translate::backend::Backends;
+use crate::translate::Refused;
 use crate::World;
 
 use super::*;

@@ -16,6 +16,7 @@ use crate::translate::Diagnostic;
 use crate::World;
 
 use super::*;
+use crate::translate::Refused;
 
 pub(super) fn listeners<'a>(
     g: &'a Gateway,
@@ -40,7 +41,7 @@ pub(super) fn listeners<'a>(
                 ("TCP", _) => (Some(PortProtocol::Tcp), None),
                 (other, _) => (
                     None,
-                    Some((
+                    Some(Refused::new(
                         "UnsupportedProtocol",
                         format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS and TCP are)"),
                     )),
@@ -159,7 +160,7 @@ pub(super) fn certificates(
 ) {
     let tls = l.spec.tls.as_ref();
     if tls.and_then(|t| t.mode.as_ref()) == Some(&GatewayListenersTlsMode::Passthrough) {
-        l.bad_ref = Some((
+        l.bad_ref = Some(Refused::new(
             "InvalidCertificateRef",
             "an HTTPS listener terminates TLS; use a TLS listener for passthrough".into(),
         ));
@@ -167,7 +168,7 @@ pub(super) fn certificates(
     }
     let refs = tls.and_then(|t| t.certificate_refs.as_deref()).unwrap_or_default();
     if refs.is_empty() {
-        l.bad_ref = Some((
+        l.bad_ref = Some(Refused::new(
             "InvalidCertificateRef",
             format!("a {} listener that terminates TLS needs tls.certificateRefs", l.spec.protocol),
         ));
@@ -176,7 +177,7 @@ pub(super) fn certificates(
         let group = r.group.as_deref().unwrap_or("");
         let kind = r.kind.as_deref().unwrap_or("Secret");
         let rns = r.namespace.as_deref().unwrap_or(ns);
-        let fail = |reason, message: String| Some((reason, message));
+        let fail = |reason, message: String| Some(Refused { reason, message });
         if !group.is_empty() || kind != "Secret" {
             l.bad_ref = l.bad_ref.take().or_else(|| {
                 fail(

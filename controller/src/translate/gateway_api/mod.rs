@@ -31,6 +31,7 @@ use wharf_model::{Host, ObjectRef, PortProtocol, Route, Snapshot};
 
 use crate::translate::backend::Backends;
 use crate::translate::tls::Secrets;
+use crate::translate::Refused;
 use crate::translate::{acme::Demands, AcmeOptions, Diagnostic};
 use crate::World;
 // The steps, in order: addresses, listeners, attachment (with the rules of each route
@@ -140,7 +141,7 @@ impl EdgeGateway {
     }
 
     /// Why listener `l` (of protocol `protocol`) cannot be served on the edge.
-    fn refuse(&self, l: &GatewayListeners, protocol: PortProtocol) -> Option<(&'static str, String)> {
+    fn refuse(&self, l: &GatewayListeners, protocol: PortProtocol) -> Option<Refused> {
         let name = |p: PortProtocol| match p {
             PortProtocol::Http => "HTTP",
             PortProtocol::Https => "HTTPS",
@@ -150,7 +151,7 @@ impl EdgeGateway {
         match self.sockets.iter().find(|s| i32::from(s.port) == l.port) {
             None => {
                 let ports: Vec<String> = self.sockets.iter().map(|s| s.port.to_string()).collect();
-                Some((
+                Some(Refused::new(
                     "PortUnavailable",
                     format!(
                         "port {} is not a port of this Gateway: it is served on Wharf's own listeners, the ports of its Service ({}); use one of those, or another Gateway",
@@ -159,7 +160,7 @@ impl EdgeGateway {
                     ),
                 ))
             }
-            Some(s) if s.protocol != protocol => Some((
+            Some(s) if s.protocol != protocol => Some(Refused::new(
                 "UnsupportedProtocol",
                 format!(
                     "port {} of this Gateway is Wharf's {} listener; use protocol {}",
@@ -269,7 +270,7 @@ struct Listener<'a> {
     /// The port's protocol; `None` for a protocol (or TLS mode) Wharf does not serve.
     protocol: Option<PortProtocol>,
     /// Why the listener is not accepted (`UnsupportedProtocol`, `UnsupportedValue`).
-    unsupported: Option<(&'static str, String)>,
+    unsupported: Option<Refused>,
     host: Host,
     conflict: Option<&'static str>,
     /// TLS is terminated here: an HTTPS listener, or a TLS listener in mode Terminate.
@@ -277,7 +278,7 @@ struct Listener<'a> {
     /// Certificates (snapshot ids) of a listener that terminates TLS, and why any ref is
     /// unresolved.
     certificates: Vec<String>,
-    bad_ref: Option<(&'static str, String)>,
+    bad_ref: Option<Refused>,
     kinds: Vec<GatewayStatusListenersSupportedKinds>,
     bad_kinds: Option<String>,
     attached: i32,
@@ -299,7 +300,7 @@ impl Listener<'_> {
 struct Gw<'a> {
     obj: &'a Gateway,
     oref: ObjectRef,
-    address: Result<Place, (&'static str, String)>,
+    address: Result<Place, Refused>,
     listeners: Vec<Listener<'a>>,
 }
 
@@ -378,7 +379,7 @@ pub(super) fn translate(
                 Some(_) => Ok(Place::Edge),
                 None => addresses
                     .next()
-                    .unwrap_or_else(|| Err(("AddressNotAssigned", "no address".into())))
+                    .unwrap_or_else(|| Err(Refused::new("AddressNotAssigned", "no address".into())))
                     .map(Place::Address),
             };
             Gw {

@@ -4,18 +4,16 @@
 use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_model::{ObjectRef, RouteMatch, Snapshot, WeightedBackend};
 
-use super::http_route::{self, Refused};
+use super::http_route;
 use crate::translate::backend::{Backends, ServicePortRef};
 use crate::translate::grants::{permitted, RefFrom, RefTo, GATEWAY_GROUP};
+use crate::translate::Refused;
 use crate::World;
 
 use super::*;
 
-pub(super) type Rules = (
-    Vec<(usize, usize, wharf_model::RouteMatch, wharf_model::Action)>,
-    Option<Refused>,
-    Option<(&'static str, String)>,
-);
+pub(super) type Rules =
+    (Vec<(usize, usize, wharf_model::RouteMatch, wharf_model::Action)>, Option<Refused>, Option<Refused>);
 
 /// A route's rules as (rule index, match index, match, action); the first refused rule's
 /// reason; the first unresolved backendRef's reason.
@@ -108,7 +106,7 @@ pub(super) fn mirrors(
     world: &World,
     backends: &Backends<'_>,
     snapshot: &mut Snapshot,
-    unresolved: &mut Option<(&'static str, String)>,
+    unresolved: &mut Option<Refused>,
 ) -> Vec<wharf_model::Mirror> {
     let mut out = Vec::new();
     let mirror_filters =
@@ -139,7 +137,7 @@ pub(super) fn resolve<'r>(
     world: &World,
     backends: &Backends<'_>,
     snapshot: &mut Snapshot,
-    unresolved: &mut Option<(&'static str, String)>,
+    unresolved: &mut Option<Refused>,
 ) -> Vec<WeightedBackend> {
     let mut weighted = Vec::new();
     for (r, weight) in refs {
@@ -180,28 +178,31 @@ pub(super) fn backend(
     world: &World,
     backends: &Backends<'_>,
     snapshot: &mut Snapshot,
-) -> Result<Option<String>, (&'static str, String)> {
+) -> Result<Option<String>, Refused> {
     let (group, kind, name) = (b.group.unwrap_or(""), b.kind.unwrap_or("Service"), b.name);
     if !group.is_empty() || kind != "Service" {
-        return Err(("InvalidKind", format!("backendRef {group}/{kind} {name}: only Services are supported")));
+        return Err(Refused::new(
+            "InvalidKind",
+            format!("backendRef {group}/{kind} {name}: only Services are supported"),
+        ));
     }
     let bns = b.namespace.unwrap_or(ns);
     let from = RefFrom { group: GATEWAY_GROUP, kind: route_kind, namespace: ns };
     if !permitted(&world.reference_grants, from, RefTo { group: "", kind: "Service", namespace: bns, name }) {
-        return Err((
+        return Err(Refused::new(
             "RefNotPermitted",
             format!("backendRef Service {bns}/{name}: no ReferenceGrant in {bns} lets {route_kind}s of {ns} use it"),
         ));
     }
     let Some(port) = b.port else {
-        return Err(("BackendNotFound", format!("backendRef Service {bns}/{name} needs a port")));
+        return Err(Refused::new("BackendNotFound", format!("backendRef Service {bns}/{name} needs a port")));
     };
     let mut diags = Vec::new();
     let port = ServicePortRef::Number(port);
     let h2 = route_kind == GRPC_ROUTE;
     let id = backends.cluster_for(bns, name, &port, h2, rref, &mut diags, &mut snapshot.clusters).ok_or_else(|| {
         let why = diags.first().map(|d| d.message.clone()).unwrap_or_else(|| format!("Service {bns}/{name} not found"));
-        ("BackendNotFound", why)
+        Refused::new("BackendNotFound", why)
     })?;
     if route_kind != HTTP_ROUTE && route_kind != GRPC_ROUTE {
         return Ok(Some(id));

@@ -119,7 +119,7 @@ pub(super) fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
                     "ProtocolConflict",
                     format!("listeners on port {} use different protocols (or TLS modes)", l.spec.port),
                 ),
-                (_, Some((reason, msg))) => cond("Accepted", false, reason, msg.clone()),
+                (_, Some(Refused { reason, message: msg })) => cond("Accepted", false, reason, msg.clone()),
                 _ => cond("Accepted", true, "Accepted", "listener accepted".into()),
             });
             c.push(match l.conflict {
@@ -133,12 +133,12 @@ pub(super) fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
             });
             c.push(match (&l.bad_kinds, &l.bad_ref) {
                 (Some(msg), _) => cond("ResolvedRefs", false, "InvalidRouteKinds", msg.clone()),
-                (None, Some((reason, msg))) => cond("ResolvedRefs", false, reason, msg.clone()),
+                (None, Some(Refused { reason, message: msg })) => cond("ResolvedRefs", false, reason, msg.clone()),
                 (None, None) => cond("ResolvedRefs", true, "ResolvedRefs", "every reference resolved".into()),
             });
             c.push(match (l.ready(), &gw.address) {
                 (true, Ok(_)) => cond("Programmed", true, "Programmed", "listener is served".into()),
-                (true, Err((_, msg))) => cond("Programmed", false, "Pending", msg.clone()),
+                (true, Err(Refused { reason: _, message: msg })) => cond("Programmed", false, "Pending", msg.clone()),
                 (false, _) => {
                     cond("Programmed", false, "Invalid", "listener is not served; see its other conditions".into())
                 }
@@ -177,7 +177,7 @@ pub(super) fn gateway_status(gw: &Gw<'_>, now: &Time) -> GatewayStatus {
             "served on Wharf's own listeners, at the address of its Service".into(),
         ),
         Ok(_) => cond("Programmed", false, "Invalid", "no listener is valid".into()),
-        Err((reason, msg)) => cond("Programmed", false, reason, msg.clone()),
+        Err(Refused { reason, message: msg }) => cond("Programmed", false, reason, msg.clone()),
     };
     GatewayStatus {
         addresses: match gw.address {
