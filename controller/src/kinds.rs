@@ -26,6 +26,26 @@ use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use crate::stored::Keyed;
 
+/// Where an object stands in "oldest first", the order Gateway API specifies for
+/// conflicts (and Wharf uses for Ingresses too): creationTimestamp, then namespace, then
+/// name.
+pub type Age<'a> = (Option<k8s_openapi::jiff::Timestamp>, &'a str, &'a str);
+
+/// The [`Age`] of an object created at `created`, named `namespace/name`.
+pub fn age<'a>(
+    created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+) -> Age<'a> {
+    (created.map(|t| t.0), namespace.unwrap_or_default(), name.unwrap_or_default())
+}
+
+/// The [`Age`] of a Kubernetes object.
+pub fn age_of<K: kube::Resource>(o: &K) -> Age<'_> {
+    let m = o.meta();
+    age(m.creation_timestamp.as_ref(), m.namespace.as_deref(), m.name.as_deref())
+}
+
 /// What the watches, the index and the file loader need of a kind.
 pub trait Kind:
     kube::Resource<DynamicType = ()> + Clone + PartialEq + DeserializeOwned + Debug + Send + Sync + 'static

@@ -38,7 +38,7 @@ impl DiagnosticLog {
     }
 }
 
-/// Seconds since the Unix epoch.
+/// The controller's clock: now, in Unix seconds.
 pub fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    wharf_model::tls::unix_seconds(std::time::SystemTime::now())
 }

@@ -110,7 +110,7 @@ impl TestCa {
             leaf.key_pem.as_bytes(),
             self.root_pem.as_bytes(),
             trust_domain,
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+            wharf_model::tls::unix_seconds(std::time::SystemTime::now()),
         )
         .expect("valid mesh certificate")
     }

@@ -138,6 +138,12 @@ pub fn inspect_pem(chain_pem: &[u8]) -> Result<CertInfo, CertError> {
     inspect(&leaf)
 }
 
+/// `t` as the Unix seconds every validity check here takes (`now`); times before the
+/// epoch are 0. The clock is read by the caller: this crate does no I/O.
+pub fn unix_seconds(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// True when the certificate's DNS names cover `host` (exact, or a `*.` SAN covering one
 /// label; a wildcard host needs the same wildcard SAN).
 pub fn covers(dns_names: &[String], host: &str) -> bool {
@@ -258,7 +264,7 @@ mod tests {
     }
 
     fn time_now() -> i64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+        unix_seconds(std::time::SystemTime::now())
     }
 
     fn offset(now: i64, days: i64) -> time::OffsetDateTime {
@@ -296,6 +302,13 @@ mod tests {
         assert!(load(broken.as_bytes(), k.as_bytes(), now).is_err());
         let (old, old_key) = make(&["a.example.com"], -1);
         assert!(matches!(load(old.as_bytes(), old_key.as_bytes(), now), Err(CertError::Expired { .. })));
+    }
+
+    #[test]
+    fn times_are_unix_seconds_and_none_before_the_epoch() {
+        let epoch = std::time::UNIX_EPOCH;
+        assert_eq!(unix_seconds(epoch + std::time::Duration::from_millis(90_999)), 90);
+        assert_eq!(unix_seconds(epoch - std::time::Duration::from_secs(5)), 0);
     }
 
     #[test]

@@ -167,6 +167,14 @@ impl Ingress {
     }
 }
 
+impl Ingress {
+    /// Where it stands in "oldest first" ([`crate::kinds::Age`]).
+    pub fn age(&self) -> crate::kinds::Age<'_> {
+        let m = &self.metadata;
+        crate::kinds::age(m.creation_timestamp.as_ref(), m.namespace.as_deref(), m.name.as_deref())
+    }
+}
+
 impl crate::stored::Keyed for Ingress {
     fn key(&self) -> (&str, &str) {
         let m = &self.metadata;

@@ -80,10 +80,7 @@ impl Policies {
     /// Reads every BackendTLSPolicy of `world`, oldest first.
     pub(super) fn new(world: &World) -> Policies {
         let mut policies: Vec<&BackendTlsPolicy> = world.backend_tls_policies.iter().collect();
-        policies.sort_by_key(|p| {
-            let m = &p.metadata;
-            (m.creation_timestamp.as_ref().map(|t| t.0), m.namespace.clone(), m.name.clone())
-        });
+        policies.sort_by_key(|p| crate::kinds::age_of(*p));
         let mut out = Policies::default();
         for p in policies {
             let ns = p.metadata.namespace.clone().unwrap_or_default();

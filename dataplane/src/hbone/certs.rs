@@ -214,7 +214,7 @@ impl MeshFiles {
     /// Reads and validates the files.
     pub fn load(&self, trust_domain: &str) -> Result<MeshCerts, MeshCertError> {
         let read = |p: &PathBuf| std::fs::read(p).map_err(|source| MeshCertError::Read { path: p.clone(), source });
-        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let now = wharf_model::tls::unix_seconds(SystemTime::now());
         MeshCerts::from_pem(&read(&self.cert)?, &read(&self.key)?, &read(&self.roots)?, trust_domain, now)
     }
 

@@ -14,6 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
+use wharf_model::tls::unix_seconds;
 use wharf_model::Identity;
 
 use super::certs::{MeshCertError, MeshCerts, MeshIdentity};
@@ -106,10 +107,6 @@ pub fn backoff(attempt: u32, jitter: f64) -> Duration {
     base.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
 /// Size and modification time of a file (following symlinks, as Kubernetes ConfigMap
 /// volumes swap them).
 fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
@@ -148,7 +145,7 @@ impl IstioCa {
             key.serialize_pem().as_bytes(),
             &roots_pem,
             trust_domain,
-            unix_now(),
+            unix_seconds(SystemTime::now()),
         )?;
         Ok(certs.expect_identity(&self.identity)?)
     }
@@ -247,7 +244,7 @@ impl IstioCa {
             match self.issue(&identity.trust_domain).await {
                 Ok(certs) => {
                     metrics.mesh_certificate_request("ok");
-                    let wait = renew_after(unix_now(), certs.not_after, fastrand::f64());
+                    let wait = renew_after(unix_seconds(SystemTime::now()), certs.not_after, fastrand::f64());
                     identity.set(certs);
                     tracing::info!(renew_in = ?wait, "mesh certificate from the Istio CA");
                     attempt = 0;
@@ -277,7 +274,7 @@ impl IstioCa {
     /// trusted even before the CA answers.
     fn apply_roots(&self, identity: &MeshIdentity) {
         let (Some(current), Ok(roots)) = (identity.load(), std::fs::read(&self.roots)) else { return };
-        match current.with_roots(&roots, unix_now()) {
+        match current.with_roots(&roots, unix_seconds(SystemTime::now())) {
             Ok(certs) => identity.set(certs),
             Err(e) => tracing::warn!(error = %e, "the current mesh certificate does not fit the new roots"),
         }

@@ -249,16 +249,6 @@ fn condition(
     }
 }
 
-/// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
-fn age_key<K: kube::Resource>(o: &K) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
-    let m = o.meta();
-    (
-        m.creation_timestamp.as_ref().map(|t| t.0),
-        m.namespace.clone().unwrap_or_default(),
-        m.name.clone().unwrap_or_default(),
-    )
-}
-
 fn object_ref<K: kube::Resource<DynamicType = ()>>(o: &K) -> ObjectRef {
     let m = o.meta();
     ObjectRef::new(&K::kind(&()), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
@@ -368,7 +358,7 @@ pub(super) fn translate(
 
     let mut gateways: Vec<&Gateway> =
         world.gateways.iter().filter(|g| classes.contains(g.spec.gateway_class_name.as_str())).collect();
-    gateways.sort_by_key(|g| age_key(*g));
+    gateways.sort_by_key(|g| crate::kinds::age_of(*g));
     let edge = |g: &Gateway| opts.edge.as_ref().filter(|e| e.is(g));
     let pooled: Vec<&Gateway> = gateways.iter().copied().filter(|g| edge(g).is_none()).collect();
     let mut addresses = assign_addresses(&pooled, opts.addresses).into_iter();
@@ -394,13 +384,13 @@ pub(super) fn translate(
 
     let mut attached: Attached = HashMap::default();
     let mut http: Vec<&HttpRoute> = world.http_routes.iter().collect();
-    http.sort_by_key(|r| age_key(*r));
+    http.sort_by_key(|r| crate::kinds::age_of(*r));
     let mut grpc: Vec<&GrpcRoute> = world.grpc_routes.iter().collect();
-    grpc.sort_by_key(|r| age_key(*r));
+    grpc.sort_by_key(|r| crate::kinds::age_of(*r));
     let mut tls: Vec<&TlsRoute> = world.tls_routes.iter().collect();
-    tls.sort_by_key(|r| age_key(*r));
+    tls.sort_by_key(|r| crate::kinds::age_of(*r));
     let mut tcp: Vec<&TcpRoute> = world.tcp_routes.iter().collect();
-    tcp.sort_by_key(|r| age_key(*r));
+    tcp.sort_by_key(|r| crate::kinds::age_of(*r));
     let views = http
         .iter()
         .map(|r| RouteView::http(r, world, backends))

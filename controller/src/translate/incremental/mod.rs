@@ -480,7 +480,7 @@ impl Incremental {
                 members.push((ing, settings));
                 diags.extend(d);
             }
-            members.sort_by(|a, b| ingress::age_key(a.0).cmp(&ingress::age_key(b.0)));
+            members.sort_by(|a, b| a.0.age().cmp(&b.0.age()));
             if !self.whole {
                 lookups.secrets.reads.start();
                 lookups.backends.reads.start();

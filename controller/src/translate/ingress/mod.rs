@@ -185,12 +185,6 @@ fn regex_path(raw: &str, path_type: &str) -> Result<PathMatch, String> {
     wharf_model::Pattern::leading(raw).map(|p| PathMatch::Regex(Box::new(p))).map_err(|e| format!("path skipped: {e}"))
 }
 
-/// Oldest first: creationTimestamp, then namespace/name, as Gateway API specifies.
-pub(super) fn age_key(ing: &Ingress) -> (Option<k8s_openapi::jiff::Timestamp>, &str, &str) {
-    let m = &ing.metadata;
-    (m.creation_timestamp.as_ref().map(|t| t.0), m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
-}
-
 /// The other name of `from-to-www-redirect`: `name` without `www.`, or with it.
 pub(super) fn www_alias(name: &str) -> String {
     match name.strip_prefix("www.") {
