@@ -539,20 +539,11 @@ pub struct EchoArgs {
     pub name: String,
 }
 
-/// `500ms`, `5s`, `2m`, `1h`, or plain seconds.
+/// A flag's duration: `500ms`, `5s`, `2m`, `1h`, `1.5s`, or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+    wharf_controller::duration::parse(s, &wharf_controller::duration::FLAGS)
+        .ok_or_else(|| format!("{s:?} is not a duration like 500ms, 5s or 2m (units: ms, s, m, h)"))
 }
 
 pub fn parse_ns_name(s: &str) -> Result<(String, String), String> {

@@ -212,7 +212,7 @@ const LAYERS: [(&str, &[&[&str]]); 4] = [
         "controller",
         &[
             // Names every layer shares.
-            &["well_known", "hashing"],
+            &["well_known", "hashing", "duration"],
             // The world: the objects translation reads and what changed in them.
             &["stored", "kinds", "changes", "files"],
             // Translation: the lookups every part shares, then the translators.

@@ -6,6 +6,7 @@
 
 pub mod acme;
 pub mod changes;
+pub mod duration;
 pub mod files;
 mod hashing;
 pub mod k8s;
