@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-/// `(namespace, name)`.
+/// An object's `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
 /// An object other than an Ingress that translating a part looked up.

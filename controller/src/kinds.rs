@@ -197,8 +197,8 @@ impl Kind for ConfigMap {
         let named = self.metadata.name.as_deref().is_some_and(|n| n.ends_with(HOST_OWNERS_SUFFIX));
         let record = named.then(|| data.remove(HOST_OWNERS_KEY)).flatten();
         let kept: std::collections::BTreeMap<String, String> = data
-            .remove(CA_CERT_KEY)
-            .map(|ca| (CA_CERT_KEY.to_owned(), ca))
+            .remove(crate::well_known::CA_CRT)
+            .map(|ca| (crate::well_known::CA_CRT.to_owned(), ca))
             .into_iter()
             .chain(record.map(|r| (HOST_OWNERS_KEY.to_owned(), r)))
             .collect();
@@ -209,9 +209,6 @@ impl Kind for ConfigMap {
         }
     }
 }
-
-/// The ConfigMap key a BackendTLSPolicy's CA certificates are read from.
-pub const CA_CERT_KEY: &str = "ca.crt";
 
 /// Secret types never read, and listed apart: Helm's releases and service account
 /// tokens are the many and the large ones.

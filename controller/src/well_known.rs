@@ -19,3 +19,13 @@ pub const HOST_OWNERS_SUFFIX: &str = "-host-owners";
 /// The key of that ConfigMap holding the record: a line `HOST NAMESPACE` per host, as
 /// written (`*.a.test`; `*` for rules without host), sorted.
 pub const HOST_OWNERS_KEY: &str = "owners";
+
+/// The key of a TLS Secret's certificate chain.
+pub const TLS_CRT: &str = "tls.crt";
+
+/// The key of a TLS Secret's private key.
+pub const TLS_KEY: &str = "tls.key";
+
+/// The key of CA certificates: in an `auth-tls-secret` or `proxy-ssl-secret` Secret, and in
+/// the ConfigMap a BackendTLSPolicy names.
+pub const CA_CRT: &str = "ca.crt";

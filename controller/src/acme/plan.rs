@@ -215,8 +215,8 @@ pub fn certificate_secret(namespace: &str, name: &str, issuer: &str, chain_pem: 
     s.type_ = Some("kubernetes.io/tls".to_owned());
     s.data = Some(
         [
-            ("tls.crt".to_owned(), ByteString(chain_pem.as_bytes().to_vec())),
-            ("tls.key".to_owned(), ByteString(key_pem.as_bytes().to_vec())),
+            (crate::well_known::TLS_CRT.to_owned(), ByteString(chain_pem.as_bytes().to_vec())),
+            (crate::well_known::TLS_KEY.to_owned(), ByteString(key_pem.as_bytes().to_vec())),
         ]
         .into(),
     );

@@ -24,7 +24,8 @@ use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
 use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
-use super::index::{Index, Key};
+use super::index::Index;
+use crate::changes::Key;
 use crate::translate::gateway_api::{same_shape, Statuses};
 
 /// The field manager of Gateway API status writes.

@@ -16,15 +16,13 @@ use wharf_gateway_api::httproutes::HttpRoute;
 use wharf_gateway_api::tcproutes::TcpRoute;
 use wharf_gateway_api::tlsroutes::TlsRoute;
 
+use crate::changes::Key;
 use crate::changes::{Changes, Read};
-pub use crate::kinds::Change;
+use crate::kinds::Change;
 use crate::kinds::{Kind, Objects};
 use crate::stored::{Ingress, Keyed};
 use crate::well_known::SERVICE_NAME_LABEL;
 use crate::World;
-
-/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
-pub type Key = (String, String);
 
 /// Objects of one kind plus the buffer of a relist in progress.
 #[derive(Debug)]

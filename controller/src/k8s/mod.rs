@@ -22,11 +22,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::changes::Changes;
+use crate::changes::Key;
+use crate::kinds::Change;
 use crate::kinds::Kind;
 use crate::publish::{Published, Publisher};
 use crate::translate::incremental::Incremental;
 use crate::{Options, Translation};
-use index::{Change, Changed, Index, Key};
+use index::{Changed, Index};
 use lease::LeaseConfig;
 use status::{Plan, Publish};
 

@@ -15,7 +15,8 @@ use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
 use super::gateway_status::{StatusBody, StatusKind};
-use super::index::{Index, Key};
+use super::index::Index;
+use crate::changes::Key;
 use crate::Diagnostic;
 
 /// Where the address written into `status.loadBalancer.ingress` comes from.
@@ -395,7 +396,7 @@ mod tests {
     use serde_json::json;
     use wharf_model::ObjectRef;
 
-    use crate::k8s::index::Change;
+    use crate::kinds::Change;
 
     fn ing(name: &str, ip: Option<&str>) -> Ingress {
         serde_json::from_value(json!({

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 pub mod ingress;
 pub use ingress::Ingress;
 
+use crate::well_known::{TLS_CRT, TLS_KEY};
 use wharf_model::tls::CertError;
 use wharf_model::Certificate;
 
@@ -261,11 +262,6 @@ pub struct Secret {
     pub certificate: Option<Result<Certificate, CertError>>,
     data: Box<[Entry]>,
 }
-
-/// The key of a TLS Secret's certificate chain.
-pub const TLS_CRT: &str = "tls.crt";
-/// The key of a TLS Secret's private key.
-pub const TLS_KEY: &str = "tls.key";
 
 /// A key of a Secret and its value.
 type Entry = (Box<str>, Box<[u8]>);

@@ -237,7 +237,7 @@ impl Demands {
 /// The certificate a managed Secret holds, when it parses.
 fn current(secret: &Secret) -> Option<Current> {
     let issuer = secret.labels.get(ACME_MANAGED_LABEL)?;
-    Current::of(issuer, secret.get("tls.crt")?)
+    Current::of(issuer, secret.get(crate::well_known::TLS_CRT)?)
 }
 
 fn bad(source: &ObjectRef, key: &str, why: &str) -> Diagnostic {

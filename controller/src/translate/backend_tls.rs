@@ -18,7 +18,7 @@ use wharf_gateway_api::backendtlspolicies::{
 use wharf_model::{ObjectRef, SubjectAltName, UpstreamTls};
 
 use super::Refused;
-use crate::kinds::CA_CERT_KEY;
+use crate::well_known::CA_CRT;
 use crate::World;
 
 /// `(namespace, service, port name)`; the port name `None` for the whole Service.
@@ -159,12 +159,12 @@ fn validation(p: &BackendTlsPolicy, ns: &str, world: &World) -> (Result<Upstream
             .config_maps
             .iter()
             .find(|c| c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(&r.name));
-        let data = cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get(CA_CERT_KEY));
+        let data = cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get(CA_CRT));
         let why = match (cm, data) {
             (None, _) => Some(format!("ConfigMap {ns}/{} does not exist", r.name)),
-            (Some(_), None) => Some(format!("ConfigMap {ns}/{} has no {CA_CERT_KEY}", r.name)),
+            (Some(_), None) => Some(format!("ConfigMap {ns}/{} has no {CA_CRT}", r.name)),
             (Some(_), Some(text)) => match wharf_model::tls::trust_anchors(text.as_bytes()) {
-                0 => Some(format!("ConfigMap {ns}/{}: {CA_CERT_KEY} holds no PEM certificate", r.name)),
+                0 => Some(format!("ConfigMap {ns}/{}: {CA_CRT} holds no PEM certificate", r.name)),
                 _ => {
                     pem.push_str(text);
                     if !text.ends_with('\n') {

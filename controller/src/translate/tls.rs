@@ -2,7 +2,8 @@
 
 use crate::hashing::HashMap;
 
-use crate::stored::{Secret, TLS_CRT, TLS_KEY};
+use crate::stored::Secret;
+use crate::well_known::{TLS_CRT, TLS_KEY};
 use wharf_model::tls::CertError;
 
 use super::Diagnostic;

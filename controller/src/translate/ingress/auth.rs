@@ -17,6 +17,7 @@ use crate::translate::backend::ServicePortRef;
 use crate::translate::grants::{permitted, RefFrom, RefTo};
 use crate::translate::tls::Secrets;
 use crate::translate::Diagnostic;
+use crate::well_known::CA_CRT;
 
 /// The hosts of the rules of `ingresses`, lower-case.
 pub fn rule_hosts(ingresses: &[&Ingress]) -> HashSet<String> {
@@ -106,9 +107,6 @@ impl Translator<'_> {
     }
 }
 
-/// The key of the CA bundle in an `auth-tls-secret` Secret.
-pub const CA_KEY: &str = "ca.crt";
-
 impl Translator<'_> {
     /// What the routes of `ing` ask of client certificates, `setting` resolved: its hosts
     /// then ask for certificates chaining to the Secret's CA. `Err` (every request refused)
@@ -128,8 +126,8 @@ impl Translator<'_> {
         let Some(secret) = secrets.get(ns, name) else {
             return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name} does not exist"));
         };
-        let Some(pem) = secret.get(CA_KEY) else {
-            let why = format!("auth-tls-secret {ns}/{name} has no key {CA_KEY:?} (the CA certificates)");
+        let Some(pem) = secret.get(CA_CRT) else {
+            let why = format!("auth-tls-secret {ns}/{name} has no key {CA_CRT:?} (the CA certificates)");
             return refuse(self, "AuthTLSSecretInvalid", why);
         };
         let certificates = match wharf_model::parse_ca_bundle(pem) {

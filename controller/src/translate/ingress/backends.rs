@@ -88,7 +88,7 @@ impl Translator<'_> {
         let ca_pem = match &p.secret {
             None => None,
             Some((ns, name)) => {
-                let pem = secrets.get(ns, name).and_then(|s| s.get(auth::CA_KEY));
+                let pem = secrets.get(ns, name).and_then(|s| s.get(crate::well_known::CA_CRT));
                 let why = match pem.map(|pem| wharf_model::parse_ca_bundle(pem).map(|_| pem)) {
                     Some(Ok(pem)) => match std::str::from_utf8(pem) {
                         Ok(text) => return Ok(Some(VerifiedTls::new(Some(text.into()), p))),
