@@ -2,8 +2,7 @@
 //! Wharf's own: a k8s-openapi object keeps every optional field inline (an EndpointSlice
 //! is 432 bytes before anything it points to, a Service 824, a Secret 456) and every
 //! label map is a B-tree node with room for eleven entries. With 10,000 Services, their
-//! EndpointSlices and TLS Secrets, the controller holds 30 MiB less (`bench/steps.md`,
-//! step 26).
+//! EndpointSlices and TLS Secrets, the controller holds 30 MiB less.
 
 use std::net::IpAddr;
 
