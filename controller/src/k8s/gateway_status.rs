@@ -26,7 +26,7 @@ use wharf_gateway_api::tlsroutes::TlsRoute;
 
 use super::index::Index;
 use crate::changes::Key;
-use crate::translate::gateway_api::{same_shape, Statuses};
+use crate::translate::gateway_api::{status_parents, Statuses};
 
 /// The field manager of Gateway API status writes.
 pub const FIELD_MANAGER: &str = "wharf.dev/gateway-controller";
@@ -143,17 +143,17 @@ pub fn plan(
     routes(StatusKind::HttpRoute, http, &statuses.http_routes, controller, &mut out);
     let grpc = index.grpc_routes().map(|(k, r)| {
         // The same form as an HTTPRoute's entries, under other type names.
-        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        let parents = r.status.as_ref().map(|s| status_parents!(s.parents)).unwrap_or_default();
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::GrpcRoute, grpc, &statuses.grpc_routes, controller, &mut out);
     let tls = index.tls_routes().map(|(k, r)| {
-        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        let parents = r.status.as_ref().map(|s| status_parents!(s.parents)).unwrap_or_default();
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::TlsRoute, tls, &statuses.tls_routes, controller, &mut out);
     let tcp = index.tcp_routes().map(|(k, r)| {
-        let parents = r.status.as_ref().and_then(|s| same_shape(&s.parents)).unwrap_or_default();
+        let parents = r.status.as_ref().map(|s| status_parents!(s.parents)).unwrap_or_default();
         (k, parents, r.metadata.resource_version.clone())
     });
     routes(StatusKind::TcpRoute, tcp, &statuses.tcp_routes, controller, &mut out);

@@ -631,6 +631,8 @@ fn grpc_routes_match_service_and_method_and_reach_their_backend_over_http2() {
     };
     assert_eq!(cluster, "web/app:80/h2c");
     assert_eq!(t.snapshot.clusters[&cluster].protocol, wharf_model::AppProtocol::H2c);
+    let wharf_model::Action::Forward(f) = &vh.routes[0].action else { panic!() };
+    assert_eq!(f.response_headers.add, [("x-via".to_owned(), "wharf".to_owned())], "the rule's filter is kept");
 }
 
 #[test]

@@ -200,34 +200,37 @@ impl<'a> RouteView<'a> {
         )
     }
 
-    // The other kinds' parentRefs are the same fields under other type names: converted
-    // through their JSON form.
+    // The other kinds' parentRefs are the same fields under other type names.
 
     pub(super) fn grpc(route: &'a GrpcRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
-        RouteView::new(
-            GRPC_ROUTE,
-            route,
-            parents.unwrap_or_default(),
-            hostnames.unwrap_or_default(),
-            move |ns, r, s| grpc_rules(route, ns, r, world, backends, s),
-        )
+        let (parents, hostnames) = (parent_refs!(route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(GRPC_ROUTE, route, parents, hostnames.unwrap_or_default(), move |ns, r, s| {
+            grpc_rules(route, ns, r, world, backends, s)
+        })
     }
 
     pub(super) fn tls(route: &'a TlsRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let (parents, hostnames) = (same_shape(&route.spec.parent_refs), route.spec.hostnames.clone());
-        RouteView::new(TLS_ROUTE, route, parents.unwrap_or_default(), hostnames, move |ns, r, s| {
+        let (parents, hostnames) = (parent_refs!(route.spec.parent_refs), route.spec.hostnames.clone());
+        RouteView::new(TLS_ROUTE, route, parents, hostnames, move |ns, r, s| {
             tls_rules(route, ns, r, world, backends, s)
         })
     }
 
     pub(super) fn tcp(route: &'a TcpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
-        let parents = same_shape(&route.spec.parent_refs);
-        RouteView::new(TCP_ROUTE, route, parents.unwrap_or_default(), Vec::new(), move |ns, r, s| {
+        let parents = parent_refs!(route.spec.parent_refs);
+        RouteView::new(TCP_ROUTE, route, parents, Vec::new(), move |ns, r, s| {
             tcp_rules(route, ns, r, world, backends, s)
         })
     }
 }
+
+/// A route's `parentRefs` (absent: none) as HTTPRoute's.
+macro_rules! parent_refs {
+    ($refs:expr) => {
+        $refs.iter().flatten().map(|p| parent_ref!(HttpRouteParentRefs, p)).collect::<Vec<_>>()
+    };
+}
+use parent_refs;
 
 /// An ordering of [`wharf_model::RouteMatch::precedence_key`] as bytes, so keys of
 /// several parts compare as one.

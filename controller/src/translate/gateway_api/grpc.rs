@@ -40,14 +40,20 @@ pub(super) fn grpc_rules(
         let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
         if let Err(r) = filtered.try_for_each(|(b, w)| {
             let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesBackendRefsFilters> =
-                b.filters.as_ref().and_then(same_shape).unwrap_or_default();
+                as_http_filters(b.filters.as_ref(), ri)?;
             http_route::backend_filters(&filters, w)
         }) {
             refused.get_or_insert(r);
             continue;
         }
         let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
-            rule.filters.as_ref().and_then(same_shape).unwrap_or_default();
+            match as_http_filters(rule.filters.as_ref(), ri) {
+                Ok(f) => f,
+                Err(r) => {
+                    refused.get_or_insert(r);
+                    continue;
+                }
+            };
         let mirrors = mirrors(&filters, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
         let first = out.len();
         actions(ri, matches, &filters, &weighted, &mut out, &mut refused);
@@ -108,4 +114,17 @@ pub(super) fn grpc_matches(
             Ok(RouteMatch { path, method: None, headers, query: Vec::new() })
         })
         .collect()
+}
+
+/// A GRPCRoute rule's `filters` (absent: none) as HTTPRoute's, whose JSON form they share
+/// for every filter both kinds have. One that does not convert refuses the rule: it is
+/// never served without its filters.
+fn as_http_filters<A: serde::Serialize, B: serde::de::DeserializeOwned>(
+    filters: Option<&Vec<A>>,
+    rule: usize,
+) -> Result<Vec<B>, Refused> {
+    let Some(filters) = filters else { return Ok(Vec::new()) };
+    serde_json::to_value(filters).and_then(serde_json::from_value).map_err(|e| {
+        Refused::new("UnsupportedValue", format!("spec.rules[{rule}].filters: {e}; the rule is not served"))
+    })
 }

@@ -428,8 +428,39 @@ pub(super) fn translate(
     out
 }
 
-/// A value of one generated type as another whose JSON form is the same (the GRPCRoute
-/// and HTTPRoute types repeat each other's parts under different names).
-pub(crate) fn same_shape<A: serde::Serialize, B: serde::de::DeserializeOwned>(a: &A) -> Option<B> {
-    serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok())
+/// A parent reference (`parentRefs` entry, or a status entry's `parentRef`) of one route
+/// kind as the type `$to` of another: the generated GRPCRoute, TLSRoute and TCPRoute types
+/// repeat the HTTPRoute's under other names. Field by field, so that a field one of them
+/// lacks is a compile error, never a silent loss.
+macro_rules! parent_ref {
+    ($to:path, $p:expr) => {{
+        let p = $p;
+        $to {
+            group: p.group.clone(),
+            kind: p.kind.clone(),
+            name: p.name.clone(),
+            namespace: p.namespace.clone(),
+            port: p.port,
+            section_name: p.section_name.clone(),
+        }
+    }};
 }
+pub(crate) use parent_ref;
+
+/// The status `parents` of a route of another kind as HTTPRoute's (see [`parent_ref`]).
+macro_rules! status_parents {
+    ($parents:expr) => {
+        $parents
+            .iter()
+            .map(|s| wharf_gateway_api::httproutes::HttpRouteStatusParents {
+                conditions: s.conditions.clone(),
+                controller_name: s.controller_name.clone(),
+                parent_ref: $crate::translate::gateway_api::parent_ref!(
+                    wharf_gateway_api::httproutes::HttpRouteStatusParentsParentRef,
+                    &s.parent_ref
+                ),
+            })
+            .collect::<Vec<_>>()
+    };
+}
+pub(crate) use status_parents;
