@@ -14,7 +14,7 @@ use wharf_model::{
 use crate::host_map::HostMap;
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::reasons::UpstreamError;
-use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, HostRoutes, Router};
+use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, HostRoutes, RequestView, Router};
 use crate::tls::{self, Resumption, SniResolver};
 use crate::upstream::forward::{BackendEdits, CompiledEdits, CompiledForward};
 use crate::upstream::tls::UpstreamTlsConfig;
@@ -200,6 +200,45 @@ impl CompiledConfig {
         match port {
             None => self.edge_gateway.get(&protocol),
             Some(_) => None,
+        }
+    }
+
+    /// The route of a request for `host` that arrived on `port` (see [`Self::tables`]) over
+    /// `protocol`: on the edge listeners the edge Gateway's routes and the Ingress rules
+    /// weighed by host and owner ([`crate::routing::shared_route`]), elsewhere the port's.
+    pub fn route(
+        &self,
+        port: Option<SocketAddr>,
+        protocol: PortProtocol,
+        host: &str,
+        req: &RequestView<'_>,
+    ) -> Option<&CompiledRoute> {
+        let tables = self.tables(port)?;
+        match self.edge_gateway(port, protocol) {
+            Some(edge) => crate::routing::shared_route(Some(&edge.router), &tables.router, host, req),
+            None => tables.router.route(host, req),
+        }
+    }
+
+    /// Whether connections to `tables` must read the ClientHello before a TLS config is
+    /// chosen: some host asks for client certificates, or an ACME TLS-ALPN-01 challenge is
+    /// answered.
+    pub fn chooses_by_hello(&self, tables: &Tables) -> bool {
+        !tables.client_auth.is_empty() || self.acme.has_tls_alpn01()
+    }
+
+    /// The TLS config answering a ClientHello for `sni` offering `alpn` on `port`: an ACME
+    /// TLS-ALPN-01 challenge's for that name, else the host's own when it asks for client
+    /// certificates, else the port's; `None` once the port is gone.
+    pub fn tls_for_hello<'a>(
+        &self,
+        port: Option<SocketAddr>,
+        sni: Option<&str>,
+        alpn: impl Iterator<Item = &'a [u8]>,
+    ) -> Option<Arc<ServerConfig>> {
+        match self.acme.tls_alpn01(sni, alpn) {
+            Some(challenge) => Some(Arc::clone(challenge)),
+            None => self.tables(port).map(|t| Arc::clone(t.tls_for(sni))),
         }
     }
 }
@@ -844,6 +883,13 @@ mod tests {
         assert!(Arc::ptr_eq(t.tls_for(Some("e.com")), &t.tls) && Arc::ptr_eq(t.tls_for(None), &t.tls));
         assert!(!Arc::ptr_eq(t.tls_for(Some("a.com")), &t.tls));
         assert!(t.tls_for(Some("a.com")).send_tls13_tickets == 0, "no resumption where certificates are asked for");
+        assert!(config.chooses_by_hello(t), "hosts asking for certificates choose by ClientHello");
+        let hello = |port, sni| config.tls_for_hello(port, sni, std::iter::empty()).map(|c| Arc::as_ptr(&c));
+        assert_eq!(hello(None, Some("a.com")), of("a.com"));
+        assert_eq!(hello(None, Some("e.com")), Some(Arc::as_ptr(&t.tls)));
+        assert_eq!(hello(Some(([127, 0, 0, 1], 1).into()), Some("a.com")), None, "a port gone");
+        let plain = compiler().compile(Arc::new(Snapshot::default()), 1, None).unwrap();
+        assert!(!plain.chooses_by_hello(&plain.edge), "one config for every ClientHello");
     }
 
     #[test]
@@ -1105,8 +1151,7 @@ mod tests {
         let edge_get = |h: &str, p: &str| {
             let headers = http::HeaderMap::new();
             let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
-            let edge = config.edge_gateway(None, PortProtocol::Http).map(|t| &t.router);
-            crate::routing::shared_route(edge, &config.edge.router, h, &view).map(|r| r.source().to_owned())
+            config.route(None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
         };
         assert_eq!(
             edge_get("docs.a.test", "/app").as_deref(),
@@ -1143,8 +1188,7 @@ mod tests {
         let edge_get = |c: &CompiledConfig, h: &str, p: &str| {
             let headers = http::HeaderMap::new();
             let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
-            let edge = c.edge_gateway(None, PortProtocol::Http).map(|t| &t.router);
-            crate::routing::shared_route(edge, &c.edge.router, h, &view).map(|r| r.source().to_owned())
+            c.route(None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
         };
         assert_eq!(edge_get(&config, "docs.a.test", "/app").as_deref(), Some("a/docs"));
         assert_eq!(edge_get(&config, "nobody.test", "/").as_deref(), Some("b/catch-all"));
@@ -1239,6 +1283,8 @@ mod tests {
         let view = RequestView { path: "/gw", query: None, method: &http::Method::GET, headers: &headers };
         let served = config.edge_gateway(None, PortProtocol::Http).and_then(|t| t.router.route("z.test", &view));
         assert_eq!(served.map(|r| r.source()), Some("web/gw"));
+        assert_eq!(config.route(None, PortProtocol::Http, "z.test", &view).map(|r| r.source()), Some("web/gw"));
+        assert!(config.route(Some(bind), PortProtocol::Http, "z.test", &view).is_none(), "no such port");
         let leaf = |c: &CompiledConfig, sni: Option<&str>| c.edge.sni.select(sni).0.cert[0].clone();
         assert_eq!(leaf(&config, Some("a.example.com")), gateway.leaf_der(), "the Gateway's certificate for its host");
         assert_eq!(

@@ -479,7 +479,7 @@ async fn tls_handshake(
         let cfg = shared.config.load();
         cfg.tables(info.gateway_port).map(|t| TlsChoice {
             tls: Arc::clone(&t.tls),
-            by_hello: (!t.client_auth.is_empty() || cfg.acme.has_tls_alpn01()).then(|| shared.config.load_full()),
+            by_hello: cfg.chooses_by_hello(t).then(|| shared.config.load_full()),
         })
     };
     let tables = choice?;
@@ -492,10 +492,7 @@ async fn tls_handshake(
                 let acceptor = tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
                 let start = acceptor.await?;
                 let hello = start.client_hello();
-                let chosen = match cfg.acme.tls_alpn01(hello.server_name(), hello.alpn().into_iter().flatten()) {
-                    Some(challenge) => Some(Arc::clone(challenge)),
-                    None => cfg.tables(port).map(|t| Arc::clone(t.tls_for(hello.server_name()))),
-                };
+                let chosen = cfg.tls_for_hello(port, hello.server_name(), hello.alpn().into_iter().flatten());
                 start.into_stream(chosen.unwrap_or(tables.tls)).await
             }
             None => tokio_rustls::TlsAcceptor::from(tables.tls).accept(stream).await,

@@ -131,24 +131,17 @@ pub async fn handle(
         (Some(sni), Some(t)) if misdirected(t, sni, &host) => Err(Rejected::Misdirected),
         _ => Ok(()),
     });
-    let route = match tables {
-        Some(t) if checked.is_ok() => {
-            let view = RequestView {
-                path: req.uri().path(),
-                query: req.uri().query(),
-                method: req.method(),
-                headers: req.headers(),
-            };
-            // The edge Gateway's routes and the Ingress routes, by host and owner.
-            let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
-            let edge = cfg.edge_gateway(conn.gateway_port, protocol).map(|g| &g.router);
-            match edge {
-                Some(edge) => crate::routing::shared_route(Some(edge), &t.router, &host, &view),
-                None => t.router.route(&host, &view),
-            }
-        }
-        _ => None,
-    };
+    let route = checked.is_ok().then(|| {
+        let view = RequestView {
+            path: req.uri().path(),
+            query: req.uri().query(),
+            method: req.method(),
+            headers: req.headers(),
+        };
+        let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
+        cfg.route(conn.gateway_port, protocol, &host, &view)
+    });
+    let route = route.flatten();
     let method = req.method().clone();
     let cert_refusal =
         route.and_then(|r| r.client_cert.as_ref()).and_then(|c| c.admits(conn.client_cert.as_deref()).err());
@@ -170,31 +163,13 @@ pub async fn handle(
         (Ok(()), None) => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
         // A CORS preflight is answered here, before any other check of the route (as
         // ingress-nginx does).
-        (Ok(()), Some(_)) if preflight => {
-            let mut r = Response::new(full(String::new()));
-            *r.status_mut() = StatusCode::NO_CONTENT;
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-            (r, Some("cors_preflight"), None)
-        }
+        (Ok(()), Some(_)) if preflight => (preflight_answer(), Some("cors_preflight"), None),
         (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
         // The client certificate is checked first, as nginx checks it before the request is
         // processed.
         (Ok(()), Some(r)) if cert_refusal.is_some() => {
-            let page = r.client_cert.as_ref().and_then(|c| c.error_page.as_deref());
-            let resp = match (cert_refusal, page.and_then(|p| HeaderValue::from_str(p).ok())) {
-                (Some(CertRefusal::SubjectMismatch), _) => {
-                    (local(StatusCode::FORBIDDEN, "client certificate unauthorized"), "client_cert_unauthorized")
-                }
-                (_, Some(location)) => {
-                    let mut resp = local(StatusCode::FOUND, "a client certificate is required");
-                    resp.headers_mut().insert(header::LOCATION, location);
-                    (resp, "client_cert_required")
-                }
-                (_, None) => {
-                    (local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"), "client_cert_required")
-                }
-            };
-            (resp.0, Some(resp.1), None)
+            let (resp, reason) = cert_refused(r, cert_refusal);
+            (resp, Some(reason), None)
         }
         // Limits before address lists, as nginx's preaccess phase runs before its access
         // phase.
@@ -261,6 +236,32 @@ pub async fn handle(
         );
     }
     Ok(resp)
+}
+
+/// The answer to a CORS preflight the route allows.
+fn preflight_answer() -> Response<Body> {
+    let mut r = Response::new(full(String::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// The answer to a request whose client certificate `route` refuses, and its reason: 403
+/// for a subject the route does not accept; without a certificate, the route's error page
+/// (a 302 to it) or 400, as nginx answers.
+fn cert_refused(route: &CompiledRoute, refusal: Option<CertRefusal>) -> (Response<Body>, &'static str) {
+    let page = route.client_cert.as_ref().and_then(|c| c.error_page.as_deref());
+    match (refusal, page.and_then(|p| HeaderValue::from_str(p).ok())) {
+        (Some(CertRefusal::SubjectMismatch), _) => {
+            (local(StatusCode::FORBIDDEN, "client certificate unauthorized"), "client_cert_unauthorized")
+        }
+        (_, Some(location)) => {
+            let mut resp = local(StatusCode::FOUND, "a client certificate is required");
+            resp.headers_mut().insert(header::LOCATION, location);
+            (resp, "client_cert_required")
+        }
+        (_, None) => (local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"), "client_cert_required"),
+    }
 }
 
 /// Cookies of an external check's answer for the client (with any status when `true`).
