@@ -246,12 +246,5 @@ pub(super) fn precedence_bytes(m: &wharf_model::RouteMatch) -> Vec<u8> {
 }
 
 pub(super) fn parent_ref(p: &HttpRouteParentRefs) -> HttpRouteStatusParentsParentRef {
-    HttpRouteStatusParentsParentRef {
-        group: p.group.clone(),
-        kind: p.kind.clone(),
-        name: p.name.clone(),
-        namespace: p.namespace.clone(),
-        port: p.port,
-        section_name: p.section_name.clone(),
-    }
+    super::parent_ref!(HttpRouteStatusParentsParentRef, p)
 }
