@@ -1551,18 +1551,7 @@ mod tests {
         let (exact, any) = (ca.leaf(&["a.example.com"]), ca.leaf(&["other.example.com"]));
         let bind: std::net::SocketAddr = ([127, 0, 0, 9], 8080).into();
         let invalid = Route {
-            action: Action::Forward(Forward {
-                backends: vec![WeightedBackend::invalid(1)],
-                request_headers: Default::default(),
-                response_headers: Default::default(),
-                rewrite: None,
-                timeout_ms: None,
-                connect_timeout_ms: None,
-                send_timeout_ms: None,
-                mirrors: Vec::new(),
-                affinity: None,
-                fallback: None,
-            }),
+            action: Action::Forward(Forward::to(vec![WeightedBackend::invalid(1)])),
             ..route("bad", prefix("/bad"), "c")
         };
         let snapshot = Snapshot {

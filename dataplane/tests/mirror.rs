@@ -52,16 +52,8 @@ fn mirrored(path: &str, primary: &str, mirrors: &[(&str, u32)]) -> Route {
     Route {
         matches: RouteMatch::path(PathMatch::prefix(path).unwrap()),
         action: Action::Forward(Forward {
-            backends: vec![WeightedBackend::new(primary, 1)],
-            request_headers: Default::default(),
-            response_headers: Default::default(),
-            rewrite: None,
-            timeout_ms: None,
-            connect_timeout_ms: None,
-            send_timeout_ms: None,
             mirrors: mirrors.iter().map(|(c, p)| Mirror { cluster: (*c).into(), per_million: *p }).collect(),
-            affinity: None,
-            fallback: None,
+            ..Forward::to(vec![WeightedBackend::new(primary, 1)])
         }),
         ..route(PathMatch::prefix(path).unwrap(), primary, false)
     }

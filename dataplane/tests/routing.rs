@@ -367,15 +367,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                     host: Some("internal.test".into()),
                     path: Some(PathRewrite::Prefix("/v2".into())),
                 })),
-                backends: vec![WeightedBackend::new("plain", 1)],
-                request_headers: Default::default(),
-                response_headers: Default::default(),
-                timeout_ms: None,
-                connect_timeout_ms: None,
-                send_timeout_ms: None,
-                mirrors: Vec::new(),
-                affinity: None,
-                fallback: None,
+                ..Forward::to(vec![WeightedBackend::new("plain", 1)])
             }),
         ),
         with(
@@ -392,18 +384,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
         with(RouteMatch::path(m_path("/gone")), Action::Respond(Respond { status: 410, body: "moved away\n".into() })),
         with(
             RouteMatch::path(m_path("/half-invalid")),
-            Action::Forward(Forward {
-                backends: vec![WeightedBackend::new("plain", 1), WeightedBackend::invalid(1)],
-                request_headers: Default::default(),
-                response_headers: Default::default(),
-                rewrite: None,
-                timeout_ms: None,
-                connect_timeout_ms: None,
-                send_timeout_ms: None,
-                mirrors: Vec::new(),
-                affinity: None,
-                fallback: None,
-            }),
+            Action::Forward(Forward::to(vec![WeightedBackend::new("plain", 1), WeightedBackend::invalid(1)])),
         ),
     ];
     routes.sort_by_key(|r| r.matches.precedence_key());

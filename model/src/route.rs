@@ -133,8 +133,16 @@ pub enum Action {
 impl Action {
     /// Forward to one cluster, unchanged.
     pub fn forward(cluster: &str) -> Action {
-        Action::Forward(Forward {
-            backends: vec![WeightedBackend::new(cluster, 1)],
+        Action::Forward(Forward::to(vec![WeightedBackend::new(cluster, 1)]))
+    }
+}
+
+impl Forward {
+    /// Forward to `backends` by weight, unchanged: no edits, rewrite, timeouts, mirrors,
+    /// affinity or fallback.
+    pub fn to(backends: Vec<WeightedBackend>) -> Forward {
+        Forward {
+            backends,
             request_headers: LazyEdits::default(),
             response_headers: LazyEdits::default(),
             rewrite: None,
@@ -144,7 +152,7 @@ impl Action {
             mirrors: Vec::new(),
             affinity: None,
             fallback: None,
-        })
+        }
     }
 }
 

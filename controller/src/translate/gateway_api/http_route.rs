@@ -151,18 +151,7 @@ pub fn action(
     backends: Vec<WeightedBackend>,
     matched: &PathMatch,
 ) -> Result<Action, Refused> {
-    let mut fwd = Forward {
-        backends,
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-        rewrite: None,
-        timeout_ms: None,
-        connect_timeout_ms: None,
-        send_timeout_ms: None,
-        mirrors: Vec::new(),
-        affinity: None,
-        fallback: None,
-    };
+    let mut fwd = Forward::to(backends);
     let mut redirect = None;
     for f in filters {
         match f.r#type {

@@ -32,18 +32,7 @@ pub(super) fn tcp_rules(
 
 /// Rule `ri` of a TLS or TCP route: every connection relayed to one of `backends`.
 pub(super) fn relay(ri: usize, backends: Vec<WeightedBackend>) -> (usize, usize, RouteMatch, wharf_model::Action) {
-    let action = wharf_model::Action::Forward(wharf_model::Forward {
-        backends,
-        request_headers: Default::default(),
-        response_headers: Default::default(),
-        rewrite: None,
-        timeout_ms: None,
-        connect_timeout_ms: None,
-        send_timeout_ms: None,
-        mirrors: Vec::new(),
-        affinity: None,
-        fallback: None,
-    });
+    let action = wharf_model::Action::Forward(wharf_model::Forward::to(backends));
     (ri, 0, RouteMatch::path(PathMatch::Prefix("/".into())), action)
 }
 
