@@ -312,9 +312,14 @@ pub struct Route {
 impl Route {
     /// A route forwarding what `path` matches to one cluster, as an Ingress path does.
     pub fn forward(path: PathMatch, cluster: &str, source: ObjectRef) -> Route {
+        Route::new(RouteMatch::path(path), Action::forward(cluster), source)
+    }
+
+    /// A route taking `action` for what `matches` matches, with no checks of its own.
+    pub fn new(matches: RouteMatch, action: Action, source: ObjectRef) -> Route {
         Route {
-            matches: RouteMatch::path(path),
-            action: Action::forward(cluster),
+            matches,
+            action,
             source,
             https_redirect: false,
             max_body_bytes: None,

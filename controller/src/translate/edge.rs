@@ -327,18 +327,11 @@ mod tests {
     use wharf_model::{Action, HeaderMatch, ObjectRef, Respond, Route, SniRoute, VirtualHost};
 
     fn route(kind: &str, name: &str, path: PathMatch) -> Route {
-        Route {
-            matches: RouteMatch::path(path),
-            action: Action::Respond(Respond { status: 200, body: String::new() }),
-            source: ObjectRef::new(kind, "web", name),
-            https_redirect: false,
-            max_body_bytes: None,
-            clients: None,
-            cors: None,
-            rate_limit: None,
-            auth: None,
-            client_cert: None,
-        }
+        Route::new(
+            RouteMatch::path(path),
+            Action::Respond(Respond { status: 200, body: String::new() }),
+            ObjectRef::new(kind, "web", name),
+        )
     }
 
     fn prefix(p: &str) -> PathMatch {

@@ -102,18 +102,7 @@ pub(super) fn attach_route(
                         *rule,
                         *m_idx,
                     );
-                    let route = Route {
-                        matches: m.clone(),
-                        action: action.clone(),
-                        source: rref.clone(),
-                        https_redirect: false,
-                        max_body_bytes: None,
-                        clients: None,
-                        cors: None,
-                        rate_limit: None,
-                        auth: None,
-                        client_cert: None,
-                    };
+                    let route = Route::new(m.clone(), action.clone(), rref.clone());
                     entries.push((host.clone(), key, route));
                 }
             }
