@@ -203,17 +203,18 @@ impl CompiledConfig {
         }
     }
 
-    /// The route of a request for `host` that arrived on `port` (see [`Self::tables`]) over
-    /// `protocol`: on the edge listeners the edge Gateway's routes and the Ingress rules
-    /// weighed by host and owner ([`crate::routing::shared_route`]), elsewhere the port's.
-    pub fn route(
-        &self,
+    /// The route of a request for `host` that arrived on `port` over `protocol`, `tables`
+    /// being that port's ([`Self::tables`], looked up once per request): on the edge
+    /// listeners the edge Gateway's routes and the Ingress rules weighed by host and owner
+    /// ([`crate::routing::shared_route`]), elsewhere the port's.
+    pub fn route<'a>(
+        &'a self,
+        tables: &'a Tables,
         port: Option<SocketAddr>,
         protocol: PortProtocol,
         host: &str,
         req: &RequestView<'_>,
-    ) -> Option<&CompiledRoute> {
-        let tables = self.tables(port)?;
+    ) -> Option<&'a CompiledRoute> {
         match self.edge_gateway(port, protocol) {
             Some(edge) => crate::routing::shared_route(Some(&edge.router), &tables.router, host, req),
             None => tables.router.route(host, req),
@@ -1151,7 +1152,7 @@ mod tests {
         let edge_get = |h: &str, p: &str| {
             let headers = http::HeaderMap::new();
             let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
-            config.route(None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
+            config.route(&config.edge, None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
         };
         assert_eq!(
             edge_get("docs.a.test", "/app").as_deref(),
@@ -1188,7 +1189,7 @@ mod tests {
         let edge_get = |c: &CompiledConfig, h: &str, p: &str| {
             let headers = http::HeaderMap::new();
             let view = RequestView { path: p, query: None, method: &http::Method::GET, headers: &headers };
-            c.route(None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
+            c.route(&c.edge, None, PortProtocol::Http, h, &view).map(|r| r.source().to_owned())
         };
         assert_eq!(edge_get(&config, "docs.a.test", "/app").as_deref(), Some("a/docs"));
         assert_eq!(edge_get(&config, "nobody.test", "/").as_deref(), Some("b/catch-all"));
@@ -1283,8 +1284,14 @@ mod tests {
         let view = RequestView { path: "/gw", query: None, method: &http::Method::GET, headers: &headers };
         let served = config.edge_gateway(None, PortProtocol::Http).and_then(|t| t.router.route("z.test", &view));
         assert_eq!(served.map(|r| r.source()), Some("web/gw"));
-        assert_eq!(config.route(None, PortProtocol::Http, "z.test", &view).map(|r| r.source()), Some("web/gw"));
-        assert!(config.route(Some(bind), PortProtocol::Http, "z.test", &view).is_none(), "no such port");
+        assert_eq!(
+            config.route(&config.edge, None, PortProtocol::Http, "z.test", &view).map(|r| r.source()),
+            Some("web/gw")
+        );
+        assert!(
+            config.route(&config.edge, Some(bind), PortProtocol::Http, "z.test", &view).is_none(),
+            "a Gateway port's own tables, never the edge Gateway's"
+        );
         let leaf = |c: &CompiledConfig, sni: Option<&str>| c.edge.sni.select(sni).0.cert[0].clone();
         assert_eq!(leaf(&config, Some("a.example.com")), gateway.leaf_der(), "the Gateway's certificate for its host");
         assert_eq!(

@@ -133,17 +133,19 @@ pub async fn handle(
         (Some(sni), Some(t)) if misdirected(t, sni, &host) => Err(Rejected::Misdirected),
         _ => Ok(()),
     });
-    let route = checked.is_ok().then(|| {
-        let view = RequestView {
-            path: req.uri().path(),
-            query: req.uri().query(),
-            method: req.method(),
-            headers: req.headers(),
-        };
-        let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
-        cfg.route(conn.gateway_port, protocol, &host, &view)
-    });
-    let route = route.flatten();
+    let route = match tables {
+        Some(t) if checked.is_ok() => {
+            let view = RequestView {
+                path: req.uri().path(),
+                query: req.uri().query(),
+                method: req.method(),
+                headers: req.headers(),
+            };
+            let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
+            cfg.route(t, conn.gateway_port, protocol, &host, &view)
+        }
+        _ => None,
+    };
     let method = req.method().clone();
     let cert_refusal =
         route.and_then(|r| r.client_cert.as_ref()).and_then(|c| c.admits(conn.client_cert.as_deref()).err());
