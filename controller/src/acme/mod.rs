@@ -209,7 +209,7 @@ impl<S: Store, R: Report> Manager<S, R> {
                         "withdrew the ACME challenges of orders an earlier leader left unfinished"
                     ),
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot withdraw the ACME challenges an earlier leader left; they stay answered until a new order for the same Secret replaces them")
+                        tracing::warn!(reason = e.reason(), error = %e, "cannot withdraw the ACME challenges an earlier leader left; they stay answered until a new order for the same Secret replaces them")
                     }
                 }
             }
@@ -470,7 +470,7 @@ impl<S: Store> client::Publish for Publisher<S> {
 
     async fn withdraw(&self) {
         if let Err(e) = self.store.withdraw(&self.demand).await {
-            tracing::warn!(secret = %self.demand.id(), error = %e, "the ACME challenges cannot be withdrawn");
+            tracing::warn!(secret = %self.demand.id(), reason = e.reason(), error = %e, "the ACME challenges cannot be withdrawn");
         }
     }
 }
