@@ -498,7 +498,13 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
         "metadata": {"name": "wp-1", "namespace": "web", "labels": {"kubernetes.io/service-name": "wp"}},
         "addressType": "IPv4",
         "ports": [{"name": "mesh", "port": 15008}],
-        "endpoints": [{"addresses": ["10.1.0.5"], "targetRef": {"kind": "Pod", "namespace": "web", "name": "wp-0"}}],
+        "endpoints": [
+            {"addresses": ["10.1.0.5"], "targetRef": {"kind": "Pod", "namespace": "web", "name": "wp-0"}},
+            // Not ready: not dialed.
+            {"addresses": ["10.1.0.6"], "conditions": {"ready": false}, "targetRef": {"kind": "Pod", "namespace": "web", "name": "wp-1"}},
+            // Another namespace's Pod in the waypoint's slice: never dialed, and told.
+            {"addresses": ["10.1.0.7"], "targetRef": {"kind": "Pod", "namespace": "attacker", "name": "tap"}},
+        ],
     })));
     w.pods = vec![obj::<Pod>(
         json!({"metadata": {"name": "wp-0", "namespace": "web"}, "spec": {"containers": [], "serviceAccountName": "wp-sa"}}),
@@ -510,6 +516,9 @@ fn services_using_a_waypoint_are_reached_through_it_with_the_service_authority()
     assert_eq!(h.dial.to_string(), "10.1.0.5:15008");
     assert_eq!(h.authority, "10.96.0.20:80");
     assert_eq!(h.identity.to_string(), "spiffe://cluster.local/ns/web/sa/wp-sa");
+    let refused: Vec<&str> =
+        t.diagnostics.iter().filter(|d| d.reason == "EndpointRefused").map(|d| d.message.as_str()).collect();
+    assert!(refused.iter().any(|m| m.contains("10.1.0.7") && m.contains("attacker/tap")), "{refused:?}");
 
     // The namespace label works too; "none" on the Service opts out.
     w.services[0].labels = Default::default();
