@@ -7,15 +7,18 @@ mod backends;
 mod canary;
 mod passthrough;
 mod routes;
+mod shape;
 mod tls_hosts;
 
 use crate::hashing::HashSet;
-use crate::stored::ingress::{HttpPath as HTTPIngressPath, Ingress, IngressBackend, IngressRule};
+use crate::stored::ingress::{
+    HttpPath as HTTPIngressPath, Ingress, IngressBackend, IngressRule, IngressSpec, IngressTls,
+};
 use std::sync::Arc;
 
 use wharf_model::{
-    Action, Certificate, ClientAuthHost, Cluster, Host, ObjectRef, PathMatch, PathRewrite, Redirect, Route, RouteMatch,
-    Snapshot, SniRoute, TlsHost, UrlRewrite, VirtualHost,
+    Action, Certificate, ClientAuthHost, Cluster, Host, ObjectRef, PathMatch, PathRewrite, Route, RouteMatch, Snapshot,
+    SniRoute, TlsHost, UrlRewrite, VirtualHost,
 };
 
 use super::backend::Backends;
@@ -23,6 +26,7 @@ use super::lookups::Lookups;
 use super::{acme, owners, tls, Diagnostic, Options};
 use backends::VerifiedTls;
 use routes::{push_route, RouteTable};
+use shape::Shape;
 
 /// The translation of the Ingresses of one part, as [`part`] makes it.
 #[derive(Debug, Clone, Default)]
@@ -264,174 +268,119 @@ impl<'a> Translator<'a> {
             Ok(v) => (access, v),
             Err(why) => (Access { auth: Some(wharf_model::Auth::Unavailable(why)), ..access }, None),
         };
-        // What every route of the Ingress gets.
-        let shape = |route: Route| -> Route {
-            match &settings.redirect {
-                // A fixed redirect answers before the HTTPS redirect and the address
-                // checks, as in ingress-nginx (its `return` runs first).
-                Some(r) => Route {
-                    action: Action::Redirect(Redirect {
-                        scheme: None,
-                        host: None,
-                        port: None,
-                        path: None,
-                        status: r.status,
-                        location: Some(r.url.clone()),
-                    }),
-                    ..route
-                },
-                None => {
-                    let mut route = Route {
-                        https_redirect: settings.ssl_redirect || settings.force_ssl_redirect,
-                        max_body_bytes: settings.max_body_bytes,
-                        clients: settings.clients.clone(),
-                        cors: settings.cors.clone(),
-                        rate_limit: settings.rate_limit.clone(),
-                        auth: access.auth.clone().map(Box::new),
-                        client_cert: access.client_cert.clone().map(Box::new),
-                        ..route
-                    };
-                    if let Action::Forward(f) = &mut route.action {
-                        f.affinity = settings.affinity.as_ref().map(|a| {
-                            Box::new(wharf_model::CookieAffinity {
-                                name: a.name.clone(),
-                                // As ingress-nginx: the location's path, unless set (a regex is
-                                // no cookie path).
-                                path: a.path.clone().unwrap_or_else(|| match &route.matches.path {
-                                    PathMatch::Exact(p) | PathMatch::Prefix(p) => p.clone(),
-                                    PathMatch::Regex(_) => "/".to_owned(),
-                                }),
-                                max_age: a.max_age,
-                                same_site: a.same_site.clone(),
-                                secure: a.secure,
-                            })
-                        });
-                        f.timeout_ms = settings.read_timeout_ms;
-                        f.connect_timeout_ms = settings.connect_timeout_ms;
-                        f.send_timeout_ms = settings.send_timeout_ms;
-                        if let Some(host) = &settings.upstream_vhost {
-                            f.rewrite = Some(Box::new(UrlRewrite { host: Some(host.clone()), path: None }));
-                        }
-                        if let Some(prefix) = &settings.forwarded_prefix {
-                            f.request_headers.set.push(("x-forwarded-prefix".into(), prefix.clone()));
-                        }
-                    }
-                    route
-                }
-            }
-        };
         let fallback = settings.default_backend.as_ref().and_then(|name| self.fallback_cluster(&src, name));
-        // The default backend, for a route to `backend`.
-        let with_fallback = |mut route: Route, backend: &IngressBackend| -> Route {
-            if let (Some(cluster), Some(svc), Action::Forward(f)) = (&fallback, &backend.service, &mut route.action) {
-                let port = svc.port.as_ref().map(|p| match (p.number, &p.name) {
-                    (Some(n), _) => n.to_string(),
-                    (None, name) => name.as_deref().unwrap_or_default().to_owned(),
-                });
-                f.fallback = Some(Box::new(wharf_model::Fallback {
-                    cluster: cluster.clone(),
-                    error_codes: settings.custom_http_errors.clone(),
-                    namespace: src.namespace.clone(),
-                    ingress: src.name.clone(),
-                    service: svc.name.to_string(),
-                    service_port: port.unwrap_or_default(),
-                }));
-            }
-            route
-        };
-        let protocol = settings.backend_protocol;
+        let shape = Shape { settings, access: &access, fallback, src: &src };
         for entry in spec.tls.iter().flatten() {
-            let hosts: Vec<&str> = match &entry.hosts {
-                Some(h) if !h.is_empty() => h.iter().map(|h| &**h).collect(),
-                // No hosts: the entry covers every host of the Ingress's rules.
-                _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
-            };
-            // Neither a certificate nor an ACME order for another namespace's host.
-            let hosts: Vec<&str> = hosts
-                .into_iter()
-                .filter(|h| Host::parse(h).map_or(true, |h| self.owns(&src, &h, "TLS host")))
-                .collect();
-            if hosts.is_empty() {
-                continue;
-            }
-            let acme = (settings.acme, settings.acme_issuer.as_deref());
-            let secret_name = entry.secret_name.as_deref();
-            self.acme.add(&self.opts.acme, &src, acme, secrets, (&src.namespace, secret_name), &hosts, &mut self.diags);
-            tls_hosts.add(self, &src, secrets, secret_name, &hosts);
+            self.tls_entry(spec, entry, &src, settings, secrets, tls_hosts);
         }
-
         if let Some(backend) = &spec.default_backend {
-            if let Some(cluster) = self.backend(&src, backend, protocol, verified.as_ref()) {
-                let route = Route {
-                    https_redirect: false,
-                    ..with_fallback(
-                        shape(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone())),
-                        backend,
-                    )
-                };
-                match &routes.default_backend {
-                    None => routes.default_backend = Some(route),
-                    Some(winner) => {
-                        let msg = format!(
-                            "spec.defaultBackend is ignored: {} is older and sets the default backend",
-                            winner.source
-                        );
-                        self.diag(&src, "DefaultBackendConflict", msg);
-                    }
-                }
-            }
+            self.default_backend(backend, &shape, verified.as_ref(), routes);
         }
-
-        routes.protocols.insert(src.clone(), (protocol, verified.clone()));
+        routes.protocols.insert(src.clone(), (settings.backend_protocol, verified.clone()));
         if settings.force_ssl_redirect && settings.redirect.is_none() {
             routes.forced.insert(src.clone());
         }
         for rule in spec.rules.iter().flatten() {
-            let Some(host) = self.rule_host(&src, rule) else { continue };
-            if !self.owns(&src, &host, "host") {
-                continue;
-            }
-            for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
-                let Some(path) = self.path_match(&src, routes.regex_hosts.contains(&host), p) else {
-                    continue;
-                };
-                let Some(cluster) = self.backend(&src, &p.backend, protocol, verified.as_ref()) else {
-                    continue;
-                };
-                let key = (host.clone(), RouteMatch::path(path.clone()));
-                if let Some(winner) = routes.claimed.get(&key) {
-                    let msg = if winner == &src {
-                        format!("host {host} path {} appears twice; the first rule wins", path.path())
-                    } else {
-                        format!(
-                            "host {host} path {} is already served by {winner}, which is older; this rule is ignored",
-                            path.path()
-                        )
-                    };
-                    self.diag(&src, "HostPathConflict", msg);
-                    continue;
-                }
-                routes.claimed.insert(key, src.clone());
-                if let Some(app_root) = settings.app_root.as_ref().filter(|_| path.matches("/")) {
-                    self.app_root(&host, app_root, &src, routes);
-                }
-                let mut route = with_fallback(shape(Route::forward(path, &cluster, src.clone())), &p.backend);
-                if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
-                    (&settings.rewrite_target, &mut route.action, &route.matches.path)
-                {
-                    let rewrite = f.rewrite.get_or_insert_with(|| Box::new(UrlRewrite { host: None, path: None }));
-                    rewrite.path = Some(PathRewrite::Captures(target.clone()));
-                }
-                push_route(routes.by_host.entry(host.clone()).or_default(), route);
-            }
-            if settings.from_to_www {
-                if let Host::Exact(name) = &host {
-                    let alias = www_alias(name);
-                    routes.www_redirects.push((alias, name.clone(), src.clone()));
-                }
-            }
+            self.rule(rule, &shape, verified.as_ref(), routes);
         }
         true
+    }
+
+    /// The certificate (or ACME order) of one `spec.tls` entry, for the hosts it names that
+    /// the Ingress's namespace may serve.
+    fn tls_entry(
+        &mut self,
+        spec: &IngressSpec,
+        entry: &IngressTls,
+        src: &ObjectRef,
+        settings: &annotations::Settings,
+        secrets: &tls::Secrets,
+        tls_hosts: &mut tls_hosts::TlsHosts,
+    ) {
+        let hosts: Vec<&str> = match &entry.hosts {
+            Some(h) if !h.is_empty() => h.iter().map(|h| &**h).collect(),
+            // No hosts: the entry covers every host of the Ingress's rules.
+            _ => spec.rules.iter().flatten().filter_map(|r| r.host.as_deref()).collect(),
+        };
+        // Neither a certificate nor an ACME order for another namespace's host.
+        let hosts: Vec<&str> =
+            hosts.into_iter().filter(|h| Host::parse(h).map_or(true, |h| self.owns(src, &h, "TLS host"))).collect();
+        if hosts.is_empty() {
+            return;
+        }
+        let acme = (settings.acme, settings.acme_issuer.as_deref());
+        let secret_name = entry.secret_name.as_deref();
+        self.acme.add(&self.opts.acme, src, acme, secrets, (&src.namespace, secret_name), &hosts, &mut self.diags);
+        tls_hosts.add(self, src, secrets, secret_name, &hosts);
+    }
+
+    /// `spec.defaultBackend`: the route of requests no rule takes, unless an older Ingress
+    /// set one.
+    fn default_backend(
+        &mut self,
+        backend: &IngressBackend,
+        shape: &Shape<'_>,
+        verified: Option<&VerifiedTls>,
+        routes: &mut RouteTable,
+    ) {
+        let src = shape.src;
+        let Some(cluster) = self.backend(src, backend, shape.settings.backend_protocol, verified) else { return };
+        let route = shape.route(Route::forward(PathMatch::Prefix("/".into()), &cluster, src.clone()), backend);
+        let route = Route { https_redirect: false, ..route };
+        match &routes.default_backend {
+            None => routes.default_backend = Some(route),
+            Some(winner) => {
+                let msg =
+                    format!("spec.defaultBackend is ignored: {} is older and sets the default backend", winner.source);
+                self.diag(src, "DefaultBackendConflict", msg);
+            }
+        }
+    }
+
+    /// The routes of one rule, for a host the Ingress's namespace may serve; a path an
+    /// older Ingress (or an earlier rule) claimed is told and left out.
+    fn rule(&mut self, rule: &IngressRule, shape: &Shape<'_>, verified: Option<&VerifiedTls>, routes: &mut RouteTable) {
+        let (src, settings) = (shape.src, shape.settings);
+        let Some(host) = self.rule_host(src, rule) else { return };
+        if !self.owns(src, &host, "host") {
+            return;
+        }
+        for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+            let Some(path) = self.path_match(src, routes.regex_hosts.contains(&host), p) else {
+                continue;
+            };
+            let Some(cluster) = self.backend(src, &p.backend, settings.backend_protocol, verified) else {
+                continue;
+            };
+            let key = (host.clone(), RouteMatch::path(path.clone()));
+            if let Some(winner) = routes.claimed.get(&key) {
+                let msg = if winner == src {
+                    format!("host {host} path {} appears twice; the first rule wins", path.path())
+                } else {
+                    format!(
+                        "host {host} path {} is already served by {winner}, which is older; this rule is ignored",
+                        path.path()
+                    )
+                };
+                self.diag(src, "HostPathConflict", msg);
+                continue;
+            }
+            routes.claimed.insert(key, src.clone());
+            if let Some(app_root) = settings.app_root.as_ref().filter(|_| path.matches("/")) {
+                self.app_root(&host, app_root, src, routes);
+            }
+            let mut route = shape.route(Route::forward(path, &cluster, src.clone()), &p.backend);
+            if let (Some(target), Action::Forward(f), PathMatch::Regex(_)) =
+                (&settings.rewrite_target, &mut route.action, &route.matches.path)
+            {
+                let rewrite = f.rewrite.get_or_insert_with(|| Box::new(UrlRewrite { host: None, path: None }));
+                rewrite.path = Some(PathRewrite::Captures(target.clone()));
+            }
+            push_route(routes.by_host.entry(host.clone()).or_default(), route);
+        }
+        if let (true, Host::Exact(name)) = (settings.from_to_www, &host) {
+            routes.www_redirects.push((www_alias(name), name.clone(), src.clone()));
+        }
     }
 
     /// The host of a rule (any host when it has none); `None`, reported, when invalid.
