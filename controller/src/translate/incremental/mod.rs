@@ -13,15 +13,11 @@
 //! were kept or how the Ingresses fell into parts: the tests translate random changes by
 //! parts, afresh by parts and as one part, and compare.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use crate::stored::Ingress;
-use imbl::{OrdMap, OrdSet};
-use wharf_model::{
-    Certificate, ClientAuthHost, Cluster, Host, Hosts, ObjectRef, Route, Snapshot, SniRoute, TlsHost, VirtualHost,
-};
+use wharf_model::{Host, ObjectRef, Route, Snapshot};
 
 use super::ingress;
 use super::ingress::annotations;
@@ -30,63 +26,11 @@ use super::{Diagnostic, Options, Translation};
 use crate::changes::{Changes, Key};
 use crate::hashing::HashMap;
 use crate::World;
+use merged::{Kept, Merged};
+use ties::{components, ties_of, Link, Ties};
 
-/// What a part's Ingresses share with each other: two Ingresses with a link in common are
-/// translated together.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Link {
-    /// A host of a rule, a TLS entry or a `from-to-www-redirect` alias (any host: a rule
-    /// without one). Routes of one host and path go to the oldest Ingress; TLS hosts,
-    /// canaries, regex hosts and client certificates are per host.
-    Host(Host),
-    /// `spec.defaultBackend`: the oldest Ingress's wins.
-    DefaultBackend,
-    /// A Secret ordered from ACME: one order for all Ingresses naming it.
-    AcmeSecret(Key),
-    /// Every Ingress, while one checks requests with an external authentication service
-    /// (whose routing depends on every host served).
-    All,
-}
-
-/// What ties an Ingress to others: its links, and the wildcard suffixes of its hosts (a
-/// host `a.example.com` has TLS when a TLS host `*.example.com` covers it, so it is
-/// translated with the Ingresses of that wildcard, if any, but not with the other hosts
-/// under `.example.com`).
-#[derive(Debug, Default)]
-struct Ties {
-    links: Vec<Link>,
-    under: Vec<String>,
-}
-
-/// What is kept of a part once its translation is merged: its members, and the keys of
-/// what it put in the merged maps, to take it out again. The values are the merged maps'
-/// alone; most parts have one Ingress, one host, one certificate and one cluster, and
-/// 10,000 of them are kept.
-#[derive(Debug)]
-struct Kept {
-    /// The Ingresses of the part, in key order.
-    members: Box<[Key]>,
-    /// The soonest expiry (Unix seconds) of a certificate the part serves that has not
-    /// expired yet: past it, the part is translated again.
-    expires: Option<i64>,
-    virtual_hosts: Box<[Arc<VirtualHost>]>,
-    tls_hosts: Box<[Host]>,
-    certificates: Box<[String]>,
-    clusters: Box<[String]>,
-    /// What few parts have.
-    rest: Option<Box<Rest>>,
-}
-
-/// What a part adds to the snapshot that the merged maps do not hold, gathered from the
-/// parts by each snapshot.
-#[derive(Debug)]
-struct Rest {
-    default_backend: Option<Box<Route>>,
-    passthrough: Vec<SniRoute>,
-    client_auth: Vec<ClientAuthHost>,
-    diags: Vec<Diagnostic>,
-    acme: Vec<super::acme::Demand>,
-}
+mod merged;
+mod ties;
 
 /// Ids of parts: most lookups lead to one. Sixteen bytes: a vector's 24 would grow every
 /// entry of the lookups for the few that lead to more than one.
@@ -194,129 +138,20 @@ pub struct Incremental {
     soonest: Option<i64>,
 }
 
-/// What the parts add to the snapshot, kept merged and in order: a part that goes takes its
-/// own out, a new part puts its own in, and the snapshot copies what is there. Parts share
-/// no host; they share a certificate or a cluster when they look up the same Secret or
-/// Service, always with the same contents, so those held by more than one are counted.
-#[derive(Debug, Default)]
-struct Merged {
-    virtual_hosts: Hosts<Arc<VirtualHost>>,
-    tls_hosts: Hosts<TlsHost>,
-    certificates: OrdMap<String, Certificate>,
-    clusters: OrdMap<String, Cluster>,
-    /// How many parts beyond the first hold a certificate (a cluster): only those more than
-    /// one part holds are here.
-    shared_certificates: HashMap<String, usize>,
-    shared_clusters: HashMap<String, usize>,
-    served: OrdSet<ObjectRef>,
-    /// The parts with diagnostics, ACME demands, passthrough or client-certificate hosts,
-    /// or the default backend: the rest the snapshot gathers from them.
-    extras: BTreeSet<u64>,
-}
-
-impl Merged {
-    /// Puts part `id` in; what is kept of it to take it out again.
-    fn add(&mut self, id: u64, members: Vec<Key>, expires: Option<i64>, part: ingress::Part) -> Kept {
-        let ingress::Part {
-            virtual_hosts,
-            tls_hosts,
-            default_backend,
-            passthrough,
-            client_auth,
-            certificates,
-            clusters,
-            diags,
-            served,
-            acme,
-        } = part;
-        let rest = if diags.is_empty()
-            && acme.is_empty()
-            && passthrough.is_empty()
-            && client_auth.is_empty()
-            && default_backend.is_none()
-        {
-            None
-        } else {
-            self.extras.insert(id);
-            Some(Box::new(Rest { default_backend, passthrough, client_auth, diags, acme }))
-        };
-        for vh in &virtual_hosts {
-            self.virtual_hosts.insert(Arc::clone(vh));
-        }
-        let tls_hosts = tls_hosts
-            .into_iter()
-            .map(|t| {
-                let host = t.host.clone();
-                self.tls_hosts.insert(t);
-                host
-            })
-            .collect();
-        let certificates =
-            certificates.into_iter().map(|(k, c)| hold(&mut self.certificates, &mut self.shared_certificates, k, c));
-        let certificates = certificates.collect();
-        let clusters = clusters.into_iter().map(|(k, c)| hold(&mut self.clusters, &mut self.shared_clusters, k, c));
-        let clusters = clusters.collect();
-        for served in served {
-            self.served.insert(served);
-        }
-        Kept {
-            members: members.into_boxed_slice(),
-            expires,
-            virtual_hosts: virtual_hosts.into_boxed_slice(),
-            tls_hosts,
-            certificates,
-            clusters,
-            rest,
-        }
-    }
-
-    /// Takes part `id` out.
-    fn remove(&mut self, id: u64, part: &Kept) {
-        self.extras.remove(&id);
-        for vh in &part.virtual_hosts {
-            self.virtual_hosts.remove(&vh.host);
-        }
-        for host in &part.tls_hosts {
-            self.tls_hosts.remove(host);
-        }
-        for k in &part.certificates {
-            release(&mut self.certificates, &mut self.shared_certificates, k);
-        }
-        for k in &part.clusters {
-            release(&mut self.clusters, &mut self.shared_clusters, k);
-        }
-        // A part's served Ingresses are some of its members, and no other part has them.
-        for (ns, name) in &part.members {
-            self.served.remove(&ObjectRef::new("Ingress", ns, name));
-        }
-    }
-}
-
-/// One more part holds `value` under `key`: the first puts it in `map`, the others count
-/// in `shared`. Returns the key.
-fn hold<V: Clone>(map: &mut OrdMap<String, V>, shared: &mut HashMap<String, usize>, key: String, value: V) -> String {
-    if map.contains_key(&key) {
-        *shared.entry(key.clone()).or_insert(0) += 1;
-    } else {
-        map.insert(key.clone(), value);
-    }
-    key
-}
-
-/// One part fewer holds `key`: the last takes it out of `map`.
-fn release<V: Clone>(map: &mut OrdMap<String, V>, shared: &mut HashMap<String, usize>, key: &str) {
-    match shared.get_mut(key) {
-        Some(n) if *n > 1 => *n -= 1,
-        Some(_) => {
-            shared.remove(key);
-        }
-        None => {
-            map.remove(key);
-        }
-    }
-}
-
+/// An Ingress's annotations, read, and what reading them told.
 type Parsed = (annotations::Settings, Vec<Diagnostic>);
+
+/// Reads the annotations of the Ingress `key`.
+fn parse(key: &Key, ing: &Ingress, opts: &Options) -> Parsed {
+    let mut diags = Vec::new();
+    let src = ObjectRef::new("Ingress", &key.0, &key.1);
+    (annotations::parse(ing.metadata.annotations.as_ref(), &src, &opts.annotations, &mut diags), diags)
+}
+
+/// Whether the Ingress checks requests with an external authentication service.
+fn external(s: &annotations::Settings) -> bool {
+    matches!(s.auth.as_deref(), Some(annotations::AuthSetting::External(_)))
+}
 
 impl Incremental {
     /// How many parts the Ingresses fall into.
@@ -368,70 +203,83 @@ impl Incremental {
         let classes = super::class::Classes::new(&world.ingress_classes, opts);
         // Nothing kept: everything is translated (and that costs nothing when there are no
         // Ingresses).
-        let mut everything = changes.all || self.parts.is_empty();
+        let everything = changes.all || self.parts.is_empty();
         let ours = Ours::new(world, &classes, everything);
-        let parse = |key: &Key, ing: &Ingress| -> Parsed {
-            let mut diags = Vec::new();
-            let src = ObjectRef::new("Ingress", &key.0, &key.1);
-            (annotations::parse(ing.metadata.annotations.as_ref(), &src, &opts.annotations, &mut diags), diags)
+        let parsed = match everything {
+            false => self.changed(&ours, opts, changes),
+            true => None,
         };
-        let external =
-            |s: &annotations::Settings| matches!(s.auth.as_deref(), Some(annotations::AuthSetting::External(_)));
+        let mut parsed = parsed.unwrap_or_else(|| self.restart(&ours, opts));
+        let ties = self.tie(&ours, opts, &mut parsed);
+        // A few Ingresses (with the Gateway API routes, which are translated whole) look
+        // the objects they refer to up where they are; many, through maps built first.
+        self.translated = ties.len();
+        let lookups = Lookups::new(world, opts, previous, search_in_place(world, ties.len()));
+        self.translate_parts(&ours, opts, &lookups, ties, parsed);
+        self.compact_when_due();
+        self.merge(world, &lookups)
+    }
 
-        // The Ingresses to translate again, read.
+    /// The Ingresses `changes` touched and the members of the parts that read an object
+    /// it touched or serve an expired certificate, read; a part whose member went or is no
+    /// longer ours goes, and its other members are read. `None` when everything is to be
+    /// translated: an external authentication check came or went, and every Ingress
+    /// links (or unlinks).
+    fn changed(&mut self, ours: &Ours<'_>, opts: &Options, changes: &Changes) -> Option<HashMap<Key, Parsed>> {
         let mut parsed: HashMap<Key, Parsed> = HashMap::default();
-        if !everything {
-            let mut dirty: BTreeSet<Key> = changes.ingresses.clone();
-            for read in &changes.reads {
-                let readers = self.readers.get(&self.hasher.of(read)).into_iter().flat_map(Ids::iter);
-                for part in readers.filter_map(|id| self.parts.get(id)) {
-                    dirty.extend(part.members.iter().cloned());
-                }
+        let mut dirty: BTreeSet<Key> = changes.ingresses.clone();
+        for read in &changes.reads {
+            let readers = self.readers.get(&self.hasher.of(read)).into_iter().flat_map(Ids::iter);
+            for part in readers.filter_map(|id| self.parts.get(id)) {
+                dirty.extend(part.members.iter().cloned());
             }
-            dirty.extend(self.expired(opts.now));
-            let had_external = !self.external.is_empty();
-            for key in dirty {
-                self.external.remove(&key);
-                if let Some(ing) = ours.get(&key.0, &key.1) {
-                    let p = parse(&key, ing);
-                    if external(&p.0) {
-                        self.external.insert(key.clone());
-                    }
-                    parsed.insert(key, p);
-                } else if let Some(id) = self.part_of(&key) {
-                    // Gone, or no longer ours: its part goes, the rest of it is translated
-                    // again.
-                    for member in self.remove(id) {
-                        let Some(ing) = ours.get(&member.0, &member.1) else { continue };
-                        if !parsed.contains_key(&member) {
-                            parsed.insert(member.clone(), parse(&member, ing));
-                        }
-                    }
-                }
-            }
-            // An external authentication check came or went: every Ingress links (or
-            // unlinks).
-            let has_external = !self.external.is_empty();
-            everything = had_external != has_external;
         }
-        if everything {
-            let hasher = std::mem::take(&mut self.hasher);
-            *self = Incremental { whole: self.whole, hasher, ..Incremental::default() };
-            parsed.clear();
-            for ((ns, name), ing) in ours.all() {
-                let key = (ns.to_owned(), name.to_owned());
-                let p = parse(&key, ing);
+        dirty.extend(self.expired(opts.now));
+        let had_external = !self.external.is_empty();
+        for key in dirty {
+            self.external.remove(&key);
+            if let Some(ing) = ours.get(&key.0, &key.1) {
+                let p = parse(&key, ing, opts);
                 if external(&p.0) {
                     self.external.insert(key.clone());
                 }
                 parsed.insert(key, p);
+            } else if let Some(id) = self.part_of(&key) {
+                // Gone, or no longer ours: its part goes, the rest of it is translated
+                // again.
+                for member in self.remove(id) {
+                    let Some(ing) = ours.get(&member.0, &member.1) else { continue };
+                    if !parsed.contains_key(&member) {
+                        parsed.insert(member.clone(), parse(&member, ing, opts));
+                    }
+                }
             }
         }
-        let all = self.whole || !self.external.is_empty();
+        let has_external = !self.external.is_empty();
+        (had_external == has_external).then_some(parsed)
+    }
 
-        // The parts the Ingresses to translate are in, or link to, go; their Ingresses are
-        // translated again with them. Parts are closed: an Ingress outside them shares no
-        // link with one inside.
+    /// Forgets every part and reads every Ingress of ours.
+    fn restart(&mut self, ours: &Ours<'_>, opts: &Options) -> HashMap<Key, Parsed> {
+        let hasher = std::mem::take(&mut self.hasher);
+        *self = Incremental { whole: self.whole, hasher, ..Incremental::default() };
+        let mut parsed = HashMap::default();
+        for ((ns, name), ing) in ours.all() {
+            let key = (ns.to_owned(), name.to_owned());
+            let p = parse(&key, ing, opts);
+            if external(&p.0) {
+                self.external.insert(key.clone());
+            }
+            parsed.insert(key, p);
+        }
+        parsed
+    }
+
+    /// The ties of the Ingresses to translate. The parts they are in, or link to, go; their
+    /// Ingresses are read into `parsed` and translated again with them. Parts are closed:
+    /// an Ingress outside them shares no link with one inside.
+    fn tie(&mut self, ours: &Ours<'_>, opts: &Options, parsed: &mut HashMap<Key, Parsed>) -> HashMap<Key, Ties> {
+        let all = self.whole || !self.external.is_empty();
         let mut ties: HashMap<Key, Ties> = HashMap::default();
         let mut queue: Vec<Key> = parsed.keys().cloned().collect();
         while let Some(key) = queue.pop() {
@@ -455,20 +303,26 @@ impl Incremental {
                 for member in self.remove(id) {
                     if let Some(ing) = ours.get(&member.0, &member.1) {
                         if !parsed.contains_key(&member) {
-                            let p = parse(&member, ing);
-                            parsed.insert(member.clone(), p);
+                            parsed.insert(member.clone(), parse(&member, ing, opts));
                             queue.push(member);
                         }
                     }
                 }
             }
         }
+        ties
+    }
 
-        // The Ingresses to translate, in parts. A few (with the Gateway API routes, which
-        // are translated whole) look the objects they refer to up where they are; many,
-        // through maps built first.
-        self.translated = ties.len();
-        let lookups = Lookups::new(world, opts, previous, search_in_place(world, ties.len()));
+    /// Translates the tied Ingresses in parts, and keeps each part with what finds it
+    /// again: its links, wildcard suffixes, members and the objects it read.
+    fn translate_parts(
+        &mut self,
+        ours: &Ours<'_>,
+        opts: &Options,
+        lookups: &Lookups<'_>,
+        mut ties: HashMap<Key, Ties>,
+        mut parsed: HashMap<Key, Parsed>,
+    ) {
         let mut users = super::ingress::auth::Users::default();
         for component in components(&ties) {
             let mut members: Vec<(&Ingress, annotations::Settings)> = Vec::with_capacity(component.len());
@@ -485,7 +339,7 @@ impl Incremental {
                 lookups.secrets.reads.start();
                 lookups.backends.reads.start();
             }
-            let part = ingress::part(&lookups, &mut users, &members, diags);
+            let part = ingress::part(lookups, &mut users, &members, diags);
             let mut reads = lookups.secrets.reads.stop();
             reads.extend(lookups.backends.reads.stop());
             reads.sort_unstable();
@@ -512,8 +366,6 @@ impl Incremental {
             let kept = self.merged.add(id, component, expires, part);
             self.parts.insert(id, kept);
         }
-        self.compact_when_due();
-        self.merge(world, &lookups)
     }
 
     /// Compacts the lookups once as many parts went as there are.
@@ -657,96 +509,6 @@ pub(super) fn search_in_place(world: &World, translated: usize) -> bool {
     let routes = w.http_routes.len() + w.grpc_routes.len() + w.tls_routes.len() + w.tcp_routes.len();
     let objects = w.secrets.len().max(w.services.len());
     (translated + routes).saturating_mul(32) < objects
-}
-
-/// What ties `ing` to the Ingresses it is translated with.
-fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Options, all: bool) -> Ties {
-    let mut out = Ties::default();
-    if all {
-        out.links.push(Link::All);
-        return out;
-    }
-    let Some(spec) = &ing.spec else { return out };
-    let host = |raw: Option<&str>| match raw {
-        None | Some("") => Some(Host::Any),
-        Some(h) => Host::parse(h).ok(),
-    };
-    for rule in spec.rules.iter().flatten() {
-        let Some(h) = host(rule.host.as_deref()) else { continue };
-        if let Host::Exact(name) = &h {
-            out.under.extend(Host::wildcard_key(name).map(str::to_owned));
-            if settings.from_to_www {
-                let alias = ingress::www_alias(name);
-                out.under.extend(Host::wildcard_key(&alias).map(str::to_owned));
-                out.links.push(Link::Host(Host::Exact(alias)));
-            }
-        }
-        out.links.push(Link::Host(h));
-    }
-    let ns = ing.metadata.namespace.as_deref().unwrap_or("default");
-    for entry in spec.tls.iter().flatten() {
-        for h in entry.hosts.iter().flatten().filter_map(|h| host(Some(h))) {
-            // Its owner is decided with the wildcard covering it, if any.
-            if let Host::Exact(name) = &h {
-                out.under.extend(Host::wildcard_key(name).map(str::to_owned));
-            }
-            out.links.push(Link::Host(h));
-        }
-        if let (false, Some(secret)) = (opts.acme.issuers.is_empty(), entry.secret_name.as_deref()) {
-            out.links.push(Link::AcmeSecret((ns.to_owned(), secret.to_owned())));
-        }
-    }
-    if spec.default_backend.is_some() {
-        out.links.push(Link::DefaultBackend);
-    }
-    out
-}
-
-/// The sets of Ingresses tied directly or through others, each in key order.
-fn components(ties: &HashMap<Key, Ties>) -> Vec<Vec<Key>> {
-    let keys: Vec<&Key> = ties.keys().collect();
-    let mut parent: Vec<usize> = (0..keys.len()).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    fn join(parent: &mut [usize], i: usize, j: usize) {
-        let (a, b) = (root(parent, i), root(parent, j));
-        parent[a] = b;
-    }
-    let mut first: HashMap<&Link, usize> = HashMap::default();
-    for (i, key) in keys.iter().enumerate() {
-        for link in &ties[*key].links {
-            match first.get(link) {
-                Some(&j) => join(&mut parent, i, j),
-                None => {
-                    first.insert(link, i);
-                }
-            }
-        }
-    }
-    for (i, key) in keys.iter().enumerate() {
-        for suffix in &ties[*key].under {
-            if let Some(&j) = first.get(&Link::Host(Host::Wildcard(suffix.clone()))) {
-                join(&mut parent, i, j);
-            }
-        }
-    }
-    let mut groups: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
-    for (i, key) in keys.iter().enumerate() {
-        let r = root(&mut parent, i);
-        groups.entry(r).or_default().push((*key).clone());
-    }
-    groups
-        .into_values()
-        .map(|mut g| {
-            g.sort_unstable();
-            g
-        })
-        .collect()
 }
 
 #[cfg(test)]
