@@ -156,6 +156,32 @@ impl RouteMetrics {
     }
 }
 
+/// Makes metrics, each registered as it is made (none can be left out of the registry).
+struct Registering<'r>(&'r Registry);
+
+impl Registering<'_> {
+    fn register<C: prometheus::core::Collector + Clone + 'static>(&self, c: C) -> prometheus::Result<C> {
+        self.0.register(Box::new(c.clone()))?;
+        Ok(c)
+    }
+
+    fn counter(&self, name: &str, help: &str) -> prometheus::Result<IntCounter> {
+        self.register(IntCounter::new(name, help)?)
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> prometheus::Result<IntGauge> {
+        self.register(IntGauge::new(name, help)?)
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntGaugeVec> {
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -165,176 +191,123 @@ impl Default for Metrics {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "wharf_http_requests_total",
-                "HTTP requests by route (namespace/name of the Ingress) and status class",
-            ),
-            &["route", "code"],
-        );
-        let duration = HistogramVec::new(
-            HistogramOpts::new("wharf_http_request_duration_seconds", "Time to response headers, by route")
-                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
-            &["route"],
-        );
-        let handshakes = IntCounterVec::new(
-            Opts::new("wharf_tls_handshakes_total", "TLS handshakes by listener and result"),
-            &["listener", "result"],
-        );
-        let sni = IntCounterVec::new(
-            Opts::new(
-                "wharf_tls_certificate_selections_total",
-                "Certificates chosen by SNI, by match kind (exact, wildcard, default)",
-            ),
-            &["match"],
-        );
-        let active = IntGaugeVec::new(
-            Opts::new("wharf_active_connections", "Open downstream connections by listener"),
-            &["listener"],
-        );
-        let upstream =
-            IntCounterVec::new(Opts::new("wharf_upstream_errors_total", "Upstream failures by reason"), &["reason"]);
-        let bytes = IntCounterVec::new(
-            Opts::new("wharf_proxied_bytes_total", "Bytes relayed by the TCP and passthrough listeners, by direction"),
-            &["listener", "direction"],
-        );
-        let gauge = |n: &str, h: &str| IntGauge::new(n, h);
-        let counter = |n: &str, h: &str| IntCounter::new(n, h);
-        let built = (|| -> prometheus::Result<Metrics> {
-            let m = Metrics {
-                registry: registry.clone(),
-                requests: requests?,
-                duration: duration?,
-                handshakes: {
-                    let h = handshakes?;
-                    registry.register(Box::new(h.clone()))?;
-                    ["ok", "error"].map(|r| h.with_label_values(&["https", r]))
-                },
-                mirrored: {
-                    let m = IntCounterVec::new(
-                        Opts::new("wharf_mirrored_requests_total", "Mirrored copies of requests by result (ok: answered)"),
-                        &["result"],
-                    )?;
-                    registry.register(Box::new(m.clone()))?;
-                    ["ok", "error"].map(|r| m.with_label_values(&[r]))
-                },
-                sni_match: {
-                    let sni = sni?;
-                    registry.register(Box::new(sni.clone()))?;
-                    ["exact", "wildcard", "default"].map(|k| sni.with_label_values(&[k]))
-                },
-                active: active?,
-                upstream_errors: {
-                    let upstream = upstream?;
-                    registry.register(Box::new(upstream.clone()))?;
-                    UpstreamError::ALL.map(|e| upstream.with_label_values(&[e.reason()]))
-                },
-                config_version: gauge(
-                    "wharf_config_version",
-                    "Version of the live config snapshot (0: none yet)",
-                )?,
-                config_applies: counter("wharf_config_applies_total", "Config snapshots applied")?,
-                rate_limited: counter(
-                    "wharf_rate_limited_requests_total",
-                    "Requests answered 503 because their client was over a route's limit (limit-rps, limit-rpm, limit-connections)",
-                )?,
-                config_rejects: counter(
-                    "wharf_config_rejects_total",
-                    "Config snapshots rejected (the previous one kept serving)",
-                )?,
-                passthrough_unknown_sni: counter(
-                    "wharf_passthrough_unknown_sni_total",
-                    "Passthrough connections closed for an SNI no route matches",
-                )?,
-                bytes: bytes?,
-                hbone_tunnels: IntCounterVec::new(
-                    Opts::new("wharf_hbone_tunnels_total", "HBONE tunnels by direction (outbound, inbound) and result (ok or the failure reason)"),
-                    &["direction", "result"],
-                )?,
-                hbone_active: gauge("wharf_hbone_active_tunnels", "Open HBONE tunnels")?,
-                hbone_pooled: gauge("wharf_hbone_pooled_connections", "Pooled HBONE client connections")?,
-                hbone_bytes: IntCounterVec::new(
-                    Opts::new("wharf_hbone_bytes_total", "Bytes through HBONE tunnels, by tunnel direction (outbound, inbound) and byte direction (upstream, downstream)"),
-                    &["tunnel", "direction"],
-                )?,
-                mesh_cert_requests: IntCounterVec::new(
-                    Opts::new("wharf_mesh_certificate_requests_total", "Certificate requests to the Istio CA by result (ok or the failure reason)"),
-                    &["result"],
-                )?,
-                refused: IntCounterVec::new(
-                    Opts::new(
-                        "wharf_connections_refused_total",
-                        "Connections closed at accept, by listener and reason (max_connections: the listener was full; memory: memory in use was above --memory-watermark; proxy_protocol: no valid PROXY protocol header in time)",
-                    ),
-                    &["listener", "reason"],
-                )?,
-                memory_resident: gauge("wharf_memory_resident_bytes", "Resident memory of the process, sampled every 100 ms")?,
-                memory_in_use: gauge(
-                    "wharf_memory_in_use_bytes",
-                    "Memory in use (allocated and not freed), sampled every 100 ms; compared with --memory-watermark",
-                )?,
-                memory_watermark: gauge(
-                    "wharf_memory_watermark_bytes",
-                    "Resident memory at which new connections are refused (--memory-watermark; 0: off)",
-                )?,
-                rejected: IntCounterVec::new(
-                    Opts::new("wharf_requests_rejected_total", "Requests answered by the gateway before routing (400, 421), by reason"),
-                    &["reason"],
-                )?,
-                mesh_cert_expiry: gauge(
-                    "wharf_mesh_certificate_expiry_timestamp_seconds",
-                    "Expiry of the gateway's mesh certificate, Unix seconds (0: no mesh identity loaded)",
-                )?,
-                acme_answers: {
-                    let a = IntCounterVec::new(
-                        Opts::new("wharf_acme_challenges_answered_total", "ACME validation requests answered, by challenge type (http-01, tls-alpn-01)"),
-                        &["type"],
-                    )?;
-                    registry.register(Box::new(a.clone()))?;
-                    AcmeChallenge::ALL.map(|c| a.with_label_values(&[c.label()]))
-                },
-                acme_orders: IntCounterVec::new(
-                    Opts::new("wharf_acme_orders_total", "ACME orders by result (issued, or why they failed: refused, rate_limited, unreachable, invalid, publish, not_managed, store, settings)"),
-                    &["result"],
-                )?,
-                acme_expiry: IntGaugeVec::new(
-                    Opts::new("wharf_acme_certificate_expiry_seconds", "Expiry of each certificate Wharf obtains from ACME, Unix seconds, by Secret (namespace/name)"),
-                    &["secret"],
-                )?,
-            };
-            for r in Rejected::ALL {
-                m.rejected.with_label_values(&[r.reason()]);
-            }
-            registry.register(Box::new(m.rejected.clone()))?;
-            registry.register(Box::new(m.acme_orders.clone()))?;
-            registry.register(Box::new(m.acme_expiry.clone()))?;
-            registry.register(Box::new(m.rate_limited.clone()))?;
-            registry.register(Box::new(m.refused.clone()))?;
-            registry.register(Box::new(m.memory_resident.clone()))?;
-            registry.register(Box::new(m.memory_in_use.clone()))?;
-            registry.register(Box::new(m.memory_watermark.clone()))?;
-            registry.register(Box::new(m.mesh_cert_requests.clone()))?;
-            registry.register(Box::new(m.mesh_cert_expiry.clone()))?;
-            registry.register(Box::new(m.hbone_tunnels.clone()))?;
-            registry.register(Box::new(m.hbone_active.clone()))?;
-            registry.register(Box::new(m.hbone_pooled.clone()))?;
-            registry.register(Box::new(m.hbone_bytes.clone()))?;
-            registry.register(Box::new(m.requests.clone()))?;
-            registry.register(Box::new(m.duration.clone()))?;
-            registry.register(Box::new(m.active.clone()))?;
-            registry.register(Box::new(m.config_version.clone()))?;
-            registry.register(Box::new(m.config_applies.clone()))?;
-            registry.register(Box::new(m.config_rejects.clone()))?;
-            registry.register(Box::new(m.passthrough_unknown_sni.clone()))?;
-            registry.register(Box::new(m.bytes.clone()))?;
-            Ok(m)
-        })();
-        match built {
+        match Self::registered(Registry::new()) {
             Ok(m) => m,
-            // Only reachable with a malformed metric definition above, which tests catch.
+            // Only reachable with a malformed metric definition below, which tests catch.
             Err(e) => panic!("metric definitions are invalid: {e}"),
         }
+    }
+
+    /// Every metric, each registered in `registry` as it is made.
+    fn registered(registry: Registry) -> prometheus::Result<Metrics> {
+        let r = Registering(&registry);
+        let handshakes =
+            r.counters("wharf_tls_handshakes_total", "TLS handshakes by listener and result", &["listener", "result"])?;
+        let mirrored = r.counters(
+            "wharf_mirrored_requests_total",
+            "Mirrored copies of requests by result (ok: answered)",
+            &["result"],
+        )?;
+        let sni = r.counters(
+            "wharf_tls_certificate_selections_total",
+            "Certificates chosen by SNI, by match kind (exact, wildcard, default)",
+            &["match"],
+        )?;
+        let upstream = r.counters("wharf_upstream_errors_total", "Upstream failures by reason", &["reason"])?;
+        let acme_answers = r.counters(
+            "wharf_acme_challenges_answered_total",
+            "ACME validation requests answered, by challenge type (http-01, tls-alpn-01)",
+            &["type"],
+        )?;
+        let rejected = r.counters(
+            "wharf_requests_rejected_total",
+            "Requests answered by the gateway before routing (400, 421), by reason",
+            &["reason"],
+        )?;
+        for reason in Rejected::ALL {
+            rejected.with_label_values(&[reason.reason()]);
+        }
+        Ok(Metrics {
+            requests: r.counters(
+                "wharf_http_requests_total",
+                "HTTP requests by route (namespace/name of the Ingress) and status class",
+                &["route", "code"],
+            )?,
+            duration: r.register(HistogramVec::new(
+                HistogramOpts::new("wharf_http_request_duration_seconds", "Time to response headers, by route")
+                    .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+                &["route"],
+            )?)?,
+            handshakes: ["ok", "error"].map(|result| handshakes.with_label_values(&["https", result])),
+            mirrored: ["ok", "error"].map(|result| mirrored.with_label_values(&[result])),
+            sni_match: ["exact", "wildcard", "default"].map(|k| sni.with_label_values(&[k])),
+            active: r.gauges("wharf_active_connections", "Open downstream connections by listener", &["listener"])?,
+            upstream_errors: UpstreamError::ALL.map(|e| upstream.with_label_values(&[e.reason()])),
+            config_version: r.gauge("wharf_config_version", "Version of the live config snapshot (0: none yet)")?,
+            config_applies: r.counter("wharf_config_applies_total", "Config snapshots applied")?,
+            rate_limited: r.counter(
+                "wharf_rate_limited_requests_total",
+                "Requests answered 503 because their client was over a route's limit (limit-rps, limit-rpm, limit-connections)",
+            )?,
+            config_rejects: r.counter("wharf_config_rejects_total", "Config snapshots rejected (the previous one kept serving)")?,
+            passthrough_unknown_sni: r.counter(
+                "wharf_passthrough_unknown_sni_total",
+                "Passthrough connections closed for an SNI no route matches",
+            )?,
+            bytes: r.counters(
+                "wharf_proxied_bytes_total",
+                "Bytes relayed by the TCP and passthrough listeners, by direction",
+                &["listener", "direction"],
+            )?,
+            hbone_tunnels: r.counters(
+                "wharf_hbone_tunnels_total",
+                "HBONE tunnels by direction (outbound, inbound) and result (ok or the failure reason)",
+                &["direction", "result"],
+            )?,
+            hbone_active: r.gauge("wharf_hbone_active_tunnels", "Open HBONE tunnels")?,
+            hbone_pooled: r.gauge("wharf_hbone_pooled_connections", "Pooled HBONE client connections")?,
+            hbone_bytes: r.counters(
+                "wharf_hbone_bytes_total",
+                "Bytes through HBONE tunnels, by tunnel direction (outbound, inbound) and byte direction (upstream, downstream)",
+                &["tunnel", "direction"],
+            )?,
+            mesh_cert_requests: r.counters(
+                "wharf_mesh_certificate_requests_total",
+                "Certificate requests to the Istio CA by result (ok or the failure reason)",
+                &["result"],
+            )?,
+            refused: r.counters(
+                "wharf_connections_refused_total",
+                "Connections closed at accept, by listener and reason (max_connections: the listener was full; memory: memory in use was above --memory-watermark; proxy_protocol: no valid PROXY protocol header in time)",
+                &["listener", "reason"],
+            )?,
+            memory_resident: r.gauge("wharf_memory_resident_bytes", "Resident memory of the process, sampled every 100 ms")?,
+            memory_in_use: r.gauge(
+                "wharf_memory_in_use_bytes",
+                "Memory in use (allocated and not freed), sampled every 100 ms; compared with --memory-watermark",
+            )?,
+            memory_watermark: r.gauge(
+                "wharf_memory_watermark_bytes",
+                "Resident memory at which new connections are refused (--memory-watermark; 0: off)",
+            )?,
+            rejected,
+            mesh_cert_expiry: r.gauge(
+                "wharf_mesh_certificate_expiry_timestamp_seconds",
+                "Expiry of the gateway's mesh certificate, Unix seconds (0: no mesh identity loaded)",
+            )?,
+            acme_answers: AcmeChallenge::ALL.map(|c| acme_answers.with_label_values(&[c.label()])),
+            acme_orders: r.counters(
+                "wharf_acme_orders_total",
+                "ACME orders by result (issued, or why they failed: refused, rate_limited, unreachable, invalid, publish, not_managed, store, settings)",
+                &["result"],
+            )?,
+            acme_expiry: r.gauges(
+                "wharf_acme_certificate_expiry_seconds",
+                "Expiry of each certificate Wharf obtains from ACME, Unix seconds, by Secret (namespace/name)",
+                &["secret"],
+            )?,
+            registry,
+        })
     }
 
     /// Handles for one route label.
