@@ -10,6 +10,7 @@ use wharf_model::{PathMatch, Var};
 use super::{forward, local, ConnInfo, Outcome, Scheme};
 use crate::auth::{escape_query_value, signin_location, CompiledAuth, ExternalChecker};
 use crate::config::Tables;
+use crate::reasons::UpstreamError;
 use crate::routing::CompiledRoute;
 use crate::routing::{CompiledAction, RequestView};
 use crate::upstream::body::RequestBody;
@@ -88,67 +89,17 @@ pub(super) async fn check<B>(
         return failed("the URL has no host");
     };
     let Ok(check_host) = HeaderValue::from_str(authority.as_str()) else { return failed("the URL has no host") };
-
-    let mut check = Request::new(RequestBody::empty());
-    *check.method_mut() = ext.method.clone();
-    *check.uri_mut() = path.as_str().parse().unwrap_or_default();
-    let h = check.headers_mut();
-    // The client's headers (its cookies and credentials are what the check reads), not
-    // those of its body.
-    let body_headers = [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::EXPECT, header::HOST];
-    for (name, value) in req.headers() {
-        if !body_headers.contains(name) {
-            h.append(name.clone(), value.clone());
-        }
-    }
-    // Not the client's connection: the check is no upgrade, whatever the request is.
-    super::headers::strip_hop_by_hop(h, false);
     let original = format!("{scheme}://{host}{request_uri}");
-    let set = |h: &mut http::HeaderMap, name: &'static str, value: &str| {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            h.insert(name, v);
-        }
-    };
-    set(h, "x-original-url", &original);
-    set(h, "x-original-method", req.method().as_str());
-    set(h, "x-sent-from", "nginx-ingress-controller");
-    set(h, "x-real-ip", &conn.client.ip().to_string());
-    set(h, "x-auth-request-redirect", ext.auth.request_redirect.as_deref().unwrap_or(&request_uri));
-
-    let root = PathMatch::Prefix("/".into());
-    let sent = match (&ext.forward, tables) {
-        (Some(fwd), _) => forward(shared, conn, fwd, &root, Some(&check_host), check).await,
-        // Routed like a request for the URL's host, through this gateway's own routes of
-        // the asking route's namespace, and past their checks as the client's own request
-        // would be.
-        (None, Some(t)) => {
-            let (to_host, to_path) = (authority.host().to_ascii_lowercase(), target.path().to_owned());
-            let view =
-                RequestView { path: &to_path, query: target.query(), method: &ext.method, headers: check.headers() };
-            match t.router.route(&to_host, &view) {
-                Some(r) if r.namespace() != asking.namespace() => {
-                    return failed("the URL's route belongs to another namespace")
-                }
-                Some(r @ CompiledRoute { action: CompiledAction::Forward(f), .. }) => {
-                    match admitted(r, conn, check.headers()).await {
-                        Ok(_in_flight) => forward(shared, conn, f, &r.matches.path, Some(&check_host), check).await,
-                        Err(refused) => Ok((refused, conn.client)),
-                    }
-                }
-                _ => return failed("no route of this gateway serves the URL"),
-            }
-        }
-        (None, None) => return failed("no route of this gateway serves the URL"),
-    };
-    let (resp, _) = match sent {
-        Ok(r) => r,
-        Err(e) => return failed(e.reason()),
+    let check = check_request(ext, conn, req, path.as_str(), &original, &request_uri);
+    let to = Target { uri: &target, host: &check_host, tables, asking };
+    let (resp, _) = match send(shared, conn, ext, to, check).await {
+        Ok(Ok(sent)) => sent,
+        Ok(Err(e)) => return failed(e.reason()),
+        Err(why) => return failed(why),
     };
     let (parts, body) = resp.into_parts();
     // Read (a little of) the answer so that the connection can serve the next check.
     let _ = tokio::time::timeout(Duration::from_secs(5), Limited::new(body, ANSWER_BODY_LIMIT).collect()).await;
-    let cookies: Vec<HeaderValue> = parts.headers.get_all(header::SET_COOKIE).iter().cloned().collect();
-    let always = ext.auth.always_set_cookie;
     match parts.status {
         s if s.is_success() => {
             for name in &ext.response_headers {
@@ -161,38 +112,122 @@ pub(super) async fn check<B>(
                     }
                 }
             }
-            Checked::Pass { cookies, always }
+            let cookies = parts.headers.get_all(header::SET_COOKIE).iter().cloned().collect();
+            Checked::Pass { cookies, always: ext.auth.always_set_cookie }
         }
-        StatusCode::UNAUTHORIZED => match signin {
-            Some(page) => {
-                let location = signin_location(&page, &ext.auth.signin_redirect_param, &original);
-                let mut r = local(StatusCode::FOUND, "sign in first");
-                if let Ok(v) = HeaderValue::from_str(&location) {
-                    r.headers_mut().insert(header::LOCATION, v);
-                }
-                add_cookies(r.headers_mut(), cookies);
-                Checked::Answer((r, Some("unauthorized"), None))
-            }
-            None => {
-                let mut r = local(StatusCode::UNAUTHORIZED, "authorization required");
-                if let Some(challenge) = parts.headers.get(header::WWW_AUTHENTICATE) {
-                    r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.clone());
-                }
-                if always {
-                    add_cookies(r.headers_mut(), cookies);
-                }
-                Checked::Answer((r, Some("unauthorized"), None))
-            }
-        },
-        StatusCode::FORBIDDEN => {
-            let mut r = local(StatusCode::FORBIDDEN, "forbidden");
-            if always {
-                add_cookies(r.headers_mut(), cookies);
-            }
-            Checked::Answer((r, Some("forbidden"), None))
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            Checked::Answer(refusal(ext, &parts, signin.as_deref(), &original))
         }
         other => failed(&format!("the check answered {other}")),
     }
+}
+
+/// The check request for the client's `req`: `method` to `path`, with the client's
+/// headers (its cookies and credentials are what the check reads) but none of its body's,
+/// and the `X-Original-*` headers saying what the client asked for.
+fn check_request<B>(
+    ext: &ExternalChecker,
+    conn: &ConnInfo,
+    req: &Request<B>,
+    path: &str,
+    original: &str,
+    request_uri: &str,
+) -> Request<RequestBody> {
+    let mut check = Request::new(RequestBody::empty());
+    *check.method_mut() = ext.method.clone();
+    *check.uri_mut() = path.parse().unwrap_or_default();
+    let h = check.headers_mut();
+    let body_headers = [header::CONTENT_LENGTH, header::TRANSFER_ENCODING, header::EXPECT, header::HOST];
+    for (name, value) in req.headers() {
+        if !body_headers.contains(name) {
+            h.append(name.clone(), value.clone());
+        }
+    }
+    // Not the client's connection: the check is no upgrade, whatever the request is.
+    super::headers::strip_hop_by_hop(h, false);
+    let mut set = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(name, v);
+        }
+    };
+    set("x-original-url", original);
+    set("x-original-method", req.method().as_str());
+    set("x-sent-from", "nginx-ingress-controller");
+    set("x-real-ip", &conn.client.ip().to_string());
+    set("x-auth-request-redirect", ext.auth.request_redirect.as_deref().unwrap_or(request_uri));
+    check
+}
+
+/// Where a check goes: the URL, its `Host`, and the tables and route of the request that
+/// asks.
+struct Target<'a> {
+    uri: &'a http::Uri,
+    host: &'a HeaderValue,
+    tables: Option<&'a Tables>,
+    asking: &'a CompiledRoute,
+}
+
+/// Sends `check` to the check's cluster; without one, routes it like a request for the
+/// URL's host through this gateway's own routes of the asking route's namespace, and past
+/// their checks as the client's own request would be. `Err`: why it was not sent.
+async fn send(
+    shared: &Shared,
+    conn: &ConnInfo,
+    ext: &ExternalChecker,
+    to: Target<'_>,
+    check: Request<RequestBody>,
+) -> Result<Result<(http::Response<super::Body>, std::net::SocketAddr), UpstreamError>, &'static str> {
+    if let Some(fwd) = &ext.forward {
+        return Ok(forward(shared, conn, fwd, &PathMatch::Prefix("/".into()), Some(to.host), check).await);
+    }
+    let (Some(t), Some(authority)) = (to.tables, to.uri.authority()) else {
+        return Err("no route of this gateway serves the URL");
+    };
+    let (to_host, to_path) = (authority.host().to_ascii_lowercase(), to.uri.path().to_owned());
+    let view = RequestView { path: &to_path, query: to.uri.query(), method: &ext.method, headers: check.headers() };
+    match t.router.route(&to_host, &view) {
+        Some(r) if r.namespace() != to.asking.namespace() => Err("the URL's route belongs to another namespace"),
+        Some(r @ CompiledRoute { action: CompiledAction::Forward(f), .. }) => {
+            match admitted(r, conn, check.headers()).await {
+                Ok(_in_flight) => Ok(forward(shared, conn, f, &r.matches.path, Some(to.host), check).await),
+                Err(refused) => Ok(Ok((refused, conn.client))),
+            }
+        }
+        _ => Err("no route of this gateway serves the URL"),
+    }
+}
+
+/// The client's answer to a check that answered `401` (a redirect to the sign-in page
+/// when there is one) or `403`, with the check's cookies where nginx adds them.
+fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<&str>, original: &str) -> Outcome {
+    let cookies: Vec<HeaderValue> = parts.headers.get_all(header::SET_COOKIE).iter().cloned().collect();
+    let always = ext.auth.always_set_cookie;
+    if parts.status == StatusCode::FORBIDDEN {
+        let mut r = local(StatusCode::FORBIDDEN, "forbidden");
+        if always {
+            add_cookies(r.headers_mut(), cookies);
+        }
+        return (r, Some("forbidden"), None);
+    }
+    let mut r = match signin {
+        Some(page) => {
+            let location = signin_location(page, &ext.auth.signin_redirect_param, original);
+            let mut r = local(StatusCode::FOUND, "sign in first");
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            add_cookies(r.headers_mut(), cookies);
+            return (r, Some("unauthorized"), None);
+        }
+        None => local(StatusCode::UNAUTHORIZED, "authorization required"),
+    };
+    if let Some(challenge) = parts.headers.get(header::WWW_AUTHENTICATE) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.clone());
+    }
+    if always {
+        add_cookies(r.headers_mut(), cookies);
+    }
+    (r, Some("unauthorized"), None)
 }
 
 /// Whether a check routed through this gateway passes `route`'s own checks, as the
