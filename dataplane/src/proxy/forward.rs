@@ -15,7 +15,7 @@ use wharf_model::{AppProtocol, PathMatch};
 use crate::reasons::{Rejected, UpstreamError};
 use crate::routing::CompiledRoute;
 use crate::upstream::body::{self, PooledBody, RequestBody};
-use crate::upstream::forward::{CompiledFallback, CompiledForward};
+use crate::upstream::forward::{BackendEdits, CompiledFallback, CompiledForward};
 use crate::upstream::{self, Conn, Dialer, Upstream};
 use crate::Shared;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,34 +175,7 @@ pub(super) async fn forward(
     }
     let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-    headers::strip_hop_by_hop(req.headers_mut(), upgrade);
-    let fwd = headers::Forwarded {
-        client_ip: conn.client.ip(),
-        hop: conn.forwarded_by.unwrap_or(conn.client.ip()),
-        proto: match conn.scheme {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        },
-        host,
-        port: conn.port,
-    };
-    headers::set_forwarded(req.headers_mut(), &fwd);
-    // The backend sees the host that was routed (an absolute-form target wins over a
-    // different Host header, RFC 9112 §3.2.2; HTTP/2 carries it as :authority), or the
-    // route's rewrite of it.
-    let rewrite = route.rewrite.as_deref();
-    let host = rewrite.and_then(|r| r.host.as_ref()).or(host);
-    if let Some(h) = host {
-        if req.headers().get(header::HOST) != Some(h) {
-            req.headers_mut().insert(header::HOST, h.clone());
-        }
-    }
-    if let Some(rewrite) = rewrite.and_then(|r| r.path.as_ref()) {
-        let path = rewrite.apply(matched, req.uri().path());
-        set_path(&mut req, &path);
-    }
-    route.request_headers.apply(req.headers_mut());
-    own.request.apply(req.headers_mut());
+    let host = prepare(conn, route, own, matched, host, upgrade, &mut req);
     let timeouts = &shared.opts.timeouts;
     let limit = route.timeout.unwrap_or(Some(timeouts.request));
     if !route.mirrors.is_empty() && downstream_upgrade.is_none() {
@@ -262,10 +235,7 @@ pub(super) async fn forward(
                 own.response.apply(&mut parts.headers);
                 if let Some((name, attrs)) = route.affinity.as_deref() {
                     if cookie.as_deref() != Some(ep.affinity_key.as_str()) {
-                        let set = format!("{name}={}{attrs}", ep.affinity_key);
-                        if let Ok(v) = HeaderValue::from_str(&set) {
-                            parts.headers.append(header::SET_COOKIE, v);
-                        }
+                        set_affinity(&mut parts.headers, name, &ep.affinity_key, attrs);
                     }
                 }
                 let pooled = match sender {
@@ -291,6 +261,56 @@ pub(super) async fn forward(
         }
     }
     Err(last)
+}
+
+/// Makes `req` the request the backend gets: no hop-by-hop fields (but the upgrade's),
+/// the forwarded fields, the routed (or rewritten) host and path, and the route's and the
+/// backend's header edits. Returns the host the backend sees.
+fn prepare<'a>(
+    conn: &ConnInfo,
+    route: &'a CompiledForward,
+    own: &BackendEdits,
+    matched: &PathMatch,
+    host: Option<&'a HeaderValue>,
+    upgrade: bool,
+    req: &mut Request<RequestBody>,
+) -> Option<&'a HeaderValue> {
+    headers::strip_hop_by_hop(req.headers_mut(), upgrade);
+    let fwd = headers::Forwarded {
+        client_ip: conn.client.ip(),
+        hop: conn.forwarded_by.unwrap_or(conn.client.ip()),
+        proto: match conn.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        },
+        host,
+        port: conn.port,
+    };
+    headers::set_forwarded(req.headers_mut(), &fwd);
+    // The backend sees the host that was routed (an absolute-form target wins over a
+    // different Host header, RFC 9112 §3.2.2; HTTP/2 carries it as :authority), or the
+    // route's rewrite of it.
+    let rewrite = route.rewrite.as_deref();
+    let host = rewrite.and_then(|r| r.host.as_ref()).or(host);
+    if let Some(h) = host {
+        if req.headers().get(header::HOST) != Some(h) {
+            req.headers_mut().insert(header::HOST, h.clone());
+        }
+    }
+    if let Some(rewrite) = rewrite.and_then(|r| r.path.as_ref()) {
+        let path = rewrite.apply(matched, req.uri().path());
+        set_path(req, &path);
+    }
+    route.request_headers.apply(req.headers_mut());
+    own.request.apply(req.headers_mut());
+    host
+}
+
+/// Sets the affinity cookie `name` to the endpoint's `key`, with the route's attributes.
+fn set_affinity(headers: &mut http::HeaderMap, name: &str, key: &str, attrs: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{name}={key}{attrs}")) {
+        headers.append(header::SET_COOKIE, v);
+    }
 }
 
 /// The value of cookie `name`, from any `Cookie` field of the request.

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use wharf_model::PortProtocol;
 
 use crate::auth::CompiledAuth;
+use crate::config::{CompiledConfig, Tables};
 use crate::reasons::{PathError, Rejected};
 use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, RequestView};
 use crate::upstream::body::{self};
@@ -134,16 +135,7 @@ pub async fn handle(
         _ => Ok(()),
     });
     let route = match tables {
-        Some(t) if checked.is_ok() => {
-            let view = RequestView {
-                path: req.uri().path(),
-                query: req.uri().query(),
-                method: req.method(),
-                headers: req.headers(),
-            };
-            let protocol = if listener == Scheme::Https { PortProtocol::Https } else { PortProtocol::Http };
-            cfg.route(t, conn.gateway_port, protocol, &host, &view)
-        }
+        Some(t) if checked.is_ok() => route_for(&cfg, t, conn.gateway_port, listener, &host, &req),
         _ => None,
     };
     let method = req.method().clone();
@@ -186,22 +178,9 @@ pub async fn handle(
         }
         (Ok(()), Some(r)) => match authenticate(&shared, &conn, tables, &host, r, &mut req).await {
             Err(denied) => denied,
-            Ok(cookies) => {
-                let mut out = match &r.action {
-                    // Boxed: the forwarding state is large, and hyper moves the request
-                    // future into a task per HTTP/2 stream; a small future makes that
-                    // move cheap.
-                    CompiledAction::Forward(f) => Box::pin(proxy(&shared, &conn, r, f, host_value.as_ref(), req)).await,
-                    CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, &conn, &host, &req), None, None),
-                    CompiledAction::Respond(rs) => (respond(rs), None, None),
-                };
-                if let Some((cookies, always)) = cookies {
-                    if always || external_auth::takes_cookies(out.0.status()) {
-                        external_auth::add_cookies(out.0.headers_mut(), cookies);
-                    }
-                }
-                out
-            }
+            // Boxed: the forwarding state is large, and hyper moves the request future
+            // into a task per HTTP/2 stream; a small future makes that move cheap.
+            Ok(cookies) => Box::pin(act(&shared, &conn, r, &host, host_value.as_ref(), req, cookies)).await,
         },
     };
     let mut resp = match in_flight {
@@ -220,26 +199,84 @@ pub async fn handle(
         }
     }
     let elapsed = start.elapsed();
-    let status = resp.status();
     if let Some(r) = route {
-        r.metrics.observe(status.as_u16(), elapsed.as_secs_f64());
+        r.metrics.observe(resp.status().as_u16(), elapsed.as_secs_f64());
     }
-    if shared.opts.access_log {
-        tracing::info!(
-            target: "wharf::access",
-            client = %conn.client,
-            method = %method,
-            host = %host,
-            path = path.as_deref().unwrap_or(""),
-            proto = ?version,
-            status = status.as_u16(),
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
-            route = route.map(|r| r.source()).unwrap_or("-"),
-            upstream = %upstream_addr.map(|a: SocketAddr| a.to_string()).unwrap_or_else(|| "-".into()),
-            reason = reason.unwrap_or("-"),
-        );
+    if let Some(path) = path {
+        let served = Served { method, path, version, route, reason, upstream: upstream_addr };
+        log_access(&conn, &host, &served, resp.status(), elapsed);
     }
     Ok(resp)
+}
+
+/// The route of `req` for `host`, arrived on the listener of `scheme` at `port` (whose
+/// tables are `tables`).
+fn route_for<'c>(
+    cfg: &'c CompiledConfig,
+    tables: &'c Tables,
+    port: Option<SocketAddr>,
+    scheme: Scheme,
+    host: &str,
+    req: &Request<Incoming>,
+) -> Option<&'c CompiledRoute> {
+    let view =
+        RequestView { path: req.uri().path(), query: req.uri().query(), method: req.method(), headers: req.headers() };
+    let protocol = match scheme {
+        Scheme::Https => PortProtocol::Https,
+        Scheme::Http => PortProtocol::Http,
+    };
+    cfg.route(tables, port, protocol, host, &view)
+}
+
+/// What the route's action answers (forwarded, redirected or a fixed response), with the
+/// cookies of an external check's answer where nginx adds them.
+async fn act(
+    shared: &Shared,
+    conn: &ConnInfo,
+    r: &CompiledRoute,
+    host: &str,
+    host_value: Option<&HeaderValue>,
+    req: Request<Incoming>,
+    cookies: CheckCookies,
+) -> Outcome {
+    let mut out = match &r.action {
+        CompiledAction::Forward(f) => proxy(shared, conn, r, f, host_value, req).await,
+        CompiledAction::Redirect(rd) => (redirect_to(rd, &r.matches.path, conn, host, &req), None, None),
+        CompiledAction::Respond(rs) => (respond(rs), None, None),
+    };
+    if let Some((cookies, always)) = cookies {
+        if always || external_auth::takes_cookies(out.0.status()) {
+            external_auth::add_cookies(out.0.headers_mut(), cookies);
+        }
+    }
+    out
+}
+
+/// What the access log says of a request besides its client, host and answer.
+struct Served<'a> {
+    method: http::Method,
+    path: String,
+    version: http::Version,
+    route: Option<&'a CompiledRoute>,
+    reason: Option<&'static str>,
+    upstream: Option<SocketAddr>,
+}
+
+/// One access log line (`--access-log`).
+fn log_access(conn: &ConnInfo, host: &str, served: &Served<'_>, status: StatusCode, elapsed: std::time::Duration) {
+    tracing::info!(
+        target: "wharf::access",
+        client = %conn.client,
+        method = %served.method,
+        host = %host,
+        path = served.path.as_str(),
+        proto = ?served.version,
+        status = status.as_u16(),
+        duration_ms = elapsed.as_secs_f64() * 1000.0,
+        route = served.route.map(|r| r.source()).unwrap_or("-"),
+        upstream = %served.upstream.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+        reason = served.reason.unwrap_or("-"),
+    );
 }
 
 /// Cookies of an external check's answer for the client (with any status when `true`).
