@@ -83,29 +83,13 @@ pub(super) fn attach_route(
         let mut any_host = false;
         for &li in &allowed {
             let l = &gws[gi].listeners[li];
-            let listener_host = l.spec.hostname.as_deref();
-            let names = http_route::hostnames(listener_host, hostnames);
+            let names = http_route::hostnames(l.spec.hostname.as_deref(), hostnames);
             if names.is_empty() {
                 continue;
             }
             any_host = true;
             gws[gi].listeners[li].attached += 1;
-            let entries = attached.entry((gi, li)).or_default();
-            for name in &names {
-                let Ok(host) = http_route::host(name) else { continue };
-                for (rule, m_idx, m, action) in &rules {
-                    let key: RouteKey = (
-                        std::cmp::Reverse(matches!(host, Host::Exact(_))),
-                        std::cmp::Reverse(name.len()),
-                        precedence_bytes(m),
-                        age,
-                        *rule,
-                        *m_idx,
-                    );
-                    let route = Route::new(m.clone(), action.clone(), rref.clone());
-                    entries.push((host.clone(), key, route));
-                }
-            }
+            place(&names, &rules, age, rref, attached.entry((gi, li)).or_default());
         }
         if accepted.is_ok() && !allowed.is_empty() && !any_host {
             accepted = Err(Refused::new(
@@ -113,35 +97,7 @@ pub(super) fn attach_route(
                 "no hostname of this route matches a hostname of the listeners it may attach to".into(),
             ));
         }
-        let mut conditions = Vec::new();
-        match (&accepted, &refused) {
-            (Err(Refused { reason, message: msg }), _) => {
-                conditions.push(condition("Accepted", false, reason, msg.clone(), generation, now))
-            }
-            (Ok(()), Some(r)) if rules.is_empty() => {
-                conditions.push(condition("Accepted", false, r.reason, r.message.clone(), generation, now))
-            }
-            (Ok(()), Some(r)) => {
-                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now));
-                conditions.push(condition(
-                    "PartiallyInvalid",
-                    true,
-                    r.reason,
-                    format!("a rule was dropped: {}", r.message),
-                    generation,
-                    now,
-                ));
-            }
-            (Ok(()), None) => {
-                conditions.push(condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now))
-            }
-        }
-        conditions.push(match &unresolved {
-            Some(Refused { reason, message: msg }) => {
-                condition("ResolvedRefs", false, reason, msg.clone(), generation, now)
-            }
-            None => condition("ResolvedRefs", true, "ResolvedRefs", "every backendRef resolved", generation, now),
-        });
+        let conditions = parent_conditions(&accepted, &refused, rules.is_empty(), &unresolved, generation, now);
         statuses.push(HttpRouteStatusParents {
             conditions,
             controller_name: opts.controller_name.clone(),
@@ -149,6 +105,71 @@ pub(super) fn attach_route(
         });
     }
     statuses
+}
+
+/// The entries of a route's rules under each of its hostnames `names` that a listener
+/// takes, keyed by precedence (exact hosts, then longer names, then the match's own
+/// precedence, then age and rule order).
+fn place(
+    names: &[String],
+    rules: &[(usize, usize, wharf_model::RouteMatch, wharf_model::Action)],
+    age: usize,
+    rref: &ObjectRef,
+    entries: &mut Vec<(Host, RouteKey, Route)>,
+) {
+    for name in names {
+        let Ok(host) = http_route::host(name) else { continue };
+        for (rule, m_idx, m, action) in rules {
+            let key: RouteKey = (
+                std::cmp::Reverse(matches!(host, Host::Exact(_))),
+                std::cmp::Reverse(name.len()),
+                precedence_bytes(m),
+                age,
+                *rule,
+                *m_idx,
+            );
+            entries.push((host.clone(), key, Route::new(m.clone(), action.clone(), rref.clone())));
+        }
+    }
+}
+
+/// A route's conditions for one parent: `Accepted` (refused by the parent, refused because
+/// no rule is left, or accepted with `PartiallyInvalid` when a rule was dropped) and
+/// `ResolvedRefs`.
+fn parent_conditions(
+    accepted: &Result<(), Refused>,
+    refused: &Option<Refused>,
+    no_rules: bool,
+    unresolved: &Option<Refused>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
+    let attached = || condition("Accepted", true, "Accepted", "attached to the Gateway", generation, now);
+    let mut conditions = match (accepted, refused) {
+        (Err(Refused { reason, message }), _) => {
+            vec![condition("Accepted", false, reason, message.clone(), generation, now)]
+        }
+        (Ok(()), Some(r)) if no_rules => {
+            vec![condition("Accepted", false, r.reason, r.message.clone(), generation, now)]
+        }
+        (Ok(()), Some(r)) => vec![
+            attached(),
+            condition(
+                "PartiallyInvalid",
+                true,
+                r.reason,
+                format!("a rule was dropped: {}", r.message),
+                generation,
+                now,
+            ),
+        ],
+        (Ok(()), None) => vec![attached()],
+    };
+    conditions.push(match unresolved {
+        Some(Refused { reason, message }) => condition("ResolvedRefs", false, reason, message.clone(), generation, now),
+        None => condition("ResolvedRefs", true, "ResolvedRefs", "every backendRef resolved", generation, now),
+    });
+    conditions
 }
 
 /// A route of any kind as attaching it needs it: the parts every kind shares (parentRefs
