@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use wharf_gateway_api::gateways::{
-    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom as FromNamespaces,
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesKinds,
+    GatewayListenersAllowedRoutesNamespacesFrom as FromNamespaces,
     GatewayListenersAllowedRoutesNamespacesSelector as Selector, GatewayListenersTlsMode,
     GatewayStatusListenersSupportedKinds,
 };
@@ -18,6 +19,7 @@ use crate::World;
 use super::*;
 use crate::translate::Refused;
 
+/// The listeners of `g`, each with what it serves and why it is not ready, if it is not.
 pub(super) fn listeners<'a>(
     g: &'a Gateway,
     world: &World,
@@ -34,66 +36,19 @@ pub(super) fn listeners<'a>(
         .iter()
         .map(|l| {
             let tls_mode = l.tls.as_ref().and_then(|t| t.mode.clone()).unwrap_or(GatewayListenersTlsMode::Terminate);
-            let (protocol, unsupported) = match (l.protocol.as_str(), &tls_mode) {
-                ("HTTP", _) => (Some(PortProtocol::Http), None),
-                ("HTTPS", _) => (Some(PortProtocol::Https), None),
-                ("TLS", _) => (Some(PortProtocol::Passthrough), None),
-                ("TCP", _) => (Some(PortProtocol::Tcp), None),
-                (other, _) => (
-                    None,
-                    Some(Refused::new(
-                        "UnsupportedProtocol",
-                        format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS and TCP are)"),
-                    )),
-                ),
-            };
-            let (protocol, unsupported) = match (edge, protocol) {
-                (Some(e), Some(p)) => match e.refuse(l, p) {
+            let (protocol, unsupported) = match (protocol(l), edge) {
+                (Ok(p), Some(e)) => match e.refuse(l, p) {
                     Some(why) => (None, Some(why)),
-                    None => (protocol, unsupported),
+                    None => (Some(p), None),
                 },
-                _ => (protocol, unsupported),
+                (Ok(p), None) => (Some(p), None),
+                (Err(why), _) => (None, Some(why)),
             };
             let host = match l.hostname.as_deref() {
                 None | Some("") => Host::Any,
                 Some(h) => Host::parse_gateway(h).unwrap_or(Host::Any),
             };
-            let supported: &[&str] = match protocol {
-                Some(PortProtocol::Passthrough) => &[TLS_ROUTE],
-                Some(PortProtocol::Tcp) => &[TCP_ROUTE],
-                Some(_) => &[HTTP_ROUTE, GRPC_ROUTE],
-                None => &[],
-            };
-            let (kinds, bad_kinds) = match l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
-                None => (supported.iter().map(|k| kind(k)).collect(), None),
-                Some(asked) => {
-                    let ok: Vec<_> = asked
-                        .iter()
-                        .filter(|k| {
-                            k.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-                                && supported.contains(&k.kind.as_str())
-                        })
-                        .map(|k| kind(&k.kind))
-                        .collect();
-                    let bad: Vec<String> = asked
-                        .iter()
-                        .filter(|k| {
-                            !ok.iter().any(|o| o.kind == k.kind)
-                                || k.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
-                        })
-                        .map(|k| format!("{}/{}", k.group.as_deref().unwrap_or(GATEWAY_GROUP), k.kind))
-                        .collect();
-                    let bad = (!bad.is_empty()).then(|| {
-                        format!(
-                            "route kinds {} are not supported on a {} listener (supported: {})",
-                            bad.join(", "),
-                            l.protocol,
-                            supported.join(", ")
-                        )
-                    });
-                    (ok, bad)
-                }
-            };
+            let (kinds, bad_kinds) = route_kinds(l, protocol);
             let terminates = match protocol {
                 Some(PortProtocol::Https) => true,
                 Some(PortProtocol::Passthrough) => tls_mode == GatewayListenersTlsMode::Terminate,
@@ -118,10 +73,66 @@ pub(super) fn listeners<'a>(
             listener
         })
         .collect();
+    conflicts(&mut out);
+    out
+}
 
-    // Listeners sharing a port must share its protocol and differ in hostname. TLS
-    // listeners of both modes share a port: the SNI decides whether a connection is
-    // passed through or terminated.
+/// The port protocol of a listener's protocol, or why it is not supported.
+fn protocol(l: &GatewayListeners) -> Result<PortProtocol, Refused> {
+    match l.protocol.as_str() {
+        "HTTP" => Ok(PortProtocol::Http),
+        "HTTPS" => Ok(PortProtocol::Https),
+        "TLS" => Ok(PortProtocol::Passthrough),
+        "TCP" => Ok(PortProtocol::Tcp),
+        other => Err(Refused::new(
+            "UnsupportedProtocol",
+            format!("protocol {other} is not supported yet (HTTP, HTTPS, TLS and TCP are)"),
+        )),
+    }
+}
+
+/// The route kinds a listener of `protocol` admits: those `allowedRoutes.kinds` asks for
+/// that the protocol supports (all it supports when it asks for none), and a message
+/// naming those asked for that it does not.
+fn route_kinds(
+    l: &GatewayListeners,
+    protocol: Option<PortProtocol>,
+) -> (Vec<GatewayStatusListenersSupportedKinds>, Option<String>) {
+    let supported: &[&str] = match protocol {
+        Some(PortProtocol::Passthrough) => &[TLS_ROUTE],
+        Some(PortProtocol::Tcp) => &[TCP_ROUTE],
+        Some(_) => &[HTTP_ROUTE, GRPC_ROUTE],
+        None => &[],
+    };
+    let Some(asked) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) else {
+        return (supported.iter().map(|k| kind(k)).collect(), None);
+    };
+    let group = |k: &GatewayListenersAllowedRoutesKinds| k.group.as_deref().unwrap_or(GATEWAY_GROUP).to_owned();
+    let ok: Vec<_> = asked
+        .iter()
+        .filter(|k| group(k) == GATEWAY_GROUP && supported.contains(&k.kind.as_str()))
+        .map(|k| kind(&k.kind))
+        .collect();
+    let bad: Vec<String> = asked
+        .iter()
+        .filter(|k| !ok.iter().any(|o| o.kind == k.kind) || group(k) != GATEWAY_GROUP)
+        .map(|k| format!("{}/{}", group(k), k.kind))
+        .collect();
+    let bad = (!bad.is_empty()).then(|| {
+        format!(
+            "route kinds {} are not supported on a {} listener (supported: {})",
+            bad.join(", "),
+            l.protocol,
+            supported.join(", ")
+        )
+    });
+    (ok, bad)
+}
+
+/// Marks the listeners that conflict. Listeners sharing a port must share its protocol
+/// and differ in hostname. TLS listeners of both modes share a port: the SNI decides
+/// whether a connection is passed through or terminated.
+fn conflicts(out: &mut [Listener<'_>]) {
     let mode = |l: &Listener<'_>| l.spec.protocol.clone();
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in out.iter().enumerate() {
@@ -140,7 +151,6 @@ pub(super) fn listeners<'a>(
             }
         }
     }
-    out
 }
 
 pub(super) fn kind(k: &str) -> GatewayStatusListenersSupportedKinds {
