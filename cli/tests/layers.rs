@@ -216,7 +216,7 @@ const LAYERS: [(&str, &[&[&str]]); 4] = [
             // The world: the objects translation reads and what changed in them.
             &["stored", "kinds", "changes", "files"],
             // Translation: the lookups every part shares, then the translators.
-            &["translate::reads"],
+            &["translate::reads", "translate::reason"],
             &["translate::owners", "translate::class", "translate::grants"],
             &["translate::backend", "translate::backend_tls", "translate::tls", "translate::acme"],
             &["translate::lookups"],

@@ -32,7 +32,7 @@ impl DiagnosticLog {
     pub fn report(&mut self, diagnostics: &[Diagnostic]) {
         for d in diagnostics {
             if !self.reported.contains(d) {
-                tracing::warn!(object = %d.object, reason = d.reason, "{}", d.message);
+                tracing::warn!(object = %d.object, reason = d.reason.as_str(), "{}", d.message);
             }
         }
         self.reported = diagnostics.iter().cloned().collect();

@@ -12,7 +12,7 @@ use wharf_model::ObjectRef;
 use crate::translate::ingress::annotations::{
     self, AnnotationOptions, Finding, IMPLEMENTED, NGINX_PREFIX, WHARF_PREFIX,
 };
-use crate::translate::{self, Diagnostic, Options};
+use crate::translate::{self, Diagnostic, Options, Reason};
 use crate::World;
 
 /// The legacy class annotation.
@@ -170,13 +170,23 @@ pub fn report(world: &World, opts: &MigrateOptions) -> Vec<IngressReport> {
     let t = translate::translate(&moved, &topts, None);
     let (no_services, no_secrets) = (world.services.is_empty(), world.secrets.is_empty());
     for d in t.diagnostics {
-        let unknowable = (no_services && d.reason.starts_with("Service"))
-            || (no_secrets
-                && (d.reason.starts_with("Secret")
-                    || d.reason.starts_with("Certificate")
-                    || d.reason.starts_with("Auth")))
-            || d.reason.ends_with("Annotation")
-            || d.reason == "SnippetRefused";
+        let unknowable = match d.reason {
+            // Not known without the Services.
+            Reason::ServiceNotFound | Reason::ServicePortNotFound => no_services,
+            // Not known without the Secrets.
+            Reason::SecretNotFound
+            | Reason::SecretInOtherNamespace
+            | Reason::SecretNotTls
+            | Reason::CertificateExpired
+            | Reason::CertificateHostMismatch
+            | Reason::AuthSecretInvalid
+            | Reason::AuthTlsSecretInvalid
+            | Reason::AuthUrlNotPermitted
+            | Reason::AuthUrlNotServed => no_secrets,
+            // Told for each annotation already.
+            Reason::InvalidAnnotation | Reason::UnsupportedAnnotation | Reason::SnippetRefused => true,
+            _ => false,
+        };
         if unknowable {
             continue;
         }
@@ -363,7 +373,7 @@ mod tests {
         assert_eq!(verdict("proxy-buffering"), Some(Verdict::NotSupported));
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
         assert_eq!(web.annotations.len(), 6, "other prefixes are not reported");
-        let problems: Vec<&str> = web.problems.iter().map(|d| d.reason).collect();
+        let problems: Vec<&str> = web.problems.iter().map(|d| d.reason.as_str()).collect();
         assert_eq!(problems, ["InvalidPath"], "a regex path with pathType Prefix");
         assert!(!web.skipped);
         let legacy = &reports[1];

@@ -45,20 +45,6 @@ pub enum CertError {
     },
 }
 
-impl CertError {
-    /// A short stable reason for metrics, Events and conditions.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            CertError::NotTls { .. } => "SecretNotTLS",
-            CertError::NoCertificate | CertError::BadCertificatePem(_) => "BadCertificatePEM",
-            CertError::BadCertificate(_) => "BadCertificate",
-            CertError::BadKey(_) | CertError::UnsupportedKey(_) => "BadPrivateKey",
-            CertError::KeyMismatch => "KeyMismatch",
-            CertError::Expired { .. } => "CertificateExpired",
-        }
-    }
-}
-
 /// What validation learned about a leaf certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertInfo {
@@ -317,22 +303,5 @@ mod tests {
         let not_after = load(c.as_bytes(), k.as_bytes(), 0).unwrap().info.not_after;
         assert!(load(c.as_bytes(), k.as_bytes(), not_after).is_ok());
         assert_eq!(load(c.as_bytes(), k.as_bytes(), not_after + 1).unwrap_err(), CertError::Expired { not_after });
-    }
-
-    #[test]
-    fn reasons_are_the_documented_ones() {
-        let cases = [
-            (CertError::NotTls { key: "tls.crt", secret_type: "Opaque".into() }, "SecretNotTLS"),
-            (CertError::NoCertificate, "BadCertificatePEM"),
-            (CertError::BadCertificatePem("x".into()), "BadCertificatePEM"),
-            (CertError::BadCertificate("x".into()), "BadCertificate"),
-            (CertError::BadKey("x".into()), "BadPrivateKey"),
-            (CertError::UnsupportedKey("x".into()), "BadPrivateKey"),
-            (CertError::KeyMismatch, "KeyMismatch"),
-            (CertError::Expired { not_after: 0 }, "CertificateExpired"),
-        ];
-        for (e, reason) in cases {
-            assert_eq!(e.reason(), reason, "{e}");
-        }
     }
 }

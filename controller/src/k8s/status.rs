@@ -213,7 +213,7 @@ pub fn plan(
             resource_version: None,
             field_path: None,
         });
-        p.events.insert(EventSpec { kind, key, reason: d.reason.to_owned(), message: d.message.clone() });
+        p.events.insert(EventSpec { kind, key, reason: d.reason.as_str().to_owned(), message: d.message.clone() });
     }
     p
 }
@@ -390,6 +390,7 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::Reason;
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::api::networking::v1::Ingress;
     use kube::runtime::watcher::Event;
@@ -542,22 +543,22 @@ mod tests {
         index.apply(Change::GrpcRoute(Event::Apply(serde_json::from_value(route("rpc")).unwrap())));
         let tls = json!({"metadata": {"name": "db", "namespace": "ns", "uid": "uid-db"}, "spec": {"rules": [], "hostnames": ["db.test"]}});
         index.apply(Change::TlsRoute(Event::Apply(serde_json::from_value(tls).unwrap())));
-        let d = |kind: &str, name: &str, reason: &'static str| Diagnostic {
+        let d = |kind: &str, name: &str, reason: Reason| Diagnostic {
             object: ObjectRef::new(kind, "ns", name),
             reason,
             message: format!("{reason} on {name}"),
         };
         let diags = [
-            d("Ingress", "bad", "KeyMismatch"),
-            d("Ingress", "unknown", "SecretNotFound"),
-            d("Secret", "bad", "X"),
-            d("Gateway", "gw", "AcmeNoHost"),
-            d("Gateway", "bad", "AcmeNoHost"),
-            d("HTTPRoute", "gw", "Y"),
-            d("HTTPRoute", "web", "HostOwnedByOtherNamespace"),
-            d("GRPCRoute", "rpc", "HostOwnedByOtherNamespace"),
-            d("TLSRoute", "db", "HostOwnedByOtherNamespace"),
-            d("TCPRoute", "db", "Z"),
+            d("Ingress", "bad", Reason::KeyMismatch),
+            d("Ingress", "unknown", Reason::SecretNotFound),
+            d("Secret", "bad", Reason::AcmeChallengeInvalid),
+            d("Gateway", "gw", Reason::AcmeNoHost),
+            d("Gateway", "bad", Reason::AcmeNoHost),
+            d("HTTPRoute", "gw", Reason::InvalidHost),
+            d("HTTPRoute", "web", Reason::HostOwnedByOtherNamespace),
+            d("GRPCRoute", "rpc", Reason::HostOwnedByOtherNamespace),
+            d("TLSRoute", "db", Reason::HostOwnedByOtherNamespace),
+            d("TCPRoute", "db", Reason::InvalidHost),
         ];
         let p = plan(&index, &BTreeSet::new(), &BTreeSet::new(), &[], &diags);
         let events: Vec<(&str, String, String)> =

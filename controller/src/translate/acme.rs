@@ -7,6 +7,7 @@
 //! (RFC 8737) and its key, PEM.
 
 use crate::stored::Secret;
+use crate::translate::Reason;
 use wharf_model::{AcmeChallenges, Certificate, ObjectRef};
 
 use super::tls::Secrets;
@@ -122,7 +123,7 @@ pub fn challenges<'s>(
 
 /// Reason of the diagnostic on a TLS entry whose Secret is in a namespace ACME may not
 /// write.
-pub const ACME_NAMESPACE_NOT_ALLOWED: &str = "AcmeNamespaceNotAllowed";
+pub const ACME_NAMESPACE_NOT_ALLOWED: Reason = Reason::AcmeNamespaceNotAllowed;
 
 /// The certificates Ingresses ask ACME for, by Secret.
 #[derive(Debug, Default)]
@@ -154,7 +155,7 @@ impl Demands {
         };
         if opts.issuers.is_empty() {
             if asked == Some(true) {
-                diag(diags, "AcmeNotConfigured", "wharf.dev/acme asks for a certificate from ACME, but no ACME issuer is configured (--acme-issuer, chart value controller.acme.issuers)".into());
+                diag(diags, Reason::AcmeNotConfigured, "wharf.dev/acme asks for a certificate from ACME, but no ACME issuer is configured (--acme-issuer, chart value controller.acme.issuers)".into());
             }
             return;
         }
@@ -166,7 +167,7 @@ impl Demands {
         let managed = existing.is_some_and(|s| s.labels.contains(ACME_MANAGED_LABEL));
         if existing.is_some() && !managed {
             if asked == Some(true) {
-                diag(diags, "AcmeSecretNotManaged", format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {ACME_MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
+                diag(diags, Reason::AcmeSecretNotManaged, format!("Secret {namespace}/{name} exists and is not managed by Wharf (no {ACME_MANAGED_LABEL} label), so no certificate is ordered into it: delete it to have Wharf order one, or remove wharf.dev/acme"));
             }
             return;
         }
@@ -178,7 +179,7 @@ impl Demands {
             Some(i) if opts.issuers.iter().any(|n| n == i) => i.to_owned(),
             other => {
                 let known = opts.issuers.join(", ");
-                diag(diags, "AcmeIssuerUnknown", format!("ACME issuer {:?} is not configured (configured: {known}); no certificate is ordered for Secret {namespace}/{name}", other.unwrap_or("")));
+                diag(diags, Reason::AcmeIssuerUnknown, format!("ACME issuer {:?} is not configured (configured: {known}); no certificate is ordered for Secret {namespace}/{name}", other.unwrap_or("")));
                 return;
             }
         };
@@ -186,7 +187,7 @@ impl Demands {
         for h in hosts {
             match wharf_model::Host::parse(h) {
                 Ok(wharf_model::Host::Exact(n)) => names.push(n),
-                Ok(_) => diag(diags, "AcmeWildcardNotSupported", format!("host {h} is a wildcard, which ACME validates only by DNS-01, not supported yet; Secret {namespace}/{name} is ordered without it")),
+                Ok(_) => diag(diags, Reason::AcmeWildcardNotSupported, format!("host {h} is a wildcard, which ACME validates only by DNS-01, not supported yet; Secret {namespace}/{name} is ordered without it")),
                 Err(_) => {}
             }
         }
@@ -203,7 +204,7 @@ impl Demands {
             current,
         });
         if d.issuer != issuer {
-            diag(diags, "AcmeIssuerConflict", format!("Secret {} is ordered from ACME issuer {} for {}, which is older; the issuer {issuer} of {src} is not used for it", d.id(), d.issuer, d.sources.first().map(|s| s.to_string()).unwrap_or_default()));
+            diag(diags, Reason::AcmeIssuerConflict, format!("Secret {} is ordered from ACME issuer {} for {}, which is older; the issuer {issuer} of {src} is not used for it", d.id(), d.issuer, d.sources.first().map(|s| s.to_string()).unwrap_or_default()));
         }
         d.names.extend(names);
         d.names.sort();
@@ -243,7 +244,7 @@ fn current(secret: &Secret) -> Option<Current> {
 fn bad(source: &ObjectRef, key: &str, why: &str) -> Diagnostic {
     Diagnostic {
         object: source.clone(),
-        reason: "AcmeChallengeInvalid",
+        reason: Reason::AcmeChallengeInvalid,
         message: format!("ACME challenge {key} is not answered: {why}"),
     }
 }

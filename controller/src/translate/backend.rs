@@ -1,6 +1,7 @@
 //! Service backends: Service port resolution and EndpointSlice endpoints.
 
 use crate::kinds::ByKey;
+use crate::translate::Reason;
 use std::collections::BTreeMap;
 
 use crate::hashing::HashMap;
@@ -200,7 +201,7 @@ impl<'a> Backends<'a> {
         let Some(svc) = self.service(ns, name) else {
             diags.push(Diagnostic {
                 object: src.clone(),
-                reason: "ServiceNotFound",
+                reason: Reason::ServiceNotFound,
                 message: format!("backend Service {ns}/{name} does not exist; requests for it get 503 until it does"),
             });
             return None;
@@ -213,7 +214,7 @@ impl<'a> Backends<'a> {
             let have: Vec<String> = ports.iter().map(describe_port).collect();
             diags.push(Diagnostic {
                 object: src.clone(),
-                reason: "ServicePortNotFound",
+                reason: Reason::ServicePortNotFound,
                 message: format!(
                     "Service {ns}/{name} has no port {port} (it has: {}); requests for it get 503",
                     have.join(", ")
@@ -224,7 +225,7 @@ impl<'a> Backends<'a> {
         if svc.external_name {
             diags.push(Diagnostic {
                 object: src.clone(),
-                reason: "UnsupportedBackend",
+                reason: Reason::UnsupportedBackend,
                 message: format!("Service {ns}/{name} is of type ExternalName, which is not supported yet"),
             });
             return None;
@@ -366,7 +367,7 @@ impl<'a> Backends<'a> {
 }
 
 /// Reason of the diagnostic on an object whose Service lists endpoints Wharf does not dial.
-pub const ENDPOINT_REFUSED: &str = "EndpointRefused";
+pub const ENDPOINT_REFUSED: Reason = Reason::EndpointRefused;
 
 /// Whether `ep`, of an EndpointSlice in `namespace`, may be dialed: its `targetRef`, if
 /// any, names a Pod of that namespace (else it would borrow another namespace's pod, and

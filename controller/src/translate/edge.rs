@@ -4,6 +4,7 @@
 //! tried first, so an Ingress rule whose every request a Gateway route takes is never
 //! served. Such a rule is reported on its Ingress (an Event), naming the route.
 
+use crate::translate::Reason;
 use std::sync::Arc;
 
 use wharf_model::{GatewayPort, Host, ObjectRef, PathMatch, PortProtocol, RouteMatch, Snapshot};
@@ -240,7 +241,7 @@ fn take_out(snapshot: &mut Snapshot, edge: &[usize], host: &Host, source: &Objec
 }
 
 /// Reason of the diagnostic on an Ingress whose rule an edge Gateway route overrides.
-pub const OVERRIDDEN: &str = "OverriddenByGatewayRoute";
+pub const OVERRIDDEN: Reason = Reason::OverriddenByGatewayRoute;
 
 /// Diagnostics for the Ingress rules and passthrough hosts of `snapshot` that the edge
 /// Gateway's routes override.

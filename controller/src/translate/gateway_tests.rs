@@ -1371,8 +1371,8 @@ fn listeners_ask_acme_for_their_hostname_into_their_certificate_refs() {
     let mut acme: Vec<(&str, &str, &str)> = t
         .diagnostics
         .iter()
-        .filter(|d| d.reason.starts_with("Acme") || d.reason == "InvalidListenerOption")
-        .map(|d| (&*d.object.kind, d.object.name.as_str(), d.reason))
+        .filter(|d| d.reason.as_str().starts_with("Acme") || d.reason == "InvalidListenerOption")
+        .map(|d| (&*d.object.kind, d.object.name.as_str(), d.reason.as_str()))
         .collect();
     acme.sort();
     assert_eq!(

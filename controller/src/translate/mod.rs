@@ -17,6 +17,7 @@ pub mod ingress;
 mod lookups;
 pub mod owners;
 mod reads;
+pub mod reason;
 mod tls;
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use wharf_model::{ObjectRef, Snapshot};
 use crate::World;
 pub use backend::ServicePortRef;
 use ingress::annotations;
+pub use reason::Reason;
 
 /// A Service whose traffic a plain TCP port forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,8 +111,8 @@ impl Default for Options {
 pub struct Diagnostic {
     /// The object at fault (or affected).
     pub object: ObjectRef,
-    /// Short stable CamelCase reason (Event reason, metric label).
-    pub reason: &'static str,
+    /// Why it was told (the Event's reason).
+    pub reason: Reason,
     /// What is wrong and how to fix it.
     pub message: String,
 }

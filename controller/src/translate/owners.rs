@@ -11,12 +11,13 @@
 //! namespace is refused with a diagnostic and never served; canaries, ACME orders and
 //! www redirects follow the same owner.
 
+use crate::translate::Reason;
 use wharf_model::{Host, Snapshot};
 
 use crate::hashing::HashMap;
 
 /// Diagnostic reason of a claim on a host that belongs to another namespace.
-pub const HOST_OWNED: &str = "HostOwnedByOtherNamespace";
+pub const HOST_OWNED: Reason = Reason::HostOwnedByOtherNamespace;
 
 /// The largest record written: a ConfigMap holds at most 1 MiB. Past it (some 20,000
 /// hosts) the record is not updated and the replicas keep owners in memory only.

@@ -111,7 +111,7 @@ fn simple(name: &str, age: u32, host: &str, p: &str) -> Ingress {
 }
 
 fn reasons(t: &Translation) -> Vec<(&str, &str)> {
-    t.diagnostics.iter().map(|d| (d.object.name.as_str(), d.reason)).collect()
+    t.diagnostics.iter().map(|d| (d.object.name.as_str(), d.reason.as_str())).collect()
 }
 
 #[test]
@@ -1427,8 +1427,8 @@ fn ingresses_ask_acme_for_missing_managed_and_annotated_secrets_of_their_issuer(
     let reasons: Vec<(&str, &str)> = t
         .diagnostics
         .iter()
-        .filter(|d| d.reason.starts_with("Acme"))
-        .map(|d| (d.object.name.as_str(), d.reason))
+        .filter(|d| d.reason.as_str().starts_with("Acme"))
+        .map(|d| (d.object.name.as_str(), d.reason.as_str()))
         .collect();
     assert_eq!(
         reasons,

@@ -1,6 +1,7 @@
 //! TLS sections: Secrets to validated certificates, hosts to certificates.
 
 use crate::hashing::HashMap;
+use crate::translate::Reason;
 
 use crate::stored::Secret;
 use crate::well_known::{TLS_CRT, TLS_KEY};
@@ -45,7 +46,7 @@ impl<'a> Secrets<'a> {
         let Some(secret) = self.get(ns, name) else {
             diags.push(Diagnostic {
                 object: src.clone(),
-                reason: "SecretNotFound",
+                reason: Reason::SecretNotFound,
                 message: format!("TLS Secret {id} does not exist; its hosts get the default certificate until it does"),
             });
             return None;
@@ -70,7 +71,7 @@ impl<'a> Secrets<'a> {
                 };
                 diags.push(Diagnostic {
                     object: src.clone(),
-                    reason: err.reason(),
+                    reason: Reason::from(err),
                     message: format!("TLS Secret {id}: {err}; {fallback}"),
                 });
                 let cert = last_good?.clone();

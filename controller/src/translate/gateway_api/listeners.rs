@@ -1,6 +1,7 @@
 //! A Gateway's listeners: protocol, hostname, the routes they admit, and their
 //! certificates (from Secrets or ACME).
 
+use crate::translate::Reason;
 use std::collections::BTreeMap;
 
 use wharf_gateway_api::gateways::{
@@ -249,7 +250,7 @@ pub(super) fn ask_acme(
             let why = format!(
                 "listener {listener}: tls option {ACME_OPTION} {other:?} is not \"true\" or \"false\"; it is ignored"
             );
-            diag("InvalidListenerOption", why);
+            diag(Reason::InvalidListenerOption, why);
             None
         }
     };
@@ -259,7 +260,7 @@ pub(super) fn ask_acme(
         }
         Some(other) => {
             let why = format!("listener {listener}: tls option {ACME_ISSUER_OPTION} {other:?} is not the name of an ACME issuer; the default issuer is used");
-            diag("InvalidListenerOption", why);
+            diag(Reason::InvalidListenerOption, why);
             None
         }
         None => None,
@@ -274,7 +275,7 @@ pub(super) fn ask_acme(
         Host::Any => {
             if asked == Some(true) && !acme.opts.issuers.is_empty() {
                 let why = format!("listener {listener} asks for a certificate from ACME but has no hostname, so there is no name to order: set its hostname");
-                diag("AcmeNoHost", why);
+                diag(Reason::AcmeNoHost, why);
             }
             Vec::new()
         }

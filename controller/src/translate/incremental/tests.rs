@@ -438,7 +438,7 @@ fn a_part_is_translated_again_once_a_certificate_it_serves_expires() {
     opts.now = 1_800_000_000; // 2027-01-15
     let after = parts.translate(&objects.world(), &opts, Some(&before.snapshot), &Changes::default());
     assert_eq!(parts.translated(), 1, "only the part whose certificate expired");
-    let reasons: Vec<&str> = after.diagnostics.iter().map(|d| d.reason).collect();
+    let reasons: Vec<&str> = after.diagnostics.iter().map(|d| d.reason.as_str()).collect();
     assert_eq!(reasons, ["CertificateExpired"]);
     same(&after, &translate(&objects.world(), &opts, Some(&before.snapshot)), "expired");
 }

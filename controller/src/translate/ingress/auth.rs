@@ -2,6 +2,7 @@
 //! name (an htpasswd file in key `auth`, or an auth map: each key a user).
 
 use crate::hashing::{HashMap, HashSet};
+use crate::translate::Reason;
 use std::sync::Arc;
 
 use crate::stored::Ingress;
@@ -32,7 +33,7 @@ pub fn rule_hosts(ingresses: &[&Ingress]) -> HashSet<String> {
 
 /// Reason of the diagnostic on an Ingress whose `auth-url` names another namespace's
 /// Service or host.
-pub const AUTH_URL_NOT_PERMITTED: &str = "AuthURLNotPermitted";
+pub const AUTH_URL_NOT_PERMITTED: Reason = Reason::AuthUrlNotPermitted;
 
 impl Translator<'_> {
     /// Where the check of `e` goes: the Service its URL names (`NAME.NAMESPACE.svc`, with
@@ -80,7 +81,7 @@ impl Translator<'_> {
                     "auth-url host {host} is neither a Service of the cluster (NAME.NAMESPACE.svc) nor a host of \
                      an Ingress this gateway serves"
                 );
-                self.diag(src, "AuthURLNotServed", format!("{why}; requests are answered 503"));
+                self.diag(src, Reason::AuthUrlNotServed, format!("{why}; requests are answered 503"));
                 return Auth::Unavailable(why);
             }
             (None, Some(host)) => {
@@ -119,20 +120,20 @@ impl Translator<'_> {
     ) -> Result<ClientCertCheck, String> {
         let src = ing.object_ref();
         let (ns, name) = &setting.secret;
-        let refuse = |t: &mut Self, reason: &'static str, why: String| {
+        let refuse = |t: &mut Self, reason: Reason, why: String| {
             t.diag(&src, reason, format!("{why}; requests are answered 503 until it is fixed"));
             Err(why)
         };
         let Some(secret) = secrets.get(ns, name) else {
-            return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name} does not exist"));
+            return refuse(self, Reason::AuthTlsSecretInvalid, format!("auth-tls-secret {ns}/{name} does not exist"));
         };
         let Some(pem) = secret.get(CA_CRT) else {
             let why = format!("auth-tls-secret {ns}/{name} has no key {CA_CRT:?} (the CA certificates)");
-            return refuse(self, "AuthTLSSecretInvalid", why);
+            return refuse(self, Reason::AuthTlsSecretInvalid, why);
         };
         let certificates = match wharf_model::parse_ca_bundle(pem) {
             Ok(c) => c,
-            Err(e) => return refuse(self, "AuthTLSSecretInvalid", format!("auth-tls-secret {ns}/{name}: {e}")),
+            Err(e) => return refuse(self, Reason::AuthTlsSecretInvalid, format!("auth-tls-secret {ns}/{name}: {e}")),
         };
         let ca = ClientCa { source: format!("{ns}/{name}"), certificates, verify_depth: setting.verify_depth };
         let hosts: Vec<Host> = rule_hosts(&[ing]).iter().filter_map(|h| Host::parse(h).ok()).collect();
@@ -144,7 +145,7 @@ impl Translator<'_> {
                          Ingress); one CA and depth per host",
                         other.ca.source, other.ca.verify_depth
                     );
-                    return refuse(self, "ClientAuthConflict", why);
+                    return refuse(self, Reason::ClientAuthConflict, why);
                 }
                 Some(_) => {}
                 None => self.snapshot.client_auth.push(ClientAuthHost { host, ca: ca.clone() }),
@@ -193,7 +194,7 @@ impl Users {
         let parsed =
             self.parsed.entry((ns.to_owned(), name.to_owned(), map)).or_insert_with(|| read(secrets, ns, name, map));
         let mut report = |message: String| {
-            diags.push(Diagnostic { object: src.clone(), reason: "AuthSecretInvalid", message });
+            diags.push(Diagnostic { object: src.clone(), reason: Reason::AuthSecretInvalid, message });
         };
         match parsed {
             Err(r) => {

@@ -2,6 +2,7 @@
 //! certificate is checked, and the fallbacks of error pages.
 
 use crate::stored::ingress::IngressBackend;
+use crate::translate::Reason;
 use wharf_model::ObjectRef;
 
 use super::*;
@@ -39,7 +40,11 @@ impl Translator<'_> {
         verified: Option<&VerifiedTls>,
     ) -> Option<String> {
         let Some(svc) = &backend.service else {
-            self.diag(src, "UnsupportedBackend", "resource backends are not supported; use a Service backend".into());
+            self.diag(
+                src,
+                Reason::UnsupportedBackend,
+                "resource backends are not supported; use a Service backend".into(),
+            );
             return None;
         };
         let ns = src.namespace.clone();
@@ -50,7 +55,7 @@ impl Translator<'_> {
                 (None, None) => {
                     self.diag(
                         src,
-                        "ServicePortNotFound",
+                        Reason::ServicePortNotFound,
                         format!("backend Service {} has no port; set port.number or port.name", svc.name),
                     );
                     return None;
@@ -59,7 +64,7 @@ impl Translator<'_> {
             None => {
                 self.diag(
                     src,
-                    "ServicePortNotFound",
+                    Reason::ServicePortNotFound,
                     format!("backend Service {} has no port; set port.number or port.name", svc.name),
                 );
                 return None;
@@ -97,7 +102,11 @@ impl Translator<'_> {
                     Some(Err(e)) => format!("proxy-ssl-secret {ns}/{name}: {e}"),
                     None => format!("proxy-ssl-secret {ns}/{name} does not exist or has no key \"ca.crt\""),
                 };
-                self.diag(src, "ProxySSLSecretInvalid", format!("{why}; requests are answered 503 until it is fixed"));
+                self.diag(
+                    src,
+                    Reason::ProxySslSecretInvalid,
+                    format!("{why}; requests are answered 503 until it is fixed"),
+                );
                 return Err(why);
             }
         };
@@ -136,7 +145,7 @@ impl Translator<'_> {
                 "default-backend Service {ns}/{name} does not exist or has no port; the Ingress is served without \
                  it until it does"
             );
-            self.diag(src, "ServiceNotFound", msg);
+            self.diag(src, Reason::ServiceNotFound, msg);
             return None;
         };
         let clusters = &mut self.snapshot.clusters;

@@ -1,6 +1,7 @@
 //! Canary Ingresses: their backends joined to the routes of the Ingress they shadow.
 
 use crate::stored::ingress::Ingress;
+use crate::translate::Reason;
 use wharf_model::{Action, HeaderMatch, Route, RouteMatch, WeightedBackend};
 
 use super::*;
@@ -36,7 +37,7 @@ impl Translator<'_> {
                         "canary path {shown} of host {host} is ignored: no Ingress without the canary annotation \
                          forwards that host and path"
                     );
-                    self.diag(&src, "CanaryWithoutMain", msg);
+                    self.diag(&src, Reason::CanaryWithoutMain, msg);
                     continue;
                 };
                 if let Some(first) = routes.canaried.insert(key.clone(), src.clone()) {
@@ -45,7 +46,7 @@ impl Translator<'_> {
                         "canary path {shown} of host {host} is ignored: {first} is already its canary (one canary \
                          per path)"
                     );
-                    self.diag(&src, "CanaryConflict", msg);
+                    self.diag(&src, Reason::CanaryConflict, msg);
                     continue;
                 }
                 let (protocol, verified) = routes.protocols.get(&main).cloned().unwrap_or_default();
@@ -82,7 +83,7 @@ impl Translator<'_> {
                             Ok(m) => list.push(with(m, to_canary)),
                             Err(e) => self.diags.push(Diagnostic {
                                 object: src.clone(),
-                                reason: "InvalidAnnotation",
+                                reason: Reason::InvalidAnnotation,
                                 message: format!("canary-by-cookie: {e}"),
                             }),
                         }

@@ -14,6 +14,7 @@ use crate::hashing::HashSet;
 use crate::stored::ingress::{
     HttpPath as HTTPIngressPath, Ingress, IngressBackend, IngressRule, IngressSpec, IngressTls,
 };
+use crate::translate::Reason;
 use std::sync::Arc;
 
 use wharf_model::{
@@ -214,7 +215,7 @@ struct Translator<'a> {
 }
 
 impl<'a> Translator<'a> {
-    fn diag(&mut self, object: &ObjectRef, reason: &'static str, message: String) {
+    fn diag(&mut self, object: &ObjectRef, reason: Reason, message: String) {
         self.diags.push(Diagnostic { object: object.clone(), reason, message });
     }
 
@@ -332,7 +333,7 @@ impl<'a> Translator<'a> {
             Some(winner) => {
                 let msg =
                     format!("spec.defaultBackend is ignored: {} is older and sets the default backend", winner.source);
-                self.diag(src, "DefaultBackendConflict", msg);
+                self.diag(src, Reason::DefaultBackendConflict, msg);
             }
         }
     }
@@ -362,7 +363,7 @@ impl<'a> Translator<'a> {
                         path.path()
                     )
                 };
-                self.diag(src, "HostPathConflict", msg);
+                self.diag(src, Reason::HostPathConflict, msg);
                 continue;
             }
             routes.claimed.insert(key, src.clone());
@@ -390,7 +391,7 @@ impl<'a> Translator<'a> {
             Some(h) => match Host::parse(h) {
                 Ok(host) => Some(host),
                 Err(e) => {
-                    self.diag(src, "InvalidHost", format!("rule skipped: {e}"));
+                    self.diag(src, Reason::InvalidHost, format!("rule skipped: {e}"));
                     None
                 }
             },
@@ -408,10 +409,10 @@ impl<'a> Translator<'a> {
             other => {
                 let msg =
                     format!("path {raw:?} skipped: pathType {other:?} is not Exact, Prefix or ImplementationSpecific");
-                self.diag(src, "InvalidPathType", msg);
+                self.diag(src, Reason::InvalidPathType, msg);
                 return None;
             }
         };
-        matched.map_err(|e| self.diag(src, "InvalidPath", e)).ok()
+        matched.map_err(|e| self.diag(src, Reason::InvalidPath, e)).ok()
     }
 }

@@ -1,6 +1,7 @@
 //! `ssl-passthrough`: an Ingress's hosts relayed by SNI, TLS unopened.
 
 use crate::stored::ingress::Ingress;
+use crate::translate::Reason;
 use wharf_model::{Host, ObjectRef, SniRoute};
 
 use super::*;
@@ -12,13 +13,13 @@ impl Translator<'_> {
             let host = match rule.host.as_deref().map(Host::parse) {
                 Some(Ok(h)) => h,
                 Some(Err(e)) => {
-                    self.diag(src, "InvalidHost", format!("passthrough rule skipped: {e}"));
+                    self.diag(src, Reason::InvalidHost, format!("passthrough rule skipped: {e}"));
                     continue;
                 }
                 None => {
                     self.diag(
                         src,
-                        "InvalidHost",
+                        Reason::InvalidHost,
                         "passthrough rules need a host: the SNI is the only thing to route on".into(),
                     );
                     continue;
@@ -28,7 +29,11 @@ impl Translator<'_> {
                 continue;
             }
             let Some(path) = rule.http.as_ref().and_then(|h| h.paths.first()) else {
-                self.diag(src, "UnsupportedBackend", format!("passthrough host {host} has no path with a backend"));
+                self.diag(
+                    src,
+                    Reason::UnsupportedBackend,
+                    format!("passthrough host {host} has no path with a backend"),
+                );
                 continue;
             };
             let Some(cluster) = self.backend(src, &path.backend, annotations::BackendProtocol::Http, None) else {
@@ -39,7 +44,7 @@ impl Translator<'_> {
                     "passthrough host {host} is already served by {}, which is older; this rule is ignored",
                     winner.source
                 );
-                self.diag(src, "HostPathConflict", msg);
+                self.diag(src, Reason::HostPathConflict, msg);
                 continue;
             }
             routes.passthrough.insert(host.clone(), SniRoute::passthrough(host, &cluster, src.clone()));

@@ -1,6 +1,7 @@
 //! An Ingress's `spec.tls`: hosts to the certificates of its own namespace's Secrets; the
 //! oldest Ingress wins a host.
 
+use crate::translate::Reason;
 use std::collections::BTreeMap;
 
 use crate::translate::tls::Secrets;
@@ -27,7 +28,7 @@ impl TlsHosts {
         let Some(secret_name) = secret_name.filter(|s| !s.is_empty()) else {
             t.diag(
                 src,
-                "SecretNotFound",
+                Reason::SecretNotFound,
                 format!(
                     "spec.tls entry for {} has no secretName; those hosts get the default certificate",
                     hosts.join(", ")
@@ -36,7 +37,7 @@ impl TlsHosts {
             return;
         };
         if secret_name.contains('/') {
-            t.diag(src, "SecretInOtherNamespace", format!("spec.tls secretName {secret_name:?} points into another namespace; an Ingress may only use Secrets of its own namespace ({}); copy the Secret there", src.namespace));
+            t.diag(src, Reason::SecretInOtherNamespace, format!("spec.tls secretName {secret_name:?} points into another namespace; an Ingress may only use Secrets of its own namespace ({}); copy the Secret there", src.namespace));
             return;
         }
         let Some(id) = secrets.certificate(&src.namespace, secret_name, src, &mut t.diags, &mut t.snapshot) else {
@@ -47,18 +48,18 @@ impl TlsHosts {
             let host = match Host::parse(raw) {
                 Ok(h) => h,
                 Err(e) => {
-                    t.diag(src, "InvalidHost", format!("spec.tls host skipped: {e}"));
+                    t.diag(src, Reason::InvalidHost, format!("spec.tls host skipped: {e}"));
                     continue;
                 }
             };
             if let Some((winner_cert, winner)) = self.hosts.get(&host) {
                 if winner_cert != &id {
-                    t.diag(src, "TLSHostConflict", format!("TLS host {host} is already served with Secret {winner_cert} by {winner}, which is older; Secret {id} is not used for it"));
+                    t.diag(src, Reason::TlsHostConflict, format!("TLS host {host} is already served with Secret {winner_cert} by {winner}, which is older; Secret {id} is not used for it"));
                 }
                 continue;
             }
             if !tls::covers(&dns_names, &host.to_string()) {
-                t.diag(src, "CertificateHostMismatch", format!("the certificate in Secret {id} does not cover host {host} (it covers: {}); clients will reject it", dns_names.join(", ")));
+                t.diag(src, Reason::CertificateHostMismatch, format!("the certificate in Secret {id} does not cover host {host} (it covers: {}); clients will reject it", dns_names.join(", ")));
             }
             self.hosts.insert(host, (id.clone(), src.clone()));
         }

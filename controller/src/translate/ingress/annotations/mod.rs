@@ -12,6 +12,7 @@ mod upstream;
 
 use std::collections::BTreeMap;
 
+use crate::translate::Reason;
 use wharf_model::{ClientFilter, ObjectRef};
 
 use super::Diagnostic;
@@ -261,11 +262,11 @@ pub enum Finding {
 
 impl Finding {
     /// The Event reason.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Finding::Invalid(_) => "InvalidAnnotation",
-            Finding::NotSupported(_) => "UnsupportedAnnotation",
-            Finding::Refused(_) => "SnippetRefused",
+            Finding::Invalid(_) => Reason::InvalidAnnotation,
+            Finding::NotSupported(_) => Reason::UnsupportedAnnotation,
+            Finding::Refused(_) => Reason::SnippetRefused,
         }
     }
 

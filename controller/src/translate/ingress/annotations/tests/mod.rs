@@ -13,7 +13,7 @@ fn parse_with(pairs: &[(&str, &str)], opts: &AnnotationOptions) -> (Settings, Ve
     let ann: BTreeMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let mut diags = Vec::new();
     let s = parse(Some(&ann), &src(), opts, &mut diags);
-    (s, diags.into_iter().map(|d| (d.reason, d.message)).collect())
+    (s, diags.into_iter().map(|d| (d.reason.as_str(), d.message)).collect())
 }
 
 fn parsed(pairs: &[(&str, &str)]) -> (Settings, Vec<(&'static str, String)>) {
