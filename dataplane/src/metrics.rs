@@ -221,7 +221,7 @@ impl Metrics {
         )?;
         let rejected = r.counters(
             "wharf_requests_rejected_total",
-            "Requests answered by the gateway before routing (400, 421), by reason",
+            "Requests the gateway refused itself (400, 413, 414, 421, 431), by reason",
             &["reason"],
         )?;
         for reason in Rejected::ALL {

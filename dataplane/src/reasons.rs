@@ -155,6 +155,79 @@ impl Rejected {
     }
 }
 
+/// Why the gateway answered a request itself instead of (or after) its backend: the
+/// access log's `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// No route for the host and path (404).
+    NoRoute,
+    /// A CORS preflight, answered before the route's other checks.
+    CorsPreflight,
+    /// The route requires a client certificate and got none (400, or the error page's 302).
+    ClientCertRequired,
+    /// The client certificate's subject does not match `auth-tls-match-cn` (403).
+    ClientCertUnauthorized,
+    /// The client was over the route's limit (503).
+    RateLimited,
+    /// The client's address is not allowed (403).
+    ClientDenied,
+    /// Authentication asked for credentials (401, or the sign-in page's 302).
+    Unauthorized,
+    /// External authentication refused the request (403).
+    Forbidden,
+    /// The external check failed (500).
+    AuthFailed,
+    /// Authentication cannot be set up (503).
+    AuthUnavailable,
+    /// The default backend answered in place of an error (`custom-http-errors`).
+    CustomError,
+    /// The default backend could not answer: the gateway answered the original status.
+    CustomErrorFailed,
+    /// Refused before routing.
+    Rejected(Rejected),
+    /// The upstream failed.
+    Upstream(UpstreamError),
+}
+
+impl Answered {
+    /// The answers of the gateway's own checks (the others carry a [`Rejected`] or an
+    /// [`UpstreamError`]).
+    pub const LOCAL: [Answered; 12] = [
+        Answered::NoRoute,
+        Answered::CorsPreflight,
+        Answered::ClientCertRequired,
+        Answered::ClientCertUnauthorized,
+        Answered::RateLimited,
+        Answered::ClientDenied,
+        Answered::Unauthorized,
+        Answered::Forbidden,
+        Answered::AuthFailed,
+        Answered::AuthUnavailable,
+        Answered::CustomError,
+        Answered::CustomErrorFailed,
+    ];
+
+    /// Stable log value.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Answered::NoRoute => "no_route",
+            Answered::CorsPreflight => "cors_preflight",
+            Answered::ClientCertRequired => "client_cert_required",
+            Answered::ClientCertUnauthorized => "client_cert_unauthorized",
+            Answered::RateLimited => "rate_limited",
+            Answered::ClientDenied => "client_denied",
+            Answered::Unauthorized => "unauthorized",
+            Answered::Forbidden => "forbidden",
+            Answered::AuthFailed => "auth_failed",
+            Answered::AuthUnavailable => "auth_unavailable",
+            Answered::CustomError => "custom_error",
+            Answered::CustomErrorFailed => "custom_error_failed",
+            Answered::Rejected(r) => r.reason(),
+            Answered::Upstream(e) => e.reason(),
+        }
+    }
+}
+
 /// Why a path was refused (400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.message())]
@@ -194,6 +267,30 @@ impl PathError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every reason a request can be answered with is distinct, and
+    /// docs/observability.md names it.
+    #[test]
+    fn every_answer_has_its_own_documented_reason() {
+        let all: Vec<Answered> = Answered::LOCAL
+            .into_iter()
+            .chain(Rejected::ALL.map(Answered::Rejected))
+            .chain(UpstreamError::ALL.map(Answered::Upstream))
+            .collect();
+        let reasons: std::collections::BTreeSet<_> = all.iter().map(|a| a.reason()).collect();
+        assert_eq!(reasons.len(), all.len());
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/observability.md"))
+            .unwrap_or_default();
+        let missing: Vec<_> = reasons
+            .iter()
+            .filter(|r| {
+                !page.contains(&format!("`{r}`"))
+                    && !page.contains(&format!("{r},"))
+                    && !page.contains(&format!("{r})"))
+            })
+            .collect();
+        assert!(missing.is_empty(), "docs/observability.md does not name {missing:?}");
+    }
 
     #[test]
     fn every_rejection_has_its_own_reason_and_status() {

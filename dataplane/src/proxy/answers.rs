@@ -8,6 +8,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use wharf_model::{CertRefusal, PathMatch, Redirect, Respond};
 
+use crate::reasons::Answered;
 use crate::routing::CompiledRoute;
 use crate::Shared;
 
@@ -24,18 +25,20 @@ pub(super) fn preflight_answer() -> Response<Body> {
 /// The answer to a request whose client certificate `route` refuses, and its reason: 403
 /// for a subject the route does not accept; without a certificate, the route's error page
 /// (a 302 to it) or 400, as nginx answers.
-pub(super) fn cert_refused(route: &CompiledRoute, refusal: Option<CertRefusal>) -> (Response<Body>, &'static str) {
+pub(super) fn cert_refused(route: &CompiledRoute, refusal: Option<CertRefusal>) -> (Response<Body>, Answered) {
     let page = route.client_cert.as_ref().and_then(|c| c.error_page.as_deref());
     match (refusal, page.and_then(|p| HeaderValue::from_str(p).ok())) {
         (Some(CertRefusal::SubjectMismatch), _) => {
-            (local(StatusCode::FORBIDDEN, "client certificate unauthorized"), "client_cert_unauthorized")
+            (local(StatusCode::FORBIDDEN, "client certificate unauthorized"), Answered::ClientCertUnauthorized)
         }
         (_, Some(location)) => {
             let mut resp = local(StatusCode::FOUND, "a client certificate is required");
             resp.headers_mut().insert(header::LOCATION, location);
-            (resp, "client_cert_required")
+            (resp, Answered::ClientCertRequired)
         }
-        (_, None) => (local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"), "client_cert_required"),
+        (_, None) => {
+            (local(StatusCode::BAD_REQUEST, "No required SSL certificate was sent"), Answered::ClientCertRequired)
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use wharf_model::{PathMatch, Var};
 use super::{forward, local, ConnInfo, Outcome, Scheme};
 use crate::auth::{escape_query_value, signin_location, CompiledAuth, ExternalChecker};
 use crate::config::Tables;
-use crate::reasons::UpstreamError;
+use crate::reasons::{Answered, UpstreamError};
 use crate::routing::CompiledRoute;
 use crate::routing::{CompiledAction, RequestView};
 use crate::upstream::body::RequestBody;
@@ -80,7 +80,7 @@ pub(super) async fn check<B>(
         tracing::debug!(url = %url, "authentication check failed: {why}");
         Checked::Answer((
             local(StatusCode::INTERNAL_SERVER_ERROR, "authentication check failed"),
-            Some("auth_failed"),
+            Some(Answered::AuthFailed),
             None,
         ))
     };
@@ -207,7 +207,7 @@ fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<
         if always {
             add_cookies(r.headers_mut(), cookies);
         }
-        return (r, Some("forbidden"), None);
+        return (r, Some(Answered::Forbidden), None);
     }
     let mut r = match signin {
         Some(page) => {
@@ -217,7 +217,7 @@ fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<
                 r.headers_mut().insert(header::LOCATION, v);
             }
             add_cookies(r.headers_mut(), cookies);
-            return (r, Some("unauthorized"), None);
+            return (r, Some(Answered::Unauthorized), None);
         }
         None => local(StatusCode::UNAUTHORIZED, "authorization required"),
     };
@@ -227,7 +227,7 @@ fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<
     if always {
         add_cookies(r.headers_mut(), cookies);
     }
-    (r, Some("unauthorized"), None)
+    (r, Some(Answered::Unauthorized), None)
 }
 
 /// Whether a check routed through this gateway passes `route`'s own checks, as the

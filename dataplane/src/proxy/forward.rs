@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use wharf_model::{AppProtocol, PathMatch};
 
-use crate::reasons::{Rejected, UpstreamError};
+use crate::reasons::{Answered, Rejected, UpstreamError};
 use crate::routing::CompiledRoute;
 use crate::upstream::body::{self, PooledBody, RequestBody};
 use crate::upstream::forward::{BackendEdits, CompiledFallback, CompiledForward};
@@ -67,7 +67,7 @@ pub(super) async fn proxy(
         Err(_) if tripped.is_some_and(|t| t.load(Ordering::Relaxed)) => refuse(shared, Rejected::BodyTooLarge),
         Err(e) => {
             shared.metrics.upstream_error(e);
-            (local(e.status(), e.reason()), Some(e.reason()), None)
+            (local(e.status(), e.reason()), Some(Answered::Upstream(e)), None)
         }
     }
 }
@@ -123,7 +123,7 @@ pub(super) async fn error_page(
     h.insert("x-request-id", original.request_id);
     let root = PathMatch::Prefix("/".into());
     match forward(shared, conn, &fb.forward, &root, original.host.as_ref(), req).await {
-        Ok((resp, addr)) => (resp, Some("custom_error"), Some(addr)),
+        Ok((resp, addr)) => (resp, Some(Answered::CustomError), Some(addr)),
         Err(e) => {
             shared.metrics.upstream_error(e);
             tracing::debug!(
@@ -131,7 +131,7 @@ pub(super) async fn error_page(
                 error = e.reason(),
                 "the default backend could not answer an error"
             );
-            (local(status, status.canonical_reason().unwrap_or("error")), Some("custom_error_failed"), None)
+            (local(status, status.canonical_reason().unwrap_or("error")), Some(Answered::CustomErrorFailed), None)
         }
     }
 }

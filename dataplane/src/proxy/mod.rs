@@ -22,7 +22,7 @@ use wharf_model::PortProtocol;
 
 use crate::auth::CompiledAuth;
 use crate::config::{CompiledConfig, Tables};
-use crate::reasons::{PathError, Rejected};
+use crate::reasons::{Answered, PathError, Rejected};
 use crate::routing::{CompiledAction, CompiledCors, CompiledRoute, RequestView};
 use crate::upstream::body::{self};
 use crate::Shared;
@@ -156,10 +156,12 @@ pub async fn handle(
 
     let (resp, reason, upstream_addr) = match (checked, route) {
         (Err(rejected), _) => refuse(&shared, rejected),
-        (Ok(()), None) => (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some("no_route"), None),
+        (Ok(()), None) => {
+            (local(StatusCode::NOT_FOUND, "no route for this host and path"), Some(Answered::NoRoute), None)
+        }
         // A CORS preflight is answered here, before any other check of the route (as
         // ingress-nginx does).
-        (Ok(()), Some(_)) if preflight => (preflight_answer(), Some("cors_preflight"), None),
+        (Ok(()), Some(_)) if preflight => (preflight_answer(), Some(Answered::CorsPreflight), None),
         (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
         // The client certificate is checked first, as nginx checks it before the request is
         // processed.
@@ -171,11 +173,17 @@ pub async fn handle(
         // phase.
         (Ok(()), Some(_)) if in_flight.is_err() => {
             shared.metrics.rate_limited();
-            (local(StatusCode::SERVICE_UNAVAILABLE, "too many requests from this client"), Some("rate_limited"), None)
+            (
+                local(StatusCode::SERVICE_UNAVAILABLE, "too many requests from this client"),
+                Some(Answered::RateLimited),
+                None,
+            )
         }
-        (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => {
-            (local(StatusCode::FORBIDDEN, "this client address is not allowed here"), Some("client_denied"), None)
-        }
+        (Ok(()), Some(r)) if r.clients.as_ref().is_some_and(|c| !c.admits(conn.client.ip())) => (
+            local(StatusCode::FORBIDDEN, "this client address is not allowed here"),
+            Some(Answered::ClientDenied),
+            None,
+        ),
         (Ok(()), Some(r)) => match authenticate(&shared, &conn, tables, &host, r, &mut req).await {
             Err(denied) => denied,
             // Boxed: the forwarding state is large, and hyper moves the request future
@@ -258,7 +266,7 @@ struct Served<'a> {
     path: String,
     version: http::Version,
     route: Option<&'a CompiledRoute>,
-    reason: Option<&'static str>,
+    reason: Option<Answered>,
     upstream: Option<SocketAddr>,
 }
 
@@ -275,7 +283,7 @@ fn log_access(conn: &ConnInfo, host: &str, served: &Served<'_>, status: StatusCo
         duration_ms = elapsed.as_secs_f64() * 1000.0,
         route = served.route.map(|r| r.source()).unwrap_or("-"),
         upstream = %served.upstream.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
-        reason = served.reason.unwrap_or("-"),
+        reason = served.reason.map_or("-", Answered::reason),
     );
 }
 
@@ -305,7 +313,7 @@ async fn authenticate<B>(
             req.headers_mut().remove(header::AUTHORIZATION);
             Ok(None)
         }
-        CompiledAuth::Basic(checker) => Err((unauthorized(checker), Some("unauthorized"), None)),
+        CompiledAuth::Basic(checker) => Err((unauthorized(checker), Some(Answered::Unauthorized), None)),
         // Boxed, as forwarding is: the check's state is large.
         CompiledAuth::External(ext) => {
             match Box::pin(external_auth::check(shared, conn, tables, host, route, ext, req)).await {
@@ -316,7 +324,7 @@ async fn authenticate<B>(
         // Why is in the Ingress's Event and the controller's log, once, not per request.
         CompiledAuth::Unavailable(_) => {
             let msg = "authentication for this route is not available";
-            Err((local(StatusCode::SERVICE_UNAVAILABLE, msg), Some("auth_unavailable"), None))
+            Err((local(StatusCode::SERVICE_UNAVAILABLE, msg), Some(Answered::AuthUnavailable), None))
         }
     }
 }
@@ -351,7 +359,7 @@ fn cors_headers(cors: &CompiledCors, origin: HeaderValue, h: &mut http::HeaderMa
 
 /// A response, the reason it was not the backend's (for the access log), and the
 /// endpoint that answered.
-type Outcome = (Response<Body>, Option<&'static str>, Option<SocketAddr>);
+type Outcome = (Response<Body>, Option<Answered>, Option<SocketAddr>);
 
 /// The checks made before routing: target length, framing, path normalisation.
 fn precheck<B>(shared: &Shared, req: &mut Request<B>) -> Result<(), Rejected> {
@@ -372,7 +380,7 @@ fn refuse(shared: &Shared, rejected: Rejected) -> Outcome {
         // connection carries no further request.
         r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    (r, Some(rejected.reason()), None)
+    (r, Some(Answered::Rejected(rejected)), None)
 }
 
 /// True when `host` would get another certificate than `sni`, the name the connection
