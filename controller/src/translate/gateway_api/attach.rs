@@ -184,53 +184,46 @@ pub(super) struct RouteView<'a> {
 }
 
 impl<'a> RouteView<'a> {
-    /// The view of `route`, whose rules `rules` builds given its namespace and reference.
-    pub(super) fn new<K: kube::Resource<DynamicType = ()>>(
+    /// The view of `route`, whose rules `rules` builds into a [`RuleSet`] of its kind,
+    /// namespace and reference, resolving backendRefs in `world` and `backends`.
+    fn new<K: kube::Resource<DynamicType = ()>>(
         kind: &'static str,
         route: &'a K,
+        (world, backends): (&'a World, &'a Backends<'a>),
         parent_refs: Vec<HttpRouteParentRefs>,
         hostnames: Vec<String>,
-        rules: impl Fn(&str, &ObjectRef, &mut Snapshot) -> Rules + 'a,
+        rules: impl Fn(RuleSet<'_, '_>) -> Rules + 'a,
     ) -> RouteView<'a> {
         let meta = route.meta();
         let ns = meta.namespace.clone().unwrap_or_else(|| "default".into());
         let oref = object_ref(route);
         let rref = oref.clone();
-        RouteView { kind, meta, oref, parent_refs, hostnames, rules: Box::new(move |s| rules(&ns, &rref, s)) }
+        let build = move |s: &mut Snapshot| rules(RuleSet::new(kind, &ns, &rref, world, backends, s));
+        RouteView { kind, meta, oref, parent_refs, hostnames, rules: Box::new(build) }
     }
 
     pub(super) fn http(route: &'a HttpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
         let (parents, hostnames) = (route.spec.parent_refs.clone(), route.spec.hostnames.clone());
-        RouteView::new(
-            HTTP_ROUTE,
-            route,
-            parents.unwrap_or_default(),
-            hostnames.unwrap_or_default(),
-            move |ns, r, s| rules(route, ns, r, world, backends, s),
-        )
+        let (parents, hostnames) = (parents.unwrap_or_default(), hostnames.unwrap_or_default());
+        RouteView::new(HTTP_ROUTE, route, (world, backends), parents, hostnames, move |set| rules(route, set))
     }
 
     // The other kinds' parentRefs are the same fields under other type names.
 
     pub(super) fn grpc(route: &'a GrpcRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
         let (parents, hostnames) = (parent_refs!(route.spec.parent_refs), route.spec.hostnames.clone());
-        RouteView::new(GRPC_ROUTE, route, parents, hostnames.unwrap_or_default(), move |ns, r, s| {
-            grpc_rules(route, ns, r, world, backends, s)
-        })
+        let hostnames = hostnames.unwrap_or_default();
+        RouteView::new(GRPC_ROUTE, route, (world, backends), parents, hostnames, move |set| grpc_rules(route, set))
     }
 
     pub(super) fn tls(route: &'a TlsRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
         let (parents, hostnames) = (parent_refs!(route.spec.parent_refs), route.spec.hostnames.clone());
-        RouteView::new(TLS_ROUTE, route, parents, hostnames, move |ns, r, s| {
-            tls_rules(route, ns, r, world, backends, s)
-        })
+        RouteView::new(TLS_ROUTE, route, (world, backends), parents, hostnames, move |set| tls_rules(route, set))
     }
 
     pub(super) fn tcp(route: &'a TcpRoute, world: &'a World, backends: &'a Backends<'a>) -> RouteView<'a> {
         let parents = parent_refs!(route.spec.parent_refs);
-        RouteView::new(TCP_ROUTE, route, parents, Vec::new(), move |ns, r, s| {
-            tcp_rules(route, ns, r, world, backends, s)
-        })
+        RouteView::new(TCP_ROUTE, route, (world, backends), parents, Vec::new(), move |set| tcp_rules(route, set))
     }
 }
 

@@ -1,69 +1,38 @@
 //! The rules of GRPCRoutes: service and method matches to HTTP/2 routes.
 
 use wharf_gateway_api::grpcroutes::GrpcRoute;
-use wharf_model::{HeaderMatch, ObjectRef, PathMatch, RouteMatch, Snapshot};
+use wharf_model::{HeaderMatch, PathMatch, RouteMatch};
 
 use super::http_route;
-use crate::translate::backend::Backends;
 use crate::translate::Refused;
-use crate::World;
 
 use super::*;
 
 /// A GRPCRoute's rules as [`Rules`]: a method match is a path (`/service/method` exact,
 /// `/service/` prefix); backends are spoken to over HTTP/2.
-pub(super) fn grpc_rules(
-    route: &GrpcRoute,
-    ns: &str,
-    rref: &ObjectRef,
-    world: &World,
-    backends: &Backends<'_>,
-    snapshot: &mut Snapshot,
-) -> Rules {
-    let mut out = Vec::new();
-    let mut refused = None;
-    let mut unresolved = None;
+pub(super) fn grpc_rules(route: &GrpcRoute, mut set: RuleSet<'_, '_>) -> Rules {
     for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
-        let matches = match grpc_matches(rule.matches.as_deref().unwrap_or_default()) {
-            Ok(m) => m,
-            Err(r) => {
-                refused.get_or_insert(r);
-                continue;
-            }
-        };
-        let refs = rule
-            .backend_refs
-            .iter()
-            .flatten()
-            .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
-        let mut weighted = resolve(refs, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        let Some(matches) = set.ok(grpc_matches(rule.matches.as_deref().unwrap_or_default())) else { continue };
+        let refs = rule.backend_refs.iter().flatten().map(|b| (backend_ref!(b), weight(b.weight)));
+        let mut weighted = set.resolve(refs);
         let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
-        if let Err(r) = filtered.try_for_each(|(b, w)| {
+        let edited = filtered.try_for_each(|(b, w)| {
             let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesBackendRefsFilters> =
                 as_http_filters(b.filters.as_ref(), ri)?;
             http_route::backend_filters(&filters, w)
-        }) {
-            refused.get_or_insert(r);
+        });
+        if set.ok(edited).is_none() {
             continue;
         }
-        let filters: Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters> =
-            match as_http_filters(rule.filters.as_ref(), ri) {
-                Ok(f) => f,
-                Err(r) => {
-                    refused.get_or_insert(r);
-                    continue;
-                }
-            };
-        let mirrors = mirrors(&filters, GRPC_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
-        let first = out.len();
-        actions(ri, matches, &filters, &weighted, &mut out, &mut refused);
-        for (_, _, _, action) in out.iter_mut().skip(first) {
-            if let wharf_model::Action::Forward(f) = action {
-                f.mirrors.clone_from(&mirrors);
-            }
+        let filters: Option<Vec<wharf_gateway_api::httproutes::HttpRouteRulesFilters>> =
+            set.ok(as_http_filters(rule.filters.as_ref(), ri));
+        let Some(filters) = filters else { continue };
+        let mirrors = set.mirrors(&filters);
+        for f in set.actions(ri, matches, &filters, &weighted) {
+            f.mirrors.clone_from(&mirrors);
         }
     }
-    (out, refused, unresolved)
+    set.finish()
 }
 
 /// GRPCRoute matches as route matches (none: every request).

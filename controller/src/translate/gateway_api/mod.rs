@@ -42,7 +42,7 @@ use grpc::grpc_rules;
 use l4::{tcp_rules, tls_rules};
 use listeners::{listeners, namespace_allowed};
 use ports::ports;
-use rules::{actions, mirrors, resolve, rules, BackendRef, Rules};
+use rules::{rules, weight, BackendRef, RuleSet, Rules};
 use status::{gateway_status, policy_statuses};
 
 /// The listener option (`tls.options`) that asks for a certificate from ACME (`"true"`) or

@@ -15,146 +15,166 @@ use super::*;
 pub(super) type Rules =
     (Vec<(usize, usize, wharf_model::RouteMatch, wharf_model::Action)>, Option<Refused>, Option<Refused>);
 
+/// The rules of one route as they are built: what every backendRef is resolved in, the
+/// rules so far (rule index, match index, match, action), the first reason a rule was
+/// refused, and the first reason a backendRef did not resolve.
+pub(super) struct RuleSet<'c, 'b> {
+    kind: &'static str,
+    ns: &'c str,
+    rref: &'c ObjectRef,
+    world: &'c World,
+    backends: &'c Backends<'b>,
+    snapshot: &'c mut Snapshot,
+    out: Vec<(usize, usize, RouteMatch, wharf_model::Action)>,
+    refused: Option<Refused>,
+    unresolved: Option<Refused>,
+}
+
+impl<'c, 'b> RuleSet<'c, 'b> {
+    /// The rules of a route of `kind` in namespace `ns`.
+    pub(super) fn new(
+        kind: &'static str,
+        ns: &'c str,
+        rref: &'c ObjectRef,
+        world: &'c World,
+        backends: &'c Backends<'b>,
+        snapshot: &'c mut Snapshot,
+    ) -> Self {
+        RuleSet { kind, ns, rref, world, backends, snapshot, out: Vec::new(), refused: None, unresolved: None }
+    }
+
+    /// `r`'s value; `None` when it refuses the rule (the first reason is kept).
+    pub(super) fn ok<T>(&mut self, r: Result<T, Refused>) -> Option<T> {
+        r.map_err(|why| self.refuse(why)).ok()
+    }
+
+    /// Refuses a rule (the first reason is kept).
+    pub(super) fn refuse(&mut self, why: Refused) {
+        self.refused.get_or_insert(why);
+    }
+
+    /// Adds a rule's match and action.
+    pub(super) fn push(&mut self, rule: (usize, usize, RouteMatch, wharf_model::Action)) {
+        self.out.push(rule);
+    }
+
+    /// A rule's action for each of its matches; a filter that cannot be served drops the
+    /// rule (and refuses it). Returns the forwards of the actions added, for the rule's
+    /// settings.
+    pub(super) fn actions(
+        &mut self,
+        ri: usize,
+        matches: Vec<RouteMatch>,
+        filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+        weighted: &[WeightedBackend],
+    ) -> impl Iterator<Item = &mut wharf_model::Forward> {
+        let first = self.out.len();
+        for (mi, m) in matches.into_iter().enumerate() {
+            match http_route::action(filters, weighted.to_vec(), &m.path) {
+                Ok(action) => self.out.push((ri, mi, m, action)),
+                Err(r) => {
+                    self.refuse(r);
+                    break;
+                }
+            }
+        }
+        self.out[first..].iter_mut().filter_map(|(_, _, _, action)| match action {
+            wharf_model::Action::Forward(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    /// A rule's RequestMirror filters as mirrors to their resolved backends; one whose
+    /// backend does not resolve is left out (the first such reason is kept).
+    pub(super) fn mirrors(
+        &mut self,
+        filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
+    ) -> Vec<wharf_model::Mirror> {
+        let mut out = Vec::new();
+        let mirror_filters = filters
+            .iter()
+            .filter(|f| f.r#type == wharf_gateway_api::httproutes::HttpRouteRulesFiltersType::RequestMirror);
+        for m in mirror_filters.filter_map(|f| f.request_mirror.as_ref()) {
+            let fraction = m.fraction.as_ref().map(|f| (f.numerator, f.denominator));
+            let per_million = http_route::mirror_share(m.percent, fraction);
+            match self.backend(backend_ref!(m.backend_ref)) {
+                Ok(Some(cluster)) => out.push(wharf_model::Mirror { cluster, per_million }),
+                Ok(None) => {}
+                Err(why) => {
+                    self.unresolved.get_or_insert(why);
+                }
+            }
+        }
+        out
+    }
+
+    /// A rule's backendRefs with their weights, resolved: one that does not resolve keeps
+    /// its weight and answers 500 (the first such reason is kept); a rule without any
+    /// answers 500 too.
+    pub(super) fn resolve<'r>(&mut self, refs: impl Iterator<Item = (BackendRef<'r>, u32)>) -> Vec<WeightedBackend> {
+        let mut weighted = Vec::new();
+        for (r, weight) in refs {
+            match self.backend(r) {
+                Ok(Some(cluster)) => weighted.push(WeightedBackend::new(&cluster, weight)),
+                // Its BackendTLSPolicy cannot be used (the policy says why): 500, never
+                // plain text.
+                Ok(None) => weighted.push(WeightedBackend::invalid(weight)),
+                Err(why) => {
+                    self.unresolved.get_or_insert(why);
+                    weighted.push(WeightedBackend::invalid(weight));
+                }
+            }
+        }
+        if weighted.is_empty() {
+            weighted.push(WeightedBackend::invalid(1));
+        }
+        weighted
+    }
+
+    fn backend(&mut self, b: BackendRef<'_>) -> Result<Option<String>, Refused> {
+        backend(b, self.kind, self.ns, self.rref, self.world, self.backends, self.snapshot)
+    }
+
+    /// The rules, the first refusal and the first unresolved backendRef.
+    pub(super) fn finish(self) -> Rules {
+        (self.out, self.refused, self.unresolved)
+    }
+}
+
+/// A backendRef's weight (absent: 1; out of range: 0).
+pub(super) fn weight(w: Option<i32>) -> u32 {
+    u32::try_from(w.unwrap_or(1)).unwrap_or(0)
+}
+
 /// A route's rules as (rule index, match index, match, action); the first refused rule's
 /// reason; the first unresolved backendRef's reason.
-pub(super) fn rules(
-    route: &HttpRoute,
-    ns: &str,
-    rref: &ObjectRef,
-    world: &World,
-    backends: &Backends<'_>,
-    snapshot: &mut Snapshot,
-) -> Rules {
-    let mut out = Vec::new();
-    let mut refused = None;
-    let mut unresolved = None;
+pub(super) fn rules(route: &HttpRoute, mut set: RuleSet<'_, '_>) -> Rules {
     for (ri, rule) in route.spec.rules.iter().flatten().enumerate() {
-        let matches = match http_route::route_matches(rule.matches.as_deref().unwrap_or_default()) {
-            Ok(m) => m,
-            Err(r) => {
-                refused.get_or_insert(r);
-                continue;
-            }
+        let Some(matches) = set.ok(http_route::route_matches(rule.matches.as_deref().unwrap_or_default())) else {
+            continue;
         };
         let timeouts = rule.timeouts.as_ref();
-        let timeout = match http_route::timeout_ms(
+        let timeout = http_route::timeout_ms(
             timeouts.and_then(|t| t.request.as_deref()),
             timeouts.and_then(|t| t.backend_request.as_deref()),
-        ) {
-            Ok(t) => t,
-            Err(r) => {
-                refused.get_or_insert(r);
-                continue;
-            }
-        };
-        let refs = rule
-            .backend_refs
-            .iter()
-            .flatten()
-            .map(|b| (backend_ref!(b), u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0)));
-        let mut weighted = resolve(refs, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
+        );
+        let Some(timeout) = set.ok(timeout) else { continue };
+        let refs = rule.backend_refs.iter().flatten().map(|b| (backend_ref!(b), weight(b.weight)));
+        let mut weighted = set.resolve(refs);
         let mut filtered = rule.backend_refs.iter().flatten().zip(weighted.iter_mut());
-        if let Err(r) =
-            filtered.try_for_each(|(b, w)| http_route::backend_filters(b.filters.as_deref().unwrap_or_default(), w))
-        {
-            refused.get_or_insert(r);
+        let edited =
+            filtered.try_for_each(|(b, w)| http_route::backend_filters(b.filters.as_deref().unwrap_or_default(), w));
+        if set.ok(edited).is_none() {
             continue;
         }
         let filters = rule.filters.as_deref().unwrap_or_default();
-        let mirrors = mirrors(filters, HTTP_ROUTE, ns, rref, world, backends, snapshot, &mut unresolved);
-        let first = out.len();
-        actions(ri, matches, filters, &weighted, &mut out, &mut refused);
-        for (_, _, _, action) in out.iter_mut().skip(first) {
-            if let wharf_model::Action::Forward(f) = action {
-                f.timeout_ms = timeout;
-                f.mirrors.clone_from(&mirrors);
-            }
+        let mirrors = set.mirrors(filters);
+        for f in set.actions(ri, matches, filters, &weighted) {
+            f.timeout_ms = timeout;
+            f.mirrors.clone_from(&mirrors);
         }
     }
-    (out, refused, unresolved)
-}
-
-/// A rule's action for each of its matches, into `out`; a filter that cannot be served
-/// drops the rule (the first reason goes to `refused`).
-pub(super) fn actions(
-    ri: usize,
-    matches: Vec<RouteMatch>,
-    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
-    weighted: &[WeightedBackend],
-    out: &mut Vec<(usize, usize, RouteMatch, wharf_model::Action)>,
-    refused: &mut Option<Refused>,
-) {
-    for (mi, m) in matches.into_iter().enumerate() {
-        match http_route::action(filters, weighted.to_vec(), &m.path) {
-            Ok(action) => out.push((ri, mi, m, action)),
-            Err(r) => {
-                refused.get_or_insert(r);
-                return;
-            }
-        }
-    }
-}
-
-/// A rule's RequestMirror filters as mirrors to their resolved backends; one whose
-/// backend does not resolve is left out, and the first such reason goes to `unresolved`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn mirrors(
-    filters: &[wharf_gateway_api::httproutes::HttpRouteRulesFilters],
-    route_kind: &str,
-    ns: &str,
-    rref: &ObjectRef,
-    world: &World,
-    backends: &Backends<'_>,
-    snapshot: &mut Snapshot,
-    unresolved: &mut Option<Refused>,
-) -> Vec<wharf_model::Mirror> {
-    let mut out = Vec::new();
-    let mirror_filters =
-        filters.iter().filter(|f| f.r#type == wharf_gateway_api::httproutes::HttpRouteRulesFiltersType::RequestMirror);
-    for m in mirror_filters.filter_map(|f| f.request_mirror.as_ref()) {
-        let fraction = m.fraction.as_ref().map(|f| (f.numerator, f.denominator));
-        let per_million = http_route::mirror_share(m.percent, fraction);
-        match backend(backend_ref!(m.backend_ref), route_kind, ns, rref, world, backends, snapshot) {
-            Ok(Some(cluster)) => out.push(wharf_model::Mirror { cluster, per_million }),
-            Ok(None) => {}
-            Err(why) => {
-                unresolved.get_or_insert(why);
-            }
-        }
-    }
-    out
-}
-
-/// A rule's backendRefs with their weights, resolved: one that does not resolve keeps
-/// its weight and answers 500 (the first such reason goes to `unresolved`); a rule
-/// without any answers 500 too.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn resolve<'r>(
-    refs: impl Iterator<Item = (BackendRef<'r>, u32)>,
-    route_kind: &str,
-    ns: &str,
-    rref: &ObjectRef,
-    world: &World,
-    backends: &Backends<'_>,
-    snapshot: &mut Snapshot,
-    unresolved: &mut Option<Refused>,
-) -> Vec<WeightedBackend> {
-    let mut weighted = Vec::new();
-    for (r, weight) in refs {
-        match backend(r, route_kind, ns, rref, world, backends, snapshot) {
-            Ok(Some(cluster)) => weighted.push(WeightedBackend::new(&cluster, weight)),
-            // Its BackendTLSPolicy cannot be used (the policy says why): 500, never plain text.
-            Ok(None) => weighted.push(WeightedBackend::invalid(weight)),
-            Err(why) => {
-                unresolved.get_or_insert(why);
-                weighted.push(WeightedBackend::invalid(weight));
-            }
-        }
-    }
-    if weighted.is_empty() {
-        weighted.push(WeightedBackend::invalid(1));
-    }
-    weighted
+    set.finish()
 }
 
 /// A backendRef's fields, whatever the route kind.
