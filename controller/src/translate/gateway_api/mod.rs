@@ -21,7 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use wharf_gateway_api::backendtlspolicies::BackendTlsPolicyStatusAncestors;
-use wharf_gateway_api::gatewayclasses::{GatewayClassStatus, GatewayClassStatusSupportedFeatures};
+use wharf_gateway_api::gatewayclasses::{GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures};
 use wharf_gateway_api::gateways::{Gateway, GatewayListeners, GatewayStatus, GatewayStatusListenersSupportedKinds};
 use wharf_gateway_api::grpcroutes::GrpcRoute;
 use wharf_gateway_api::httproutes::{HttpRoute, HttpRouteStatusParents};
@@ -316,6 +316,46 @@ macro_rules! backend_ref {
 
 use backend_ref;
 
+/// The status of a GatewayClass of ours: accepted unless it names parameters (Wharf
+/// takes none), with the features Wharf supports.
+fn class_status(c: &GatewayClass, now: &Time) -> GatewayClassStatus {
+    let generation = c.metadata.generation;
+    let accepted = match &c.spec.parameters_ref {
+        None => condition("Accepted", true, "Accepted", "Wharf serves Gateways of this class", generation, now),
+        Some(p) => condition(
+            "Accepted",
+            false,
+            "InvalidParameters",
+            format!("parametersRef {}/{} {}: Wharf takes no parameters; remove parametersRef", p.group, p.kind, p.name),
+            generation,
+            now,
+        ),
+    };
+    let features =
+        SUPPORTED_FEATURES.iter().map(|f| GatewayClassStatusSupportedFeatures { name: (*f).to_owned() }).collect();
+    GatewayClassStatus { conditions: Some(vec![accepted]), supported_features: Some(features) }
+}
+
+/// Every route, of every kind, oldest first within its kind (HTTPRoutes, then GRPCRoutes,
+/// TLSRoutes and TCPRoutes): the order in which they attach.
+fn route_views<'a>(world: &'a World, backends: &'a Backends<'a>) -> Vec<RouteView<'a>> {
+    fn oldest_first<'k, K: kube::Resource>(routes: impl Iterator<Item = &'k K>) -> Vec<&'k K> {
+        let mut v: Vec<&K> = routes.collect();
+        v.sort_by_key(|r| crate::kinds::age_of(*r));
+        v
+    }
+    let http: Vec<&HttpRoute> = oldest_first(world.http_routes.iter());
+    let grpc: Vec<&GrpcRoute> = oldest_first(world.grpc_routes.iter());
+    let tls: Vec<&TlsRoute> = oldest_first(world.tls_routes.iter());
+    let tcp: Vec<&TcpRoute> = oldest_first(world.tcp_routes.iter());
+    http.into_iter()
+        .map(|r| RouteView::http(r, world, backends))
+        .chain(grpc.into_iter().map(|r| RouteView::grpc(r, world, backends)))
+        .chain(tls.into_iter().map(|r| RouteView::tls(r, world, backends)))
+        .chain(tcp.into_iter().map(|r| RouteView::tcp(r, world, backends)))
+        .collect()
+}
+
 /// Translates the Gateway API objects of `world` into `snapshot.gateway_ports` (with the
 /// clusters and certificates they use) and the status to write.
 pub(super) fn translate(
@@ -328,34 +368,11 @@ pub(super) fn translate(
     acme: &mut AcmeAsks<'_>,
 ) -> Statuses {
     let mut out = Statuses::default();
-    let classes: HashSet<&str> = world
-        .gateway_classes
-        .iter()
-        .filter(|c| c.spec.controller_name == opts.controller_name)
-        .filter_map(|c| c.metadata.name.as_deref())
-        .collect();
-    for c in world.gateway_classes.iter().filter(|c| c.spec.controller_name == opts.controller_name) {
-        let generation = c.metadata.generation;
-        let accepted = match &c.spec.parameters_ref {
-            None => condition("Accepted", true, "Accepted", "Wharf serves Gateways of this class", generation, now),
-            Some(p) => condition(
-                "Accepted",
-                false,
-                "InvalidParameters",
-                format!(
-                    "parametersRef {}/{} {}: Wharf takes no parameters; remove parametersRef",
-                    p.group, p.kind, p.name
-                ),
-                generation,
-                now,
-            ),
-        };
-        let features =
-            SUPPORTED_FEATURES.iter().map(|f| GatewayClassStatusSupportedFeatures { name: (*f).to_owned() }).collect();
-        let status = GatewayClassStatus { conditions: Some(vec![accepted]), supported_features: Some(features) };
-        out.gateway_classes.push((c.metadata.name.clone().unwrap_or_default(), status));
+    let ours = || world.gateway_classes.iter().filter(|c| c.spec.controller_name == opts.controller_name);
+    let classes: HashSet<&str> = ours().filter_map(|c| c.metadata.name.as_deref()).collect();
+    for c in ours() {
+        out.gateway_classes.push((c.metadata.name.clone().unwrap_or_default(), class_status(c, now)));
     }
-
     let mut gateways: Vec<&Gateway> =
         world.gateways.iter().filter(|g| classes.contains(g.spec.gateway_class_name.as_str())).collect();
     gateways.sort_by_key(|g| crate::kinds::age_of(*g));
@@ -383,21 +400,7 @@ pub(super) fn translate(
     out.edge_gateway = gws.iter().find(|g| g.address == Ok(Place::Edge)).map(|g| g.oref.clone());
 
     let mut attached: Attached = HashMap::default();
-    let mut http: Vec<&HttpRoute> = world.http_routes.iter().collect();
-    http.sort_by_key(|r| crate::kinds::age_of(*r));
-    let mut grpc: Vec<&GrpcRoute> = world.grpc_routes.iter().collect();
-    grpc.sort_by_key(|r| crate::kinds::age_of(*r));
-    let mut tls: Vec<&TlsRoute> = world.tls_routes.iter().collect();
-    tls.sort_by_key(|r| crate::kinds::age_of(*r));
-    let mut tcp: Vec<&TcpRoute> = world.tcp_routes.iter().collect();
-    tcp.sort_by_key(|r| crate::kinds::age_of(*r));
-    let views = http
-        .iter()
-        .map(|r| RouteView::http(r, world, backends))
-        .chain(grpc.iter().map(|r| RouteView::grpc(r, world, backends)))
-        .chain(tls.iter().map(|r| RouteView::tls(r, world, backends)))
-        .chain(tcp.iter().map(|r| RouteView::tcp(r, world, backends)));
-    for (age, view) in views.enumerate() {
+    for (age, view) in route_views(world, backends).into_iter().enumerate() {
         let parents = attach_route(&view, age, &mut gws, world, snapshot, &mut attached, opts, now);
         if !parents.is_empty() {
             let list = match view.kind {
