@@ -200,18 +200,7 @@ impl<S: Store, R: Report> Manager<S, R> {
             }
             if !leading {
                 leading = true;
-                // An earlier leader that stopped mid-order left its answers published; the
-                // orders that are still wanted are made again from the start.
-                match self.store.withdraw_all().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(
-                        count = n,
-                        "withdrew the ACME challenges of orders an earlier leader left unfinished"
-                    ),
-                    Err(e) => {
-                        tracing::warn!(reason = e.reason(), error = %e, "cannot withdraw the ACME challenges an earlier leader left; they stay answered until a new order for the same Secret replaces them")
-                    }
-                }
+                self.withdraw_leftovers().await;
             }
             let Some(translation) = translations.borrow_and_update().clone() else {
                 if translations.changed().await.is_err() {
@@ -219,54 +208,20 @@ impl<S: Store, R: Report> Manager<S, R> {
                 }
                 continue;
             };
-            // What was stored and is not in a translation yet counts as there.
-            let current: Vec<Demand> = translation
-                .acme
-                .iter()
-                .map(|d| {
-                    let mut d = d.clone();
-                    let id = d.id();
-                    match (self.fresh.get(&id), &d.current) {
-                        (Some(f), Some(c)) if c.not_after >= f.not_after => {
-                            self.fresh.remove(&id);
-                        }
-                        (Some(f), _) => d.current = Some(f.clone()),
-                        (None, _) => {}
-                    }
-                    d
-                })
-                .collect();
+            let current = self.current(&translation);
             self.report
                 .expiries(&current.iter().filter_map(|d| Some((d.id(), d.current.as_ref()?.not_after))).collect());
             let now = crate::unix_now();
             // The renewal window of each certificate, asked for once and again when the
             // directory says (ARI).
-            let unknown = current.iter().find_map(|d| {
-                let ari_id = d.current.as_ref()?.ari_id.clone()?;
-                let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
-                let known = self.windows.get(&d.id()).is_some_and(|w| w.ari_id == ari_id && w.refetch > now);
-                (!known).then(|| (d.clone(), issuer.clone(), ari_id))
-            });
-            if let Some((demand, issuer, ari_id)) = unknown {
+            if let Some((demand, issuer, ari_id)) = self.unknown_window(&current, now) {
                 tokio::select! {
                     w = self.window(&demand, &issuer, ari_id) => { self.windows.insert(demand.id(), w); }
                     _ = leader.wait_for(|l| !*l) => {}
                 }
                 continue;
             }
-            let next = current
-                .iter()
-                .filter_map(|d| {
-                    let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
-                    let window = self.window_of(d);
-                    let due = match self.failing.get(&d.id()) {
-                        Some((_, at)) => *at,
-                        None => d.due(issuer, window),
-                    };
-                    Some((due, d, issuer))
-                })
-                .min_by_key(|(due, ..)| *due);
-            match next {
+            match self.next_due(&current) {
                 Some((due, demand, issuer)) if due <= now => {
                     let (demand, issuer) = (demand.clone(), issuer.clone());
                     // Losing the lease stops the order where it is.
@@ -287,6 +242,67 @@ impl<S: Store, R: Report> Manager<S, R> {
                 }
             }
         }
+    }
+
+    /// Withdraws the challenge answers an earlier leader that stopped mid-order left
+    /// published: the orders that are still wanted are made again from the start.
+    async fn withdraw_leftovers(&self) {
+        match self.store.withdraw_all().await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(count = n, "withdrew the ACME challenges of orders an earlier leader left unfinished")
+            }
+            Err(e) => {
+                tracing::warn!(reason = e.reason(), error = %e, "cannot withdraw the ACME challenges an earlier leader left; they stay answered until a new order for the same Secret replaces them")
+            }
+        }
+    }
+
+    /// What `translation` asks for, where a certificate stored here and not yet in a
+    /// translation counts as there.
+    fn current(&mut self, translation: &crate::Translation) -> Vec<Demand> {
+        translation
+            .acme
+            .iter()
+            .map(|d| {
+                let mut d = d.clone();
+                let id = d.id();
+                match (self.fresh.get(&id), &d.current) {
+                    (Some(f), Some(c)) if c.not_after >= f.not_after => {
+                        self.fresh.remove(&id);
+                    }
+                    (Some(f), _) => d.current = Some(f.clone()),
+                    (None, _) => {}
+                }
+                d
+            })
+            .collect()
+    }
+
+    /// A demand whose renewal window (ARI) is not known, or due to be asked again, at
+    /// `now`: its issuer and ARI id.
+    fn unknown_window(&self, current: &[Demand], now: i64) -> Option<(Demand, Issuer, String)> {
+        current.iter().find_map(|d| {
+            let ari_id = d.current.as_ref()?.ari_id.clone()?;
+            let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
+            let known = self.windows.get(&d.id()).is_some_and(|w| w.ari_id == ari_id && w.refetch > now);
+            (!known).then(|| (d.clone(), issuer.clone(), ari_id))
+        })
+    }
+
+    /// The demand due soonest (a failing one when it is retried), with when and its issuer.
+    fn next_due<'d>(&'d self, current: &'d [Demand]) -> Option<(i64, &'d Demand, &'d Issuer)> {
+        current
+            .iter()
+            .filter_map(|d| {
+                let issuer = self.settings.issuers.iter().find(|i| i.name == d.issuer)?;
+                let due = match self.failing.get(&d.id()) {
+                    Some((_, at)) => *at,
+                    None => d.due(issuer, self.window_of(d)),
+                };
+                Some((due, d, issuer))
+            })
+            .min_by_key(|(due, ..)| *due)
     }
 
     async fn issue(&mut self, demand: &Demand, issuer: &Issuer) {
