@@ -86,7 +86,7 @@ impl Compiler {
             let backends = backends
                 .map(|(cluster, weight, invalid)| (target(routes.upstreams, cluster, invalid), weight))
                 .collect();
-            CompiledForward::new(backends, no_edits(), no_edits())
+            CompiledForward::new(backends, CompiledEdits::NONE, CompiledEdits::NONE)
         };
         let mut passthrough = SniTable::default();
         for p in src.passthrough {
@@ -290,7 +290,11 @@ impl<'c> Routes<'c> {
                 wharf_model::Auth::Basic(b) => compiler.checkers.get(&r.source.namespace, b),
                 _ => {
                     let to_cluster = |cluster: &str| {
-                        CompiledForward::new(vec![(target(upstreams, cluster, false), 1)], no_edits(), no_edits())
+                        CompiledForward::new(
+                            vec![(target(upstreams, cluster, false), 1)],
+                            CompiledEdits::NONE,
+                            CompiledEdits::NONE,
+                        )
                     };
                     Arc::new(crate::auth::CompiledAuth::new(a, to_cluster))
                 }
@@ -319,11 +323,6 @@ fn forward(upstreams: &Upstreams<'_>, f: &wharf_model::Forward) -> CompiledForwa
         .sending_within(f.send_timeout_ms)
         .sticky(f.affinity.as_deref())
         .falling_back(f.fallback.as_deref().map(|fb| CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)))
-}
-
-/// No header edits.
-fn no_edits() -> CompiledEdits {
-    CompiledEdits::new(&Default::default())
 }
 
 pub(super) fn lookup_cert(

@@ -511,3 +511,26 @@ fn our_ingresses_are_found_by_key_with_a_missing_namespace_taken_as_default() {
         assert_eq!(all, [("default", "a"), ("default", "bare"), ("web", "b")], "many: {many}");
     }
 }
+
+#[test]
+fn an_ingress_with_an_external_check_is_translated_again_when_the_host_it_names_comes() {
+    let mut objects = Objects::new();
+    let opts = opts(false);
+    let ann = json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.example.com/check"});
+    let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    objects.ingresses.insert("checked".into(), ingress("checked", 0, ann, spec));
+    let mut parts = Incremental::default();
+    let first = parts.translate(&objects.world(), &opts, None, &Changes::everything());
+    let not_served = |t: &Translation| t.diagnostics.iter().any(|d| d.reason == "AuthURLNotServed");
+    assert!(not_served(&first), "no Ingress serves auth.example.com yet: {:?}", first.diagnostics);
+
+    // The check's host comes: the checking Ingress, in another part until now, is
+    // translated again with it.
+    let spec = json!({"ingressClassName": "wharf", "rules": [rule(Some("auth.example.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});
+    objects.ingresses.insert("auth".into(), ingress("auth", 1, json!({}), spec));
+    let changes = Changes { ingresses: [("web".into(), "auth".into())].into(), ..Changes::default() };
+    let got = parts.translate(&objects.world(), &opts, None, &changes);
+    assert!(!not_served(&got), "{:?}", got.diagnostics);
+    assert_eq!(parts.translated(), 2);
+    same(&got, &translate(&objects.world(), &opts, None), "after the check's host came");
+}
