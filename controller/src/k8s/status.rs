@@ -456,6 +456,15 @@ mod tests {
         }
         assert!(crate::translate::owners::record(&big).len() > crate::translate::owners::RECORD_LIMIT);
         assert_eq!(record(&index, &at, &big), None);
+        // Exactly at the limit (14,400 lines of 64 bytes): written.
+        let mut full = Snapshot::default();
+        for i in 0..14_400 {
+            let host = Host::parse(&format!("h{i:05}.{}.test", "a".repeat(49))).unwrap();
+            let r = Route::forward(PathMatch::prefix("/").unwrap(), "c", ObjectRef::new("Ingress", "a", "x"));
+            full.virtual_hosts.insert(Arc::new(VirtualHost { host, routes: vec![r] }));
+        }
+        assert_eq!(crate::translate::owners::record(&full).len(), crate::translate::owners::RECORD_LIMIT);
+        assert!(record(&index, &at, &full).is_some(), "a record of exactly the limit fits");
     }
 
     #[test]
