@@ -3,102 +3,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::{addr, Wharf};
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wharf_dataplane::testing::{eventually, http_get, https_get, inspecting_client_config, Leaf, TempDir, TestCa};
-
-/// A running `wharf run` whose log is collected.
-struct Wharf {
-    child: Child,
-    log: Arc<Mutex<String>>,
-    http: u16,
-    https: u16,
-    passthrough: u16,
-    tcp: u16,
-    admin: u16,
-}
-
-use wharf_dataplane::testing::free_port;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-impl Wharf {
-    fn start(files: &[&Path], extra: &[&str]) -> Wharf {
-        Self::start_with_workers(files, extra, None)
-    }
-
-    /// `workers: Some(1)` runs the single-threaded scheduler the binary picks for one worker.
-    fn start_with_workers(files: &[&Path], extra: &[&str], workers: Option<usize>) -> Wharf {
-        let (http, https, passthrough, tcp, admin) = (free_port(), free_port(), free_port(), free_port(), free_port());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wharf"));
-        cmd.arg("run").args(["--listen-address", "127.0.0.1"]);
-        for f in files {
-            cmd.arg("-f").arg(f);
-        }
-        cmd.args(["--http-port", &http.to_string(), "--https-port", &https.to_string()])
-            .args(["--passthrough-port", &passthrough.to_string(), "--admin-port", &admin.to_string()])
-            .args(["--tcp-service", &format!("{tcp}=quickstart/api:80")])
-            .args(["--watch-interval", "50ms", "--drain-timeout", "5s"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .env_remove("TOKIO_WORKER_THREADS")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(n) = workers {
-            cmd.env("TOKIO_WORKER_THREADS", n.to_string());
-        }
-        let mut child = cmd.spawn().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        Wharf { child, log, http, https, passthrough, tcp, admin }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// Waits for the process to exit (off the runtime's threads); asserts it exited 0 and
-    /// returns its log.
-    async fn exits_zero(mut self) -> String {
-        let (status, w) = tokio::task::spawn_blocking(move || (self.child.wait().unwrap(), self)).await.unwrap();
-        assert!(status.success(), "exit status {status:?}; log:\n{}", w.log());
-        w.log()
-    }
-
-    /// Waits for readiness; the deadline only bounds a failure (a loaded CI machine can
-    /// take seconds to start a debug build).
-    async fn wait_ready(&self) {
-        let admin = addr(self.admin);
-        let ok = eventually(Duration::from_secs(30), || async move {
-            http_get(admin, "x", "/healthz/ready").await.map(|s| s.status) == Ok(200)
-        })
-        .await;
-        assert!(ok, "not ready; log:\n{}", self.log());
-    }
-}
-
-impl Drop for Wharf {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use wharf_dataplane::testing::{
+    eventually, free_port, http_get, https_get, inspecting_client_config, Leaf, TempDir, TestCa,
+};
 
 fn temp_dir(name: &str) -> TempDir {
     TempDir::new(&format!("test-{name}")).unwrap()
@@ -318,7 +236,7 @@ async fn reloads_on_change_and_keeps_last_good_config_on_bad_input() {
     // Broken YAML: the error names the file, the document and the object; nothing changes.
     std::fs::write(&extra, "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: new, namespace: quickstart}\nspec: {rules: 12}\n").unwrap();
     let log_has = |needle: String| {
-        let log = Arc::clone(&w.log);
+        let log = w.log_handle();
         async move {
             let ok = eventually(Duration::from_secs(5), || {
                 let log = Arc::clone(&log);
@@ -396,7 +314,7 @@ async fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let slow = tokio::spawn(async move { http_get(http, "blog.example.com", "/hold").await });
     // SIGTERM while the backend holds the request.
     arrived.recv().await.unwrap();
-    let kill = Command::new("kill").args(["-TERM", &w.child.id().to_string()]).status().unwrap();
+    let kill = Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
     assert!(kill.success());
     assert!(
         eventually(Duration::from_secs(5), || async move { tokio::net::TcpStream::connect(http).await.is_err() }).await,
@@ -516,7 +434,7 @@ async fn during_the_shutdown_delay_it_is_not_ready_and_serves_clients_asking_the
         || http::Request::get("https://shop.example.com/").body(http_body_util::Empty::<bytes::Bytes>::new()).unwrap();
     assert_eq!(h2.send_request(req()).await.unwrap().status(), 200);
 
-    let kill = Command::new("kill").args(["-TERM", &w.child.id().to_string()]).status().unwrap();
+    let kill = Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let sigterm = std::time::Instant::now();
     let unready = eventually(Duration::from_secs(2), || async move {
