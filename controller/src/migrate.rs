@@ -86,7 +86,10 @@ fn difference(name: &str) -> Option<&'static str> {
             "times each part of the body the backend takes as the client streams it (ingress-nginx reads the whole body first, then times its writes)"
         }
         "proxy-read-timeout" => "times the wait for the response headers only; a response body that pauses is not cut",
-        "from-to-www-redirect" => "the redirect keeps a trailing / that ingress-nginx drops",
+        "from-to-www-redirect" => {
+            "the redirect keeps a trailing / that ingress-nginx drops, and has the port the client used, not the pod's"
+        }
+        "server-alias" => "an alias another namespace owns, or an Ingress serves itself, is not served",
         "app-root" => "the redirect keeps the query",
         "use-regex" | "rewrite-target" => {
             "regular expressions use Rust's syntax (no look-around or backreferences); equal-length paths are tried oldest Ingress first"
@@ -456,6 +459,7 @@ mod tests {
         for name in [
             "proxy-read-timeout",
             "from-to-www-redirect",
+            "server-alias",
             "app-root",
             "use-regex",
             "rewrite-target",

@@ -379,6 +379,8 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 path: Some(PathRewrite::Prefix("/new".into())),
                 status: 301,
                 location: None,
+                port_as_sent: false,
+                relative: false,
             }),
         ),
         with(RouteMatch::path(m_path("/gone")), Action::Respond(Respond { status: 410, body: "moved away\n".into() })),
@@ -510,6 +512,8 @@ async fn client_address_filters_answer_403_to_others_and_fixed_redirects_send_th
                 path: None,
                 status: 301,
                 location: Some("https://new.example/landing".into()),
+                port_as_sent: false,
+                relative: false,
             }),
             ..route(PathMatch::prefix("/moved").unwrap(), "app", false)
         },

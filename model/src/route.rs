@@ -381,10 +381,21 @@ pub struct Redirect {
     pub path: Option<PathRewrite>,
     /// 301, 302, 303, 307 or 308.
     pub status: u16,
+    /// With no `port`, no `scheme` and no `location`: the port the client named in its
+    /// `Host` (none when it named none), not the one the request came in on: nginx's
+    /// `$http_host`, which stays right behind a Service that maps ports (ingress-nginx's
+    /// `app-root` and `from-to-www-redirect`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub port_as_sent: bool,
     /// The whole `Location`, as given: the parts above and the request's path and query
-    /// are not used (ingress-nginx `permanent-redirect`).
+    /// are not used (ingress-nginx `permanent-redirect`). A path (`/new`) is made
+    /// absolute against the request's scheme and host, without a port (nginx's
+    /// `port_in_redirect off`), unless `relative`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// A `location` that is a path is sent as it is (ingress-nginx `relative-redirects`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub relative: bool,
 }
 
 /// How a path is rewritten.

@@ -190,6 +190,35 @@ fn a_www_redirect_never_lands_on_a_host_another_namespace_claims() {
 }
 
 #[test]
+fn a_server_alias_never_serves_a_host_another_namespace_claims() {
+    let alias = json!({"nginx.ingress.kubernetes.io/server-alias": "www.a.test, shop.a.test, own.b.test"});
+    // a claims www.a.test by TLS only and serves shop.a.test; b aliases both to its host.
+    let w = world(vec![
+        ing(
+            "a",
+            "tls-only",
+            1,
+            json!({}),
+            json!({"ingressClassName": "wharf", "tls": [{"hosts": ["www.a.test"], "secretName": "x"}]}),
+        ),
+        ing("a", "shop", 2, json!({}), spec(Some("shop.a.test"), "/", "web")),
+        ing("b", "apex", 3, alias, spec(Some("b.test"), "/", "evil")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    let hosts: Vec<(String, Vec<String>)> = served(&t);
+    assert_eq!(
+        hosts,
+        [
+            ("b.test".to_owned(), vec!["b/apex".to_owned()]),
+            ("own.b.test".to_owned(), vec!["b/apex".to_owned()]),
+            ("shop.a.test".to_owned(), vec!["a/shop".to_owned()]),
+        ]
+    );
+    let d = owned_diags(&t);
+    assert!(d.iter().any(|(_, m)| m.starts_with("server-alias www.a.test belongs to namespace a")), "{d:?}");
+}
+
+#[test]
 fn an_older_ingress_edited_to_name_a_served_host_takes_nothing() {
     // b's Ingress is the oldest of all, but names a's host only after a serves it.
     let before = world(vec![

@@ -764,6 +764,30 @@ fn from_to_www_redirects_the_other_name_unless_it_is_served() {
 }
 
 #[test]
+fn a_server_alias_serves_every_route_of_its_host_unless_an_ingress_serves_the_alias() {
+    let spec = |host: &str, p: &str| json!({"ingressClassName": "wharf", "rules": [rule(Some(host), json!([path(p, "Prefix", "app", json!({"number": 80}))]))]});
+    let alias = json!({"nginx.ingress.kubernetes.io/server-alias": "bar.com, served.com, bad_name!"});
+    let t = translate(
+        &world(vec![
+            ingress("app-a", 0, json!({}), spec("foo.com", "/app-a")),
+            ingress("app-b", 1, alias, spec("foo.com", "/app-b")),
+            ingress("served", 2, json!({}), spec("served.com", "/")),
+        ]),
+        &opts(),
+        None,
+    );
+    let paths = |host: &str| -> Vec<String> {
+        host_routes(&t, host).iter().map(|r| r.matches.path.path().to_owned()).collect()
+    };
+    assert_eq!(paths("bar.com"), ["/app-a", "/app-b"], "both Ingresses' paths of foo.com");
+    assert_eq!(paths("bar.com"), paths("foo.com"));
+    assert_eq!(paths("served.com"), ["/"]);
+    let r = reasons(&t);
+    assert!(r.contains(&("app-b", "HostPathConflict")), "{r:?}");
+    assert!(r.contains(&("app-b", "InvalidAnnotation")), "{r:?}");
+}
+
+#[test]
 fn rewrite_target_makes_every_path_of_its_hosts_a_leading_case_insensitive_regex() {
     let rewrite = ingress(
         "rewrite",

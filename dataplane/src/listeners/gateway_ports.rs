@@ -115,6 +115,7 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
                     sni: None,
                     gateway_port: key,
                     forwarded_by: None,
+                    proxy_port: None,
                     client_cert: None,
                 };
                 serve_http(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
@@ -130,6 +131,7 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
                     sni: None,
                     gateway_port: key,
                     forwarded_by: None,
+                    proxy_port: None,
                     client_cert: None,
                 };
                 serve_https(s.clone(), Prefixed::new(Vec::new(), stream), info, w)

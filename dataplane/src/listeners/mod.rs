@@ -154,6 +154,7 @@ impl Bound {
                         sni: None,
                         gateway_port: None,
                         forwarded_by: None,
+                        proxy_port: None,
                         client_cert: None,
                     };
                     serve_http(s, stream, info, w).await
@@ -173,6 +174,7 @@ impl Bound {
                         sni: None,
                         gateway_port: None,
                         forwarded_by: None,
+                        proxy_port: None,
                         client_cert: None,
                     };
                     serve_https(s, stream, info, w).await

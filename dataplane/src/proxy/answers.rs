@@ -56,8 +56,8 @@ pub(super) fn full(s: String) -> Body {
 
 /// A route's redirect: the request's scheme, host, port and path unless the redirect
 /// replaces them. Without a port, the scheme's well-known port when the redirect names a
-/// scheme, else the port the request came in on; 80 for http and 443 for https are left
-/// out of `Location`.
+/// scheme, else the port the request came in on (or, with `port_as_sent`, the one its
+/// `Host` names); 80 for http and 443 for https are left out of `Location`.
 pub(super) fn redirect_to<B>(
     rd: &Redirect,
     matched: &PathMatch,
@@ -65,26 +65,33 @@ pub(super) fn redirect_to<B>(
     host: &str,
     req: &Request<B>,
 ) -> Response<Body> {
+    let request_scheme = match conn.scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    };
     // A whole Location given by the route is the route's fault when invalid; one built
     // from the request, the request's.
     let (location, invalid) = match &rd.location {
+        Some(path) if path.starts_with('/') && !rd.relative => (
+            Cow::Owned(format!("{request_scheme}://{host}{path}")),
+            (StatusCode::BAD_REQUEST, "the request cannot be redirected"),
+        ),
         Some(location) => (
             Cow::Borrowed(location.as_str()),
             (StatusCode::INTERNAL_SERVER_ERROR, "the route's redirect is not a valid Location"),
         ),
         None => {
-            let scheme = rd.scheme.as_deref().unwrap_or(match conn.scheme {
-                Scheme::Http => "http",
-                Scheme::Https => "https",
-            });
-            let port = rd.port.unwrap_or(match rd.scheme.as_deref() {
-                Some("https") => 443,
-                Some("http") => 80,
-                _ => conn.port,
-            });
+            let scheme = rd.scheme.as_deref().unwrap_or(request_scheme);
+            let port = match (rd.port, rd.scheme.as_deref()) {
+                (Some(p), _) => Some(p),
+                (None, Some("https")) => Some(443),
+                (None, Some("http")) => Some(80),
+                (None, _) if rd.port_as_sent => request_host(req).as_ref().and_then(authority_port),
+                (None, _) => Some(conn.port),
+            };
             let port = match (scheme, port) {
-                ("http", 80) | ("https", 443) => String::new(),
-                (_, p) => format!(":{p}"),
+                ("http", Some(80)) | ("https", Some(443)) | (_, None) => String::new(),
+                (_, Some(p)) => format!(":{p}"),
             };
             let host = rd.host.as_deref().unwrap_or(host);
             let path = match &rd.path {

@@ -263,6 +263,14 @@ pub(super) async fn forward(
     Err(last)
 }
 
+/// The port the client used (see [`headers::Forwarded::port`]).
+fn client_port(conn: &ConnInfo, host: Option<&HeaderValue>) -> u16 {
+    conn.proxy_port.or_else(|| host.and_then(authority_port)).unwrap_or(match conn.scheme {
+        Scheme::Http => 80,
+        Scheme::Https => 443,
+    })
+}
+
 /// Makes `req` the request the backend gets: no hop-by-hop fields (but the upgrade's),
 /// the forwarded fields, the routed (or rewritten) host and path, and the route's and the
 /// backend's header edits. Returns the host the backend sees.
@@ -284,7 +292,7 @@ fn prepare<'a>(
             Scheme::Https => "https",
         },
         host,
-        port: conn.port,
+        port: client_port(conn, host),
     };
     headers::set_forwarded(req.headers_mut(), &fwd);
     // The backend sees the host that was routed (an absolute-form target wins over a

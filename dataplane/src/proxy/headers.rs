@@ -177,11 +177,12 @@ pub fn forwarded_client(
     let port = first(&X_FORWARDED_PORT)
         .filter(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
         .and_then(|p| std::str::from_utf8(p).ok()?.parse::<u16>().ok());
-    match (scheme, port) {
-        (_, Some(p)) => conn.port = p,
-        (Some(s), None) if s != conn.scheme => conn.port = if s == super::Scheme::Https { 443 } else { 80 },
-        _ => {}
-    }
+    conn.proxy_port = match (scheme, port) {
+        (_, Some(p)) => Some(p),
+        (Some(s), None) if s != conn.scheme => Some(if s == super::Scheme::Https { 443 } else { 80 }),
+        _ => None,
+    };
+    conn.port = conn.proxy_port.unwrap_or(conn.port);
     conn.scheme = scheme.unwrap_or(conn.scheme);
     conn.forwarded_by = Some(hop);
     conn
@@ -204,7 +205,9 @@ pub struct Forwarded<'a> {
     pub proto: &'static str,
     /// Host the client asked for (as sent, with port if any); `None` when it sent none.
     pub host: Option<&'a HeaderValue>,
-    /// Gateway port the client connected to.
+    /// The port the client used: a trusted proxy's word, else the one its `Host` names,
+    /// else its scheme's (80, 443). Not the listener's: behind a Service that maps 80 to
+    /// 8080, the client used 80.
     pub port: u16,
 }
 
@@ -561,6 +564,7 @@ mod tests {
             sni: None,
             gateway_port: None,
             forwarded_by: None,
+            proxy_port: None,
             client_cert: None,
         };
         let trusted = ["10.0.0.0/8", "2001:db8:f::/48"].map(|n| wharf_model::IpNet::parse(n).ok());

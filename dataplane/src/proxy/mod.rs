@@ -50,7 +50,7 @@ pub struct ConnInfo {
     pub client: SocketAddr,
     /// The listener's scheme.
     pub scheme: Scheme,
-    /// The gateway port the client sees (for X-Forwarded-Port).
+    /// The port the request came in on: the listener's, or the one a trusted proxy named.
     pub port: u16,
     /// The SNI the TLS connection was opened for (HTTPS only).
     pub sni: Option<Arc<str>>,
@@ -60,6 +60,9 @@ pub struct ConnInfo {
     /// The trusted proxy whose `X-Forwarded-*` headers named the client, scheme and port
     /// above (`--trusted-proxies`); `None` when they are the connection's own.
     pub forwarded_by: Option<std::net::IpAddr>,
+    /// The port the client used, as that trusted proxy's `X-Forwarded-Port` (or the
+    /// scheme it named) says.
+    pub proxy_port: Option<u16>,
     /// The certificate the client presented (HTTPS; checked against its host's CA in the
     /// handshake).
     pub client_cert: Option<Arc<wharf_model::PeerCertificate>>,
@@ -406,6 +409,13 @@ fn request_host<B>(req: &Request<B>) -> Option<HeaderValue> {
     }
 }
 
+/// The port a `Host` (or `:authority`) value names, if it names one.
+fn authority_port(value: &HeaderValue) -> Option<u16> {
+    let (host, port) = value.to_str().ok()?.rsplit_once(':')?;
+    // After the last ':' that is not inside an IPv6 literal.
+    (!host.starts_with('[') || host.ends_with(']')).then(|| port.parse().ok())?
+}
+
 /// Lower-case host without port; IPv6 literals keep their brackets. Borrows when the host
 /// is already in that form, as it almost always is.
 fn normalize_host(h: &str) -> Cow<'_, str> {
@@ -454,6 +464,7 @@ mod tests {
             sni: None,
             gateway_port: None,
             forwarded_by: None,
+            proxy_port: None,
             client_cert: None,
         };
         let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
@@ -463,6 +474,8 @@ mod tests {
             path: None,
             status,
             location: None,
+            port_as_sent: false,
+            relative: false,
         };
         let req = Request::get("/a/b?x=1").body(()).unwrap();
         let root = PathMatch::Prefix("/".into());
@@ -492,6 +505,24 @@ mod tests {
         assert_eq!(location(&fixed, &conn(Scheme::Http, 8080)), (301, "https://new.test/landing".to_owned()));
         let broken = Redirect { location: Some("https://x\n".into()), ..rd(None, None, None, 301) };
         assert_eq!(redirect_to(&broken, &root, &conn(Scheme::Http, 80), "a.test", &req).status().as_u16(), 500);
+        // A path is made absolute against the request, without any port, unless relative.
+        let path = Redirect { location: Some("/new?y=2".into()), ..rd(None, None, None, 301) };
+        assert_eq!(location(&path, &conn(Scheme::Https, 8443)), (301, "https://a.test/new?y=2".to_owned()));
+        let relative = Redirect { relative: true, ..path };
+        assert_eq!(location(&relative, &conn(Scheme::Https, 8443)), (301, "/new?y=2".to_owned()));
+        // The port the client wrote in its Host, not the listener's (behind a Service 80 -> 8080).
+        let as_sent = Redirect { port_as_sent: true, ..rd(None, Some("b.test"), None, 308) };
+        for (host, want) in [
+            ("a.test", "http://b.test/a/b?x=1"),
+            ("a.test:8000", "http://b.test:8000/a/b?x=1"),
+            ("a.test:80", "http://b.test/a/b?x=1"),
+            ("[::1]", "http://b.test/a/b?x=1"),
+            ("[::1]:81", "http://b.test:81/a/b?x=1"),
+        ] {
+            let req = Request::get("/a/b?x=1").header("host", host).body(()).unwrap();
+            let r = redirect_to(&as_sent, &root, &conn(Scheme::Http, 8080), "a.test", &req);
+            assert_eq!(r.headers()["location"], want, "Host {host}");
+        }
     }
 
     #[test]

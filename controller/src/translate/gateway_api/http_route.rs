@@ -200,6 +200,8 @@ pub fn action(
                     path,
                     status,
                     location: None,
+                    port_as_sent: false,
+                    relative: false,
                 });
             }
             FilterType::UrlRewrite => {
@@ -479,7 +481,16 @@ mod tests {
     #[test]
     fn redirects_default_to_302_and_take_scheme_host_port_and_path() {
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {}}]));
-        let want = Redirect { scheme: None, host: None, port: None, path: None, status: 302, location: None };
+        let want = Redirect {
+            scheme: None,
+            host: None,
+            port: None,
+            path: None,
+            status: 302,
+            location: None,
+            port_as_sent: false,
+            relative: false,
+        };
         assert_eq!(action(&f, backends(), &prefix("/")).unwrap(), Action::Redirect(want));
 
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {
@@ -493,6 +504,8 @@ mod tests {
             path: Some(PathRewrite::Prefix("/new".into())),
             status: 301,
             location: None,
+            port_as_sent: false,
+            relative: false,
         };
         assert_eq!(action(&f, backends(), &prefix("/old")).unwrap(), Action::Redirect(want));
         let f = filters_of(json!([{"type": "RequestRedirect", "requestRedirect": {

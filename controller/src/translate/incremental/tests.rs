@@ -61,11 +61,12 @@ impl Gen {
         let mut set = |k: &str, v: &str| {
             ann.insert(format!("nginx.ingress.kubernetes.io/{k}"), Value::from(v));
         };
-        let settings: [(u8, &[(&str, &str)]); 12] = [
+        let settings: [(u8, &[(&str, &str)]); 13] = [
             (10, &[("canary", "true"), ("canary-weight", "30")]),
             (5, &[("canary", "true"), ("canary-by-header", "x-canary")]),
             (10, &[("use-regex", "true")]),
             (15, &[("from-to-www-redirect", "true")]),
+            (10, &[("server-alias", "c.test, www.a.example.com, x.example.com")]),
             (10, &[("force-ssl-redirect", "true")]),
             (10, &[("ssl-redirect", "false")]),
             (5, &[("app-root", "/app")]),

@@ -60,6 +60,14 @@ pub(super) fn ties_of(ing: &Ingress, settings: &annotations::Settings, opts: &Op
                 out.links.push(Link::Host(Host::Exact(alias)));
             }
         }
+        if h != Host::Any {
+            for alias in &settings.server_aliases {
+                if let Host::Exact(name) = alias {
+                    out.under.extend(Host::wildcard_key(name).map(str::to_owned));
+                }
+                out.links.push(Link::Host(alias.clone()));
+            }
+        }
         out.links.push(Link::Host(h));
     }
     let ns = ing.metadata.namespace.as_deref().unwrap_or("default");

@@ -104,6 +104,7 @@ pub(super) fn part(
             t.canary(ing, canary, &mut routes);
         }
     }
+    t.aliases(&mut routes);
     routes.add_www_redirects(&t.claims, &opts.ownership);
     let tls_hosts = tls_hosts.into_hosts();
     Part {
@@ -381,6 +382,28 @@ impl<'a> Translator<'a> {
         }
         if let (true, Host::Exact(name)) = (settings.from_to_www, &host) {
             routes.www_redirects.push((www_alias(name), name.clone(), src.clone()));
+        }
+        if host != Host::Any {
+            routes.aliases.extend(settings.server_aliases.iter().map(|a| (a.clone(), host.clone(), src.clone())));
+        }
+    }
+
+    /// Serves each `server-alias` with every route of its host (all Ingresses', as nginx
+    /// serves the alias from the host's `server`), unless an Ingress serves the alias
+    /// itself or the alias belongs to another namespace; the first alias of a name wins.
+    fn aliases(&mut self, routes: &mut RouteTable) {
+        let served: HashSet<Host> = routes.by_host.keys().cloned().collect();
+        for (alias, host, src) in std::mem::take(&mut routes.aliases) {
+            if served.contains(&alias) {
+                let msg = format!("server-alias {alias} is ignored: an Ingress serves that host itself");
+                self.diag(&src, Reason::HostPathConflict, msg);
+                continue;
+            }
+            if !self.owns(&src, &alias, "server-alias") {
+                continue;
+            }
+            let Some(host_routes) = routes.by_host.get(&host).cloned() else { continue };
+            routes.by_host.entry(alias).or_insert(host_routes);
         }
     }
 

@@ -21,6 +21,8 @@ pub(super) struct RouteTable {
     /// `from-to-www-redirect`: (from, to, source): requests for `from` are redirected to
     /// `to`, unless some Ingress serves `from` itself.
     pub(super) www_redirects: Vec<(String, String, ObjectRef)>,
+    /// `server-alias`: (alias, host, source): the alias is served with the host's routes.
+    pub(super) aliases: Vec<(Host, Host, ObjectRef)>,
     /// Hosts whose paths are regular expressions (`use-regex`, `rewrite-target`).
     pub(super) regex_hosts: HashSet<Host>,
     /// The backend protocol of each Ingress that is not a canary.
@@ -40,8 +42,16 @@ impl RouteTable {
             if self.by_host.contains_key(&host) || claims.may_serve(&host, &source.namespace, rules).is_err() {
                 continue;
             }
-            let redirect =
-                Redirect { scheme: None, host: Some(to), port: None, path: None, status: 308, location: None };
+            let redirect = Redirect {
+                scheme: None,
+                host: Some(to),
+                port: None,
+                path: None,
+                status: 308,
+                location: None,
+                port_as_sent: true,
+                relative: false,
+            };
             let route = Route {
                 action: Action::Redirect(redirect),
                 ..Route::forward(PathMatch::Prefix("/".into()), "", source)
@@ -123,6 +133,8 @@ impl Translator<'_> {
             path: Some(PathRewrite::Full(app_root.to_owned())),
             status: 302,
             location: None,
+            port_as_sent: true,
+            relative: false,
         };
         let route = Route { action: Action::Redirect(redirect), ..Route::forward(exact, "", src.clone()) };
         push_route(routes.by_host.entry(host.clone()).or_default(), route);

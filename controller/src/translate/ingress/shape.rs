@@ -43,6 +43,8 @@ impl Shape<'_> {
             path: None,
             status: r.status,
             location: Some(r.url.clone()),
+            port_as_sent: false,
+            relative: r.relative,
         };
         self.with_fallback(Route { action: Action::Redirect(redirect), ..route }, backend)
     }

@@ -31,7 +31,7 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 72] = [
+pub const IMPLEMENTED: [&str; 74] = [
     "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -57,8 +57,10 @@ pub const IMPLEMENTED: [&str; 72] = [
     "permanent-redirect-code",
     "temporal-redirect",
     "temporal-redirect-code",
+    "relative-redirects",
     "app-root",
     "from-to-www-redirect",
+    "server-alias",
     "rewrite-target",
     "use-regex",
     "proxy-connect-timeout",
@@ -160,6 +162,8 @@ pub struct Settings {
     pub app_root: Option<String>,
     /// `from-to-www-redirect`: `www.HOST` redirects to `HOST` (and back).
     pub from_to_www: bool,
+    /// `server-alias`: more names served with the routes of the Ingress's hosts.
+    pub server_aliases: Box<[wharf_model::Host]>,
     /// `use-regex`: the paths of the Ingress's hosts are regular expressions.
     pub use_regex: bool,
     /// `rewrite-target`: the path the backend gets, `$N` filled from the path's capture
@@ -226,6 +230,7 @@ impl Default for Settings {
             redirect: None,
             app_root: None,
             from_to_www: false,
+            server_aliases: Box::default(),
             use_regex: false,
             rewrite_target: None,
             connect_timeout_ms: None,
@@ -325,6 +330,7 @@ pub fn inspect(
         redirect: None,
         app_root: r.app_root(),
         from_to_www: r.bool("from-to-www-redirect").unwrap_or(false),
+        server_aliases: r.server_aliases().into_boxed_slice(),
         use_regex: r.bool("use-regex").unwrap_or(false),
         rewrite_target: r.rewrite_target(),
         connect_timeout_ms: r.seconds("proxy-connect-timeout"),

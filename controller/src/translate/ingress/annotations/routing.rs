@@ -3,6 +3,7 @@
 
 use super::reader::is_cookie_name;
 use super::*;
+use wharf_model::Host;
 
 /// ingress-nginx's CORS defaults.
 pub(super) const CORS_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
@@ -33,10 +34,13 @@ pub struct Canary {
 /// A redirect of every request to one URL (`permanent-redirect`, `temporal-redirect`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FixedRedirect {
-    /// The `Location`, exactly.
+    /// The `Location`: an absolute URL, or a path made absolute against the request
+    /// unless `relative`.
     pub url: String,
     /// The status code.
     pub status: u16,
+    /// `relative-redirects`: a path is sent as it is.
+    pub relative: bool,
 }
 
 impl Reader<'_> {
@@ -151,7 +155,7 @@ impl Reader<'_> {
         let (key, value) = self.get(name)?;
         let url = value.trim();
         if !is_redirect_url(url) {
-            self.invalid(key, format!("{url:?} is not an absolute http:// or https:// URL; it is ignored"));
+            self.invalid(key, format!("{url:?} is not an http:// or https:// URL or a path; it is ignored"));
             return None;
         }
         let code_name = format!("{name}-code");
@@ -165,7 +169,23 @@ impl Reader<'_> {
                 }
             },
         };
-        Some(FixedRedirect { url: url.to_owned(), status })
+        let relative = self.bool("relative-redirects").unwrap_or(false);
+        Some(FixedRedirect { url: url.to_owned(), status, relative })
+    }
+
+    /// `server-alias`: comma-separated host names (`*.domain` too); an invalid one is
+    /// reported and left out.
+    pub(super) fn server_aliases(&mut self) -> Vec<Host> {
+        let Some((key, value)) = self.get("server-alias") else { return Vec::new() };
+        let mut out: Vec<Host> = Vec::new();
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match Host::parse(name) {
+                Ok(h) if !out.contains(&h) => out.push(h),
+                Ok(_) => {}
+                Err(e) => self.invalid(key, format!("{name:?} is left out: {e}")),
+            }
+        }
+        out
     }
 
     /// A path template: visible ASCII, no query or fragment (the request's query is kept).
@@ -200,9 +220,12 @@ pub(super) fn is_origin(o: &str) -> bool {
         && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
 }
 
-/// An absolute `http://` or `https://` URL with a host, of visible ASCII only (nothing a
-/// header or a log line could be split on).
+/// An absolute `http://` or `https://` URL with a host, or a path (`/new`, not `//host`),
+/// of visible ASCII only (nothing a header or a log line could be split on).
 pub(super) fn is_redirect_url(url: &str) -> bool {
+    if url.starts_with('/') && !url.starts_with("//") {
+        return url.bytes().all(|b| b.is_ascii_graphic());
+    }
     let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
     let Some(rest) = rest else { return false };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");

@@ -4,7 +4,10 @@ use crate::translate::ingress::annotations::routing::{is_origin, CORS_HEADERS, C
 #[test]
 fn redirects_take_urls_codes_and_temporal_wins() {
     let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/permanent-redirect", "https://new.example/x?y=1")]);
-    assert_eq!(s.redirect.map(|b| *b), Some(FixedRedirect { url: "https://new.example/x?y=1".into(), status: 301 }));
+    assert_eq!(
+        s.redirect.map(|b| *b),
+        Some(FixedRedirect { url: "https://new.example/x?y=1".into(), status: 301, relative: false })
+    );
     assert!(d.is_empty());
     let (s, _) = parsed(&[
         ("nginx.ingress.kubernetes.io/permanent-redirect", "https://a.example"),
@@ -15,15 +18,31 @@ fn redirects_take_urls_codes_and_temporal_wins() {
         ("nginx.ingress.kubernetes.io/permanent-redirect", "https://a.example"),
         ("nginx.ingress.kubernetes.io/temporal-redirect", "http://b.example/"),
     ]);
-    assert_eq!(s.redirect.map(|b| *b), Some(FixedRedirect { url: "http://b.example/".into(), status: 302 }));
+    assert_eq!(
+        s.redirect.map(|b| *b),
+        Some(FixedRedirect { url: "http://b.example/".into(), status: 302, relative: false })
+    );
     let (s, d) =
         parsed(&[("wharf.dev/temporal-redirect", "https://b.example"), ("wharf.dev/temporal-redirect-code", "200")]);
     assert_eq!(s.redirect.map(|r| r.status), Some(302));
     assert_eq!(d.len(), 1);
     assert!(d[0].1.contains("temporal-redirect-code") && d[0].1.contains("302 is used"), "{}", d[0].1);
+    // A path is kept, made absolute by the data plane unless `relative-redirects`.
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/permanent-redirect", "/new-location")]);
+    assert_eq!(
+        (s.redirect.map(|b| *b), d.len()),
+        (Some(FixedRedirect { url: "/new-location".into(), status: 301, relative: false }), 0)
+    );
+    let (s, _) = parsed(&[
+        ("nginx.ingress.kubernetes.io/permanent-redirect", "/new-location"),
+        ("nginx.ingress.kubernetes.io/relative-redirects", "true"),
+    ]);
+    assert_eq!(s.redirect.map(|b| b.relative), Some(true));
     for bad in [
         "ftp://a.example",
-        "/relative",
+        "relative",
+        "//other.example/x",
+        "/a b",
         "https://",
         "https://:80/x",
         "https://a.example/x\r\nSet-Cookie: a",
