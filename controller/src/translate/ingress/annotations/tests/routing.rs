@@ -179,3 +179,14 @@ fn app_root_is_an_absolute_path() {
         assert_eq!((s.app_root, d.len()), (None, 1), "{bad:?}");
     }
 }
+
+#[test]
+fn server_aliases_are_host_names_each_once_and_an_invalid_one_is_told() {
+    let (s, d) =
+        parsed(&[("nginx.ingress.kubernetes.io/server-alias", " a.example, *.b.example,a.example, ,bad_name!")]);
+    let shown: Vec<String> = s.server_aliases.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["a.example", "*.b.example"]);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].1.contains("bad_name!"), "{d:?}");
+    assert!(parsed(&[]).0.server_aliases.is_empty());
+}
