@@ -687,6 +687,22 @@ async fn ingress_nginx_e2e_cases_behave_as_upstream_asserts() {
         let stem = path.file_stem().unwrap().to_string_lossy();
         assert!(file.source.ends_with(&format!("/{stem}.go")), "{rel}: source {} is not {stem}.go", file.source);
         for case in file.cases {
+            // A case that asserts nothing could not fail.
+            let asserts = |r: &RequestSpec| {
+                let e = &r.fields.expect;
+                e.status.is_some()
+                    || !(e.headers.is_empty() && e.contains.is_empty() && e.absent.is_empty())
+                    || e.body_contains.is_some()
+                    || e.backend.is_some()
+                    || e.seen.is_some()
+                    || e.same_backend_as.is_some()
+                    || !r.fields.counts.is_empty()
+            };
+            assert!(
+                case.skip.is_some() || (!case.requests.is_empty() && case.requests.iter().all(asserts)),
+                "{rel}: {}: every request of a case that runs must assert something",
+                case.it
+            );
             if only.as_deref().is_some_and(|o| !rel.contains(o) && !case.it.contains(o)) {
                 continue;
             }
