@@ -87,7 +87,7 @@ pub(super) fn redirect_to<B>(
                 (None, Some("https")) => Some(443),
                 (None, Some("http")) => Some(80),
                 (None, _) if rd.port_as_sent => request_host(req).as_ref().and_then(authority_port),
-                (None, _) => Some(conn.port),
+                (None, _) => Some(conn.arrival_port()),
             };
             let port = match (scheme, port) {
                 ("http", Some(80)) | ("https", Some(443)) | (_, None) => String::new(),

@@ -182,7 +182,6 @@ pub fn forwarded_client(
         (Some(s), None) if s != conn.scheme => Some(if s == super::Scheme::Https { 443 } else { 80 }),
         _ => None,
     };
-    conn.port = conn.proxy_port.unwrap_or(conn.port);
     conn.scheme = scheme.unwrap_or(conn.scheme);
     conn.forwarded_by = Some(hop);
     conn
@@ -613,7 +612,7 @@ mod tests {
         ];
         for (headers, scheme, port) in cases {
             let c = from_proxy(headers);
-            assert_eq!((c.scheme, c.port), (*scheme, *port), "{headers:?}");
+            assert_eq!((c.scheme, c.arrival_port()), (*scheme, *port), "{headers:?}");
         }
         // From HTTPS, a proxy's "http" without a port means port 80.
         let mut h = HeaderMap::new();
@@ -621,16 +620,16 @@ mod tests {
         let mut conn = from_proxy(&[]);
         (conn.scheme, conn.port, conn.forwarded_by) = (Https, 443, None);
         let c = forwarded_client(conn.clone(), &h, |_| true);
-        assert_eq!((c.scheme, c.port), (Http, 80));
+        assert_eq!((c.scheme, c.arrival_port()), (Http, 80));
         // A scheme that is neither leaves the connection's.
         h.insert("x-forwarded-proto", HeaderValue::from_static("wss"));
         let c = forwarded_client(conn.clone(), &h, |_| true);
-        assert_eq!((c.scheme, c.port), (Https, 443));
+        assert_eq!((c.scheme, c.arrival_port()), (Https, 443));
         // The connection's own scheme without a port keeps the connection's port.
         h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
         conn.port = 8443;
         let c = forwarded_client(conn, &h, |_| true);
-        assert_eq!((c.scheme, c.port), (Https, 8443));
+        assert_eq!((c.scheme, c.arrival_port()), (Https, 8443));
     }
 
     #[test]

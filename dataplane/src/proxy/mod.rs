@@ -50,7 +50,7 @@ pub struct ConnInfo {
     pub client: SocketAddr,
     /// The listener's scheme.
     pub scheme: Scheme,
-    /// The port the request came in on: the listener's, or the one a trusted proxy named.
+    /// The listener's port.
     pub port: u16,
     /// The SNI the TLS connection was opened for (HTTPS only).
     pub sni: Option<Arc<str>>,
@@ -66,6 +66,14 @@ pub struct ConnInfo {
     /// The certificate the client presented (HTTPS; checked against its host's CA in the
     /// handshake).
     pub client_cert: Option<Arc<wharf_model::PeerCertificate>>,
+}
+
+impl ConnInfo {
+    /// The port the request came in on: the one a trusted proxy named, else the
+    /// listener's.
+    pub fn arrival_port(&self) -> u16 {
+        self.proxy_port.unwrap_or(self.port)
+    }
 }
 
 /// Refuses requests whose target is ambiguous (RFC 9112 §3.2; RFC 9113 §8.3.1). hyper

@@ -392,6 +392,9 @@ impl<'a> Translator<'a> {
     /// serves the alias from the host's `server`), unless an Ingress serves the alias
     /// itself or the alias belongs to another namespace; the first alias of a name wins.
     fn aliases(&mut self, routes: &mut RouteTable) {
+        if routes.aliases.is_empty() {
+            return;
+        }
         let served: HashSet<Host> = routes.by_host.keys().cloned().collect();
         for (alias, host, src) in std::mem::take(&mut routes.aliases) {
             if served.contains(&alias) {
