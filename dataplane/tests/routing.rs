@@ -640,6 +640,13 @@ async fn cors_preflights_are_answered_here_and_responses_to_allowed_origins_carr
     let any = ask("GET", "/any", "https://whoever.example").await;
     assert_eq!(h(&any, "access-control-allow-origin").as_deref(), Some("*"));
     assert_eq!(h(&any, "vary"), None);
+    // `*` answers a request without Origin too (as ingress-nginx does), and stays `*`
+    // beside credentials: the origin is never echoed back.
+    let plain = ask("GET", "/any", "").await;
+    assert_eq!((plain.status, plain.echo_name()), (200, "app".to_owned()));
+    assert_eq!(h(&plain, "access-control-allow-origin").as_deref(), Some("*"));
+    assert_eq!(h(&plain, "access-control-allow-credentials").as_deref(), Some("true"));
+    assert_eq!(ask("OPTIONS", "/any", "").await.status, 204, "a preflight of `*` needs no Origin");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -681,6 +688,8 @@ async fn sticky_sessions_keep_a_client_on_the_endpoint_its_cookie_names() {
             name: "route".into(),
             path: "/".into(),
             max_age: Some(3600),
+            expires: None,
+            domain: None,
             same_site: Some("Lax".into()),
             secure: false,
         }));

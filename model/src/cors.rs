@@ -8,7 +8,7 @@ use serde::Serialize;
 pub struct Cors {
     /// Origins allowed, as `scheme://host[:port]`, `scheme://*.domain[:port]` (one label
     /// in front of the domain, as in ingress-nginx), or `*` (any origin, answered with
-    /// `*`).
+    /// `*`, whether or not the request names one).
     pub allow_origins: Vec<String>,
     /// `Access-Control-Allow-Methods`.
     pub allow_methods: String,
@@ -24,12 +24,19 @@ pub struct Cors {
 }
 
 impl Cors {
-    /// The `Access-Control-Allow-Origin` value for a request from `origin`, or `None`
-    /// when the origin is not allowed (the response then carries no CORS headers).
-    pub fn allow_origin<'o>(&'o self, origin: &'o str) -> Option<&'o str> {
+    /// The `Access-Control-Allow-Origin` value for a request from `origin` (`None`: the
+    /// request has no `Origin`), or `None` when the origin is not allowed (the response
+    /// then carries no CORS headers).
+    ///
+    /// `*` answers every request with `*`, one without `Origin` too, as ingress-nginx
+    /// does. It stays `*` with credentials allowed: browsers then refuse credentialed
+    /// requests, which is what makes `*` safe; echoing the origin back would let any site
+    /// read what a signed-in user sees.
+    pub fn allow_origin<'o>(&'o self, origin: Option<&'o str>) -> Option<&'o str> {
         if self.allow_origins.iter().any(|a| a == "*") {
             return Some("*");
         }
+        let origin = origin?;
         self.allow_origins.iter().any(|a| origin_matches(a, origin)).then_some(origin)
     }
 }
@@ -89,10 +96,14 @@ mod tests {
             ("null", false),
         ];
         for (origin, want) in cases {
-            assert_eq!(c.allow_origin(origin), want.then_some(origin), "{origin}");
+            assert_eq!(c.allow_origin(Some(origin)), want.then_some(origin), "{origin}");
         }
-        let any = cors(&["*"]);
-        assert_eq!(any.allow_origin("https://x.example"), Some("*"));
-        assert_eq!(cors(&[]).allow_origin("https://x.example"), None);
+        assert_eq!(c.allow_origin(None), None);
+        for any in [cors(&["*"]), cors(&["https://a.example", "*"])] {
+            assert_eq!(any.allow_origin(Some("https://x.example")), Some("*"));
+            assert_eq!(any.allow_origin(None), Some("*"));
+        }
+        assert_eq!(cors(&[]).allow_origin(Some("https://x.example")), None);
+        assert_eq!(cors(&[]).allow_origin(None), None);
     }
 }

@@ -228,13 +228,20 @@ pub struct CookieAffinity {
     pub name: String,
     /// Its `Path`.
     pub path: String,
-    /// Its `Max-Age`, in seconds; a session cookie when `None`.
+    /// Its `Max-Age`, in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_age: Option<u64>,
+    /// Its `Expires`: this many seconds after the response. A session cookie when
+    /// neither this nor `max_age` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
+    /// Its `Domain`; the request's host alone when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
     /// Its `SameSite` (`None`, `Lax` or `Strict`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub same_site: Option<String>,
-    /// `Secure`.
+    /// `Secure` on plain HTTP too; over HTTPS the cookie is always `Secure`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub secure: bool,
 }

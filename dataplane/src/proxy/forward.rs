@@ -204,7 +204,7 @@ pub(super) async fn forward(
     let mut last = UpstreamError::NoEndpoints;
     // Sticky sessions: the endpoint the client's cookie names, while it is there and not
     // failing; then the balancer's choice.
-    let cookie = route.affinity.as_deref().and_then(|(name, _)| req.as_ref().and_then(|r| cookie(r.headers(), name)));
+    let cookie = route.affinity.as_deref().and_then(|a| req.as_ref().and_then(|r| cookie(r.headers(), &a.name)));
     let mut sticky = cookie
         .as_deref()
         .and_then(|v| upstream.endpoints.iter().position(|e| e.affinity_key == v))
@@ -233,9 +233,13 @@ pub(super) async fn forward(
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 own.response.apply(&mut parts.headers);
-                if let Some((name, attrs)) = route.affinity.as_deref() {
+                if let Some(sticky) = route.affinity.as_deref() {
                     if cookie.as_deref() != Some(ep.affinity_key.as_str()) {
-                        set_affinity(&mut parts.headers, name, &ep.affinity_key, attrs);
+                        let https = conn.scheme == Scheme::Https;
+                        let v = sticky.set_cookie(&ep.affinity_key, https, std::time::SystemTime::now());
+                        if let Ok(v) = HeaderValue::from_str(&v) {
+                            parts.headers.append(header::SET_COOKIE, v);
+                        }
                     }
                 }
                 let pooled = match sender {
@@ -312,13 +316,6 @@ fn prepare<'a>(
     route.request_headers.apply(req.headers_mut());
     own.request.apply(req.headers_mut());
     host
-}
-
-/// Sets the affinity cookie `name` to the endpoint's `key`, with the route's attributes.
-fn set_affinity(headers: &mut http::HeaderMap, name: &str, key: &str, attrs: &str) {
-    if let Ok(v) = HeaderValue::from_str(&format!("{name}={key}{attrs}")) {
-        headers.append(header::SET_COOKIE, v);
-    }
 }
 
 /// The value of cookie `name`, from any `Cookie` field of the request.

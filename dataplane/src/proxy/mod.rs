@@ -341,10 +341,14 @@ async fn authenticate<B>(
 }
 
 /// The route's CORS policy and the `Access-Control-Allow-Origin` value, when the request
-/// comes from an origin it allows.
+/// comes from an origin it allows (any request, with or without `Origin`, when it allows
+/// `*`).
 fn cors_allowed<'r>(route: &'r CompiledRoute, headers: &http::HeaderMap) -> Option<(&'r CompiledCors, HeaderValue)> {
     let cors = route.cors.as_ref()?;
-    let origin = headers.get(header::ORIGIN)?.to_str().ok()?;
+    let origin = match headers.get(header::ORIGIN) {
+        None => None,
+        Some(v) => Some(v.to_str().ok()?),
+    };
     let allow = HeaderValue::from_str(cors.policy.allow_origin(origin)?).ok()?;
     Some((cors, allow))
 }

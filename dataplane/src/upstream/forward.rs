@@ -43,8 +43,8 @@ pub struct CompiledForward {
     /// How long connecting to a backend may take; `None` the gateway's
     /// `--connect-timeout`.
     pub connect_timeout: Option<std::time::Duration>,
-    /// Sticky sessions: the cookie's name, and the attributes after its value.
-    pub affinity: Option<Box<(String, String)>>,
+    /// Sticky sessions by cookie.
+    pub affinity: Option<Box<StickyCookie>>,
     /// How long the backend may take no part of a ready request body: `None` as long
     /// as `timeout`, `Some(None)` as long as it takes.
     pub send_timeout: Option<Option<std::time::Duration>>,
@@ -166,19 +166,7 @@ impl CompiledForward {
 
     /// With sticky sessions by cookie, if the route has them.
     pub fn sticky(mut self, affinity: Option<&CookieAffinity>) -> CompiledForward {
-        self.affinity = affinity.map(|a| {
-            let mut attrs = format!("; Path={}; HttpOnly", a.path);
-            if let Some(age) = a.max_age {
-                attrs.push_str(&format!("; Max-Age={age}"));
-            }
-            if let Some(s) = &a.same_site {
-                attrs.push_str(&format!("; SameSite={s}"));
-            }
-            if a.secure {
-                attrs.push_str("; Secure");
-            }
-            Box::new((a.name.clone(), attrs))
-        });
+        self.affinity = affinity.map(|a| Box::new(StickyCookie::new(a)));
         self
     }
 
@@ -294,6 +282,56 @@ impl CompiledEdits {
         for (n, v) in &edits.add {
             headers.append(n.clone(), v.clone());
         }
+    }
+}
+
+/// A route's affinity cookie: its name, and its attributes made once but for those that
+/// depend on the response (`Expires`, and `Secure` over HTTPS).
+#[derive(Debug)]
+pub struct StickyCookie {
+    /// The cookie's name.
+    pub name: String,
+    /// `Path`, `HttpOnly`, and `Max-Age`, `Domain` and `SameSite` when set.
+    attrs: String,
+    /// `Expires`, this long after the response.
+    expires: Option<std::time::Duration>,
+    /// `Secure` on plain HTTP too.
+    secure: bool,
+}
+
+impl StickyCookie {
+    /// The cookie `affinity` describes.
+    pub fn new(affinity: &CookieAffinity) -> StickyCookie {
+        let mut attrs = format!("; Path={}; HttpOnly", affinity.path);
+        if let Some(age) = affinity.max_age {
+            attrs.push_str(&format!("; Max-Age={age}"));
+        }
+        if let Some(domain) = &affinity.domain {
+            attrs.push_str(&format!("; Domain={domain}"));
+        }
+        if let Some(s) = &affinity.same_site {
+            attrs.push_str(&format!("; SameSite={s}"));
+        }
+        StickyCookie {
+            name: affinity.name.clone(),
+            attrs,
+            expires: affinity.expires.map(std::time::Duration::from_secs),
+            secure: affinity.secure,
+        }
+    }
+
+    /// The `Set-Cookie` value naming the endpoint `key`, for a response sent at `now`
+    /// over HTTPS or not. Over HTTPS the cookie is always `Secure`, as in ingress-nginx.
+    pub fn set_cookie(&self, key: &str, https: bool, now: std::time::SystemTime) -> String {
+        let mut v = format!("{}={key}{}", self.name, self.attrs);
+        if let Some(at) = self.expires.and_then(|e| now.checked_add(e)) {
+            v.push_str("; Expires=");
+            v.push_str(&httpdate::fmt_http_date(at));
+        }
+        if self.secure || https {
+            v.push_str("; Secure");
+        }
+        v
     }
 }
 
@@ -456,5 +494,38 @@ mod tests {
         assert!(all("x-gone").is_empty());
         assert_eq!(all("x-keep"), ["k"]);
         assert_eq!(h.len(), 4, "the invalid entries were left out: {h:?}");
+    }
+
+    fn affinity() -> CookieAffinity {
+        CookieAffinity {
+            name: "route".into(),
+            path: "/shop".into(),
+            max_age: None,
+            expires: None,
+            domain: None,
+            same_site: None,
+            secure: false,
+        }
+    }
+
+    #[test]
+    fn the_cookie_has_the_attributes_asked_for_and_is_secure_over_https() {
+        let at = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let plain = StickyCookie::new(&affinity());
+        assert_eq!(plain.set_cookie("k1", false, at), "route=k1; Path=/shop; HttpOnly");
+        assert_eq!(plain.set_cookie("k1", true, at), "route=k1; Path=/shop; HttpOnly; Secure");
+        let all = StickyCookie::new(&CookieAffinity {
+            max_age: Some(259_200),
+            expires: Some(172_800),
+            domain: Some("shop.example".into()),
+            same_site: Some("Lax".into()),
+            secure: true,
+            ..affinity()
+        });
+        assert_eq!(
+            all.set_cookie("k2", false, at),
+            "route=k2; Path=/shop; HttpOnly; Max-Age=259200; Domain=shop.example; SameSite=Lax; \
+             Expires=Thu, 16 Nov 2023 22:13:20 GMT; Secure"
+        );
     }
 }

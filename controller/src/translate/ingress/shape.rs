@@ -64,6 +64,8 @@ impl Shape<'_> {
                     PathMatch::Regex(_) => "/".to_owned(),
                 }),
                 max_age: a.max_age,
+                expires: a.expires,
+                domain: a.domain.clone(),
                 same_site: a.same_site.clone(),
                 secure: a.secure,
             })

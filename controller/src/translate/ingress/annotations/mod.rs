@@ -31,7 +31,7 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 74] = [
+pub const IMPLEMENTED: [&str; 75] = [
     "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -93,6 +93,7 @@ pub const IMPLEMENTED: [&str; 74] = [
     "session-cookie-path",
     "session-cookie-max-age",
     "session-cookie-expires",
+    "session-cookie-domain",
     "session-cookie-samesite",
     "session-cookie-secure",
     "auth-type",

@@ -48,8 +48,13 @@ impl Reader<'_> {
         if self.bool("enable-cors") != Some(true) {
             return None;
         }
+        // A blank list allows any origin, and `*` among others is `*` alone (as in
+        // ingress-nginx).
         let allow_origins = match self.get("cors-allow-origin") {
             None => vec!["*".to_owned()],
+            Some((_, value)) if value.trim().is_empty() || value.split(',').any(|o| o.trim() == "*") => {
+                vec!["*".to_owned()]
+            }
             Some((key, value)) => {
                 let mut origins = Vec::new();
                 for o in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {

@@ -27,8 +27,12 @@ pub struct Affinity {
     pub name: String,
     /// `session-cookie-path`.
     pub path: Option<String>,
-    /// `session-cookie-max-age` (else `session-cookie-expires`), seconds.
+    /// `session-cookie-max-age`, seconds.
     pub max_age: Option<u64>,
+    /// `session-cookie-expires`, seconds after the response.
+    pub expires: Option<u64>,
+    /// `session-cookie-domain`.
+    pub domain: Option<String>,
     /// `session-cookie-samesite`.
     pub same_site: Option<String>,
     /// `session-cookie-secure`.
@@ -209,7 +213,13 @@ impl Reader<'_> {
             }
             n
         };
-        let max_age = age(self, "session-cookie-max-age").or_else(|| age(self, "session-cookie-expires"));
+        let max_age = age(self, "session-cookie-max-age");
+        let expires = age(self, "session-cookie-expires");
+        let domain = self.text(
+            "session-cookie-domain",
+            is_cookie_domain,
+            "is not a domain like example.com; the cookie is for the request's host alone",
+        );
         let same_site = match self.get("session-cookie-samesite") {
             None => None,
             Some((key, v)) => match v.trim().to_ascii_lowercase().as_str() {
@@ -223,6 +233,19 @@ impl Reader<'_> {
             },
         };
         let secure = self.bool("session-cookie-secure").unwrap_or(false);
-        Some(Affinity { name, path, max_age, same_site, secure })
+        Some(Affinity { name, path, max_age, expires, domain, same_site, secure })
     }
+}
+
+/// A cookie's `Domain`: DNS labels, with the leading dot browsers ignore allowed.
+pub(super) fn is_cookie_domain(v: &str) -> bool {
+    let name = v.strip_prefix('.').unwrap_or(v);
+    !name.is_empty()
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }

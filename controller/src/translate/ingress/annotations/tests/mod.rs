@@ -168,6 +168,7 @@ fn every_implemented_name_is_read() {
         "session-cookie-path" => "/app",
         "session-cookie-max-age" | "session-cookie-expires" => "60",
         "session-cookie-samesite" => "Lax",
+        "session-cookie-domain" => "shop.example",
         "session-cookie-name" => "route",
         n if n.starts_with("cors-") => "X-Custom",
         "x-forwarded-prefix" => "/app",

@@ -168,6 +168,20 @@ fn cors_takes_ingress_nginx_defaults_and_checks_each_value() {
         (CORS_METHODS, CORS_HEADERS, CORS_MAX_AGE)
     );
     assert_eq!(d.len(), 3, "{d:?}");
+    for origins in ["   ", "", "https://a.example, *", "*, bad origin"] {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/enable-cors", "true"),
+            ("nginx.ingress.kubernetes.io/cors-allow-origin", origins),
+        ]);
+        let c = s.cors.unwrap_or_else(|| panic!("no CORS for {origins:?}"));
+        assert_eq!((c.allow_origins, d.len()), (vec!["*".to_owned()], 0), "{origins:?}");
+    }
+    // Not blank, but no origin in it: none allowed (as in ingress-nginx).
+    let (s, _) = parsed(&[
+        ("nginx.ingress.kubernetes.io/enable-cors", "true"),
+        ("nginx.ingress.kubernetes.io/cors-allow-origin", " , "),
+    ]);
+    assert_eq!(s.cors.map(|c| c.allow_origins), Some(vec![]));
 }
 
 #[test]

@@ -58,7 +58,18 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
     let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/affinity", "cookie")]);
     assert_eq!(
         (s.affinity.map(|b| *b), d.len()),
-        (Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false }), 0)
+        (
+            Some(Affinity {
+                name: "INGRESSCOOKIE".into(),
+                path: None,
+                max_age: None,
+                expires: None,
+                domain: None,
+                same_site: None,
+                secure: false
+            }),
+            0
+        )
     );
     let (s, d) = parsed(&[
         ("nginx.ingress.kubernetes.io/affinity", "cookie"),
@@ -68,6 +79,7 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
         ("nginx.ingress.kubernetes.io/session-cookie-max-age", "172800"),
         ("nginx.ingress.kubernetes.io/session-cookie-samesite", "strict"),
         ("nginx.ingress.kubernetes.io/session-cookie-secure", "true"),
+        ("nginx.ingress.kubernetes.io/session-cookie-domain", ".shop.example"),
     ]);
     assert!(d.is_empty(), "{d:?}");
     assert_eq!(
@@ -76,6 +88,8 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
             name: "route".into(),
             path: Some("/shop".into()),
             max_age: Some(172_800),
+            expires: Some(100),
+            domain: Some(".shop.example".into()),
             same_site: Some("Strict".into()),
             secure: true
         })
@@ -86,12 +100,28 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
         ("nginx.ingress.kubernetes.io/session-cookie-path", "/a; Domain=evil"),
         ("nginx.ingress.kubernetes.io/session-cookie-max-age", "forever"),
         ("nginx.ingress.kubernetes.io/session-cookie-samesite", "sometimes"),
+        ("nginx.ingress.kubernetes.io/session-cookie-expires", "soon"),
+        ("nginx.ingress.kubernetes.io/session-cookie-domain", "a.example; Secure"),
     ]);
     assert_eq!(
         s.affinity.map(|b| *b),
-        Some(Affinity { name: "INGRESSCOOKIE".into(), path: None, max_age: None, same_site: None, secure: false })
+        Some(Affinity {
+            name: "INGRESSCOOKIE".into(),
+            path: None,
+            max_age: None,
+            expires: None,
+            domain: None,
+            same_site: None,
+            secure: false
+        })
     );
-    assert_eq!(d.len(), 4, "{d:?}");
+    assert_eq!(d.len(), 6, "{d:?}");
+    for bad in ["", ".", "a..b", "-a.example", "a-.example", "a_b.example", "a.example.", &"a".repeat(64)] {
+        assert!(!super::super::upstream::is_cookie_domain(bad), "{bad:?}");
+    }
+    for good in ["a", "shop.example", ".shop.example", "x-1.a0.example", &"a".repeat(63)] {
+        assert!(super::super::upstream::is_cookie_domain(good), "{good:?}");
+    }
     for (value, want) in [("None", "None"), ("lax", "Lax")] {
         let (s, _) = parsed(&[
             ("nginx.ingress.kubernetes.io/affinity", "cookie"),
