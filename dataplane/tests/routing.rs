@@ -726,6 +726,51 @@ async fn sticky_sessions_keep_a_client_on_the_endpoint_its_cookie_names() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_affinity_cookie_keeps_a_client_on_a_backend_the_weights_give_no_share() {
+    use wharf_dataplane::testing::http_request;
+    use wharf_model::{Action, CookieAffinity, HeaderMatch, WeightedBackend};
+
+    let r = start().await;
+    let sticky = |r: &mut wharf_model::Route, backends: Vec<WeightedBackend>| {
+        if let Action::Forward(f) = &mut r.action {
+            f.backends = backends;
+            f.affinity = Some(Box::new(CookieAffinity {
+                name: "aff".into(),
+                path: "/".into(),
+                max_age: None,
+                expires: None,
+                domain: None,
+                same_site: None,
+                secure: false,
+            }));
+        }
+    };
+    // As a canary by header: the header sends to `canary`; without it, `main` takes every
+    // request by weight, and `canary` is there with weight 0.
+    let mut by_header = route(PathMatch::prefix("/").unwrap(), "canary", false);
+    by_header.matches.headers.push(HeaderMatch::exact("x-canary", "yes"));
+    sticky(&mut by_header, vec![WeightedBackend::new("canary", 1)]);
+    let mut main = route(PathMatch::prefix("/").unwrap(), "main", false);
+    sticky(&mut main, vec![WeightedBackend::new("main", 1), WeightedBackend::new("canary", 0)]);
+    let clusters = vec![("main", cluster(&[echo("main").await])), ("canary", cluster(&[echo("canary").await]))];
+    r.gw.apply(snapshot(vec![(host("a.test"), vec![by_header, main])], clusters)).unwrap();
+
+    let get = |headers: Vec<(&'static str, String)>| async move {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let seen = http_request(r.http, "GET", "a.test", "/", &headers).await.unwrap();
+        let set = seen.headers.get("set-cookie").and_then(|v| v.to_str().ok()?.split(';').next().map(str::to_owned));
+        (seen.echo_name(), set)
+    };
+    let (name, to_canary) = get(vec![("x-canary", "yes".into())]).await;
+    let to_canary = to_canary.expect("the canary's answer sets the cookie");
+    assert_eq!(name, "canary");
+    for _ in 0..20 {
+        assert_eq!(get(vec![("cookie", to_canary.clone())]).await, ("canary".to_owned(), None), "kept by its cookie");
+        assert_eq!(get(vec![]).await.0, "main", "weight 0: no share without the cookie");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_counts_against_its_client_until_its_response_body_ends() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use wharf_model::RateLimit;

@@ -1028,6 +1028,51 @@ fn a_canary_by_header_alone_leaves_the_main_route_whole() {
 }
 
 #[test]
+fn a_sticky_main_route_keeps_its_canary_reachable_by_cookie_and_a_broken_pattern_sends_to_the_main() {
+    let spec = |svc: &str| json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Prefix", svc, json!({"number": 80}))]))]});
+    let mut w = world(vec![
+        ingress("main", 0, json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}), spec("app")),
+        ingress(
+            "canary",
+            1,
+            json!({"nginx.ingress.kubernetes.io/canary": "true",
+                   "nginx.ingress.kubernetes.io/canary-by-header": "x-v2",
+                   "nginx.ingress.kubernetes.io/canary-by-header-pattern": "[][**",
+                   "nginx.ingress.kubernetes.io/canary-by-cookie": "v2"}),
+            spec("v2"),
+        ),
+    ]);
+    w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
+    let t = translate(&w, &opts(), None);
+    // (header matches, backends and weights, sticky)
+    type Shown<'a> = (Vec<String>, Vec<(&'a str, u32)>, bool);
+    let shown: Vec<Shown> = host_routes(&t, "a.com")
+        .iter()
+        .map(|r| {
+            let Action::Forward(f) = &r.action else { panic!("{r:?}") };
+            (
+                r.matches.headers.iter().map(|h| format!("{}={}", h.name, h.value)).collect(),
+                f.backends.iter().map(|b| (b.cluster.as_str(), b.weight)).collect(),
+                f.affinity.is_some(),
+            )
+        })
+        .collect();
+    let cookie = |v: &str| format!(r"cookie=(?:.*;)?\s*v2={v}\s*(?:;.*)?");
+    assert_eq!(
+        shown,
+        [
+            // Any value of the header: the pattern cannot be matched, so the main.
+            (vec!["x-v2=.*".to_owned()], vec![("web/app:80", 1)], true),
+            (vec![cookie("always")], vec![("web/v2:80", 1)], true),
+            (vec![cookie("never")], vec![("web/app:80", 1)], true),
+            // No share by weight, but reachable by the affinity cookie.
+            (vec![], vec![("web/app:80", 1), ("web/v2:80", 0)], true),
+        ]
+    );
+    assert_eq!(reasons(&t), [("canary", "InvalidAnnotation")], "{:?}", t.diagnostics);
+}
+
+#[test]
 fn app_root_yields_to_an_exact_root_of_an_older_ingress() {
     let exact = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Exact", "app", json!({"number": 80}))]))]});
     let prefix = json!({"ingressClassName": "wharf", "rules": [rule(Some("a.com"), json!([path("/", "Prefix", "app", json!({"number": 80}))]))]});

@@ -169,7 +169,10 @@ pub(super) async fn forward(
     host: Option<&HeaderValue>,
     mut req: Request<RequestBody>,
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
-    let (upstream, own) = route.pick_or_fall_back()?;
+    // Sticky sessions: the endpoint the client's cookie names, while it is there and not
+    // failing, in whichever backend has it; then the balancer's choice.
+    let cookie = route.affinity.as_deref().and_then(|a| cookie(req.headers(), &a.name));
+    let (upstream, own, mut sticky) = route.pick_sticky(cookie.as_deref())?;
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }
@@ -202,13 +205,6 @@ pub(super) async fn forward(
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
-    // Sticky sessions: the endpoint the client's cookie names, while it is there and not
-    // failing; then the balancer's choice.
-    let cookie = route.affinity.as_deref().and_then(|a| req.as_ref().and_then(|r| cookie(r.headers(), &a.name)));
-    let mut sticky = cookie
-        .as_deref()
-        .and_then(|v| upstream.endpoints.iter().position(|e| e.affinity_key == v))
-        .filter(|&i| !upstream.endpoints[i].ejected());
     while let Some(i) = sticky.take().or_else(|| upstream.pick(&tried)) {
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();

@@ -197,6 +197,27 @@ impl CompiledForward {
         }
     }
 
+    /// The backend with the endpoint an affinity cookie names (`key`), when one has it
+    /// and it is not failing, with that endpoint's index; else
+    /// [`CompiledForward::pick_or_fall_back`]. A cookie can so keep a client on a backend
+    /// the weights give no share (a canary it was sent to by header).
+    pub fn pick_sticky(
+        &self,
+        key: Option<&str>,
+    ) -> Result<(&Arc<Upstream>, &BackendEdits, Option<usize>), UpstreamError> {
+        let found = key.and_then(|key| {
+            self.backends.iter().enumerate().find_map(|(b, (up, _))| {
+                let up = up.as_ref().ok()?;
+                let e = up.endpoints.iter().position(|e| e.affinity_key == key && !e.ejected())?;
+                Some((up, self.backend_edits.get(b).unwrap_or(&NO_EDITS), Some(e)))
+            })
+        });
+        match found {
+            Some(found) => Ok(found),
+            None => self.pick_or_fall_back().map(|(up, edits)| (up, edits, None)),
+        }
+    }
+
     /// [`CompiledForward::pick`], with the chosen backend's own header changes.
     pub fn pick_backend(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
         let i = match self.backends.as_slice() {

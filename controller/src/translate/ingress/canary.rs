@@ -71,6 +71,11 @@ impl Translator<'_> {
                     match (&canary.header_value, &canary.header_pattern) {
                         (Some(value), _) => list.push(with(HeaderMatch::exact(name, value), true)),
                         (None, Some(pattern)) => list.push(with(HeaderMatch::regex(name, pattern.clone()), true)),
+                        (None, None) if canary.header_pattern_broken => {
+                            if let Ok(any) = wharf_model::Pattern::full(".*") {
+                                list.push(with(HeaderMatch::regex(name, any), false));
+                            }
+                        }
                         (None, None) => {
                             list.push(with(HeaderMatch::exact(name, "always"), true));
                             list.push(with(HeaderMatch::exact(name, "never"), false));
@@ -89,13 +94,17 @@ impl Translator<'_> {
                         }
                     }
                 }
-                if canary.weight > 0 {
-                    if let Action::Forward(f) = &mut list[index].action {
+                if let Action::Forward(f) = &mut list[index].action {
+                    if canary.weight > 0 {
                         let main_share = canary.weight_total - canary.weight;
                         for b in &mut f.backends {
                             b.weight *= main_share;
                         }
                         f.backends.push(WeightedBackend::new(&cluster, canary.weight));
+                    } else if f.affinity.is_some() {
+                        // No share by weight, but a client the canary answered (by header
+                        // or cookie) stays on it while its affinity cookie lasts.
+                        f.backends.push(WeightedBackend::new(&cluster, 0));
                     }
                 }
             }

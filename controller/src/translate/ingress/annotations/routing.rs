@@ -23,6 +23,9 @@ pub struct Canary {
     pub header_value: Option<String>,
     /// `canary-by-header-pattern`: a value this matches (anywhere) sends to the canary.
     pub header_pattern: Option<wharf_model::Pattern>,
+    /// `canary-by-header-pattern` did not compile: a request with the header goes to the
+    /// mainline, whatever its cookie (ingress-nginx's match fails there, and decides).
+    pub header_pattern_broken: bool,
     /// `canary-by-cookie`.
     pub cookie: Option<String>,
     /// `canary-weight`: the share of the remaining requests, out of `weight_total`.
@@ -116,13 +119,16 @@ impl Reader<'_> {
             )
             .map(|h| h.to_ascii_lowercase());
         let header_value = self.get("canary-by-header-value").map(|(_, v)| v.to_owned());
+        let mut header_pattern_broken = false;
         let header_pattern = match self.get("canary-by-header-pattern") {
             Some((key, value)) if header_value.is_none() => {
                 // ingress-nginx searches the value (unanchored) for the pattern.
                 match wharf_model::Pattern::full(&format!(".*(?:{value}).*")) {
                     Ok(p) => Some(p),
                     Err(e) => {
-                        self.invalid(key, format!("{value:?}: {}; requests are not routed by this pattern", e.reason));
+                        let why = format!("{value:?}: {}; requests with the header go to the mainline", e.reason);
+                        self.invalid(key, why);
+                        header_pattern_broken = true;
                         None
                     }
                 }
@@ -151,7 +157,7 @@ impl Reader<'_> {
                 }
             },
         };
-        Some(Canary { header, header_value, header_pattern, cookie, weight, weight_total })
+        Some(Canary { header, header_value, header_pattern, header_pattern_broken, cookie, weight, weight_total })
     }
 
     /// A redirect of every request to the URL in `name`, with the status in `name-code`

@@ -105,7 +105,10 @@ fn canaries_take_header_cookie_and_weight_settings() {
         ("nginx.ingress.kubernetes.io/canary-weight", "ten"),
         ("nginx.ingress.kubernetes.io/canary-weight-total", "0"),
     ]);
-    assert_eq!(s.canary.map(|b| *b), Some(Canary { weight_total: 100, ..Canary::default() }));
+    assert_eq!(
+        s.canary.map(|b| *b),
+        Some(Canary { weight_total: 100, header_pattern_broken: true, ..Canary::default() })
+    );
     assert_eq!(d.len(), 5, "{d:?}");
 }
 
