@@ -78,11 +78,22 @@ async fn the_default_backend_takes_requests_without_endpoints_and_answers_listed
     let seen = get("/app/item", &[]).await.unwrap();
     assert_eq!((seen.status, seen.headers["x-echo-name"].to_str().unwrap()), (200, "app"));
 
-    // No endpoints: the default backend takes the request itself, unchanged.
-    let seen = get("/empty/a?b=c", &[]).await.unwrap();
+    // No endpoints: the default backend takes the request itself, its path and query
+    // kept, told why as ingress-nginx tells it (X-Code 503); headers the client sent in
+    // those names are replaced.
+    const CLIENT: &[(&str, &str)] = &[("x-code", "200"), ("x-service-name", "other"), ("x-format", "forged")];
+    let seen = get("/empty/a?b=c", CLIENT).await.unwrap();
     assert_eq!(seen.status, 200);
-    assert_eq!((&seen.json()["name"], &seen.json()["path"]), (&"errors".into(), &"/empty/a".into()));
-    assert!(seen.json()["headers"].get("x-code").is_none());
+    let told = seen.json();
+    assert_eq!((&told["name"], &told["path"], &told["query"]), (&"errors".into(), &"/empty/a".into(), &"b=c".into()));
+    let h = &told["headers"];
+    for (name, want) in
+        [("x-code", "503"), ("x-namespace", "shop"), ("x-ingress-name", "web"), ("x-service-name", "empty")]
+    {
+        assert_eq!(h[name], want, "{name}: {h}");
+    }
+    assert!(h.get("x-format").is_none() && h.get("x-original-uri").is_none(), "{h}");
+    assert!(h["x-request-id"].as_str().is_some_and(|id| id.len() == 32), "a request id is made: {h}");
 
     // The gateway's own error (the backend refuses connections): answered the same way.
     let seen = get("/dead", &[]).await.unwrap();

@@ -136,6 +136,22 @@ pub(super) async fn error_page(
     }
 }
 
+/// What the default backend is told of a request it takes because the route's backend
+/// has no endpoints, as ingress-nginx tells it: `X-Code: 503`, `X-Format` (the client's
+/// `Accept`), the Ingress's namespace and name, the Service and port, and the request
+/// id. The path is the client's.
+fn fallback_headers(fb: &CompiledFallback, h: &mut http::HeaderMap) {
+    h.insert("x-code", HeaderValue::from_static("503"));
+    match h.get(header::ACCEPT).cloned() {
+        Some(accept) => h.insert("x-format", accept),
+        None => h.remove("x-format"),
+    };
+    for (name, value) in &fb.headers {
+        h.insert(name.clone(), value.clone());
+    }
+    headers::ensure_request_id(h);
+}
+
 /// How much body a request may send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum BodyLimit {
@@ -172,9 +188,13 @@ pub(super) async fn forward(
     // Sticky sessions: the endpoint the client's cookie names, while it is there and not
     // failing, in whichever backend has it; then the balancer's choice.
     let cookie = route.affinity.as_deref().and_then(|a| cookie(req.headers(), &a.name));
-    let (upstream, own, mut sticky) = route.pick_sticky(cookie.as_deref())?;
+    let picked = route.pick_sticky(cookie.as_deref())?;
+    let (upstream, own, mut sticky) = (picked.upstream, picked.edits, picked.sticky);
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
+    }
+    if let Some(fb) = picked.fallback {
+        fallback_headers(fb, req.headers_mut());
     }
     let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
     let downstream_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));

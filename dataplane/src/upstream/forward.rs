@@ -21,6 +21,19 @@ pub struct BackendEdits {
 
 static NO_EDITS: BackendEdits = BackendEdits { request: CompiledEdits::NONE, response: CompiledEdits::NONE };
 
+/// Where one request goes.
+#[derive(Debug)]
+pub struct Picked<'f> {
+    /// The upstream.
+    pub upstream: &'f Arc<Upstream>,
+    /// The chosen backend's own header changes.
+    pub edits: &'f BackendEdits,
+    /// The endpoint the client's affinity cookie names, by index.
+    pub sticky: Option<usize>,
+    /// The default backend, taking the request of a backend without endpoints.
+    pub fallback: Option<&'f CompiledFallback>,
+}
+
 /// Weighted upstreams and header changes.
 #[derive(Debug)]
 pub struct CompiledForward {
@@ -185,15 +198,17 @@ impl CompiledForward {
     /// [`CompiledForward::pick_backend`], except that a backend without endpoints (or
     /// without a Service) gives way to the default backend, when there is one with
     /// endpoints.
-    pub fn pick_or_fall_back(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+    pub fn pick_or_fall_back(&self) -> Result<Picked<'_>, UpstreamError> {
         let picked = self.pick_backend();
         let empty = match &picked {
             Ok((u, _)) => u.endpoints.is_empty(),
             Err(e) => *e == UpstreamError::NoEndpoints,
         };
-        match self.fallback.as_deref().map(|f| &f.upstream) {
-            Some(Ok(u)) if empty && !u.endpoints.is_empty() => Ok((u, &NO_EDITS)),
-            _ => picked,
+        match self.fallback.as_deref() {
+            Some(fb @ CompiledFallback { upstream: Ok(u), .. }) if empty && !u.endpoints.is_empty() => {
+                Ok(Picked { upstream: u, edits: &NO_EDITS, sticky: None, fallback: Some(fb) })
+            }
+            _ => picked.map(|(upstream, edits)| Picked { upstream, edits, sticky: None, fallback: None }),
         }
     }
 
@@ -201,20 +216,18 @@ impl CompiledForward {
     /// and it is not failing, with that endpoint's index; else
     /// [`CompiledForward::pick_or_fall_back`]. A cookie can so keep a client on a backend
     /// the weights give no share (a canary it was sent to by header).
-    pub fn pick_sticky(
-        &self,
-        key: Option<&str>,
-    ) -> Result<(&Arc<Upstream>, &BackendEdits, Option<usize>), UpstreamError> {
+    pub fn pick_sticky(&self, key: Option<&str>) -> Result<Picked<'_>, UpstreamError> {
         let found = key.and_then(|key| {
             self.backends.iter().enumerate().find_map(|(b, (up, _))| {
                 let up = up.as_ref().ok()?;
                 let e = up.endpoints.iter().position(|e| e.affinity_key == key && !e.ejected())?;
-                Some((up, self.backend_edits.get(b).unwrap_or(&NO_EDITS), Some(e)))
+                let edits = self.backend_edits.get(b).unwrap_or(&NO_EDITS);
+                Some(Picked { upstream: up, edits, sticky: Some(e), fallback: None })
             })
         });
         match found {
             Some(found) => Ok(found),
-            None => self.pick_or_fall_back().map(|(up, edits)| (up, edits, None)),
+            None => self.pick_or_fall_back(),
         }
     }
 
@@ -404,7 +417,7 @@ mod tests {
             CompiledForward::new(vec![(backend, 1)], CompiledEdits::default(), CompiledEdits::default())
                 .falling_back(fb)
         };
-        let picked = |f: &CompiledForward| f.pick_or_fall_back().map(|(u, _)| u.id.clone());
+        let picked = |f: &CompiledForward| f.pick_or_fall_back().map(|p| p.upstream.id.clone());
         assert_eq!(picked(&forward(with("app", 1), Some(fallback(with("errors", 1))))), Ok("app".into()));
         assert_eq!(picked(&forward(with("app", 0), Some(fallback(with("errors", 1))))), Ok("errors".into()));
         let missing = Err(UpstreamError::NoEndpoints);
