@@ -147,7 +147,7 @@ fn every_annotation_of_the_corpus_gets_its_documented_verdict() {
         })
         .collect();
     for want in [
-        "shop/regex-wrong-type InvalidPath",
+        "shop/regex-invalid InvalidPath",
         "app/lonely-canary CanaryWithoutMain",
         "misc/conflict-newer HostPathConflict",
     ] {

@@ -176,15 +176,8 @@ fn regex_hosts(ours: &[&Ingress], settings: &[&annotations::Settings]) -> HashSe
 }
 
 /// A path of an Ingress on a regex host, as ingress-nginx matches it: `~* "^PATH"`
-/// (case-insensitive, open at the end), whatever its pathType, except that a path with
-/// regex syntax needs `ImplementationSpecific`.
-fn regex_path(raw: &str, path_type: &str) -> Result<PathMatch, String> {
-    let plain = raw.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/".contains(&b));
-    if !plain && path_type != "ImplementationSpecific" {
-        return Err(format!(
-            "path {raw:?} skipped: a regular expression needs pathType ImplementationSpecific, not {path_type}"
-        ));
-    }
+/// (case-insensitive, open at the end), whatever its pathType.
+fn regex_path(raw: &str) -> Result<PathMatch, String> {
     if !raw.starts_with('/') {
         return Err(format!("path {raw:?} skipped: it must start with '/'"));
     }
@@ -429,7 +422,9 @@ impl<'a> Translator<'a> {
     fn path_match(&mut self, src: &ObjectRef, regex: bool, p: &HTTPIngressPath) -> Option<PathMatch> {
         let raw = p.path.as_deref().unwrap_or("/");
         let matched = match p.path_type.as_str() {
-            "Exact" | "Prefix" | "ImplementationSpecific" if regex => regex_path(raw, p.path_type.as_str()),
+            // Whatever the pathType, as ingress-nginx serves them (only its admission
+            // webhook refuses regex syntax in Exact and Prefix paths).
+            "Exact" | "Prefix" | "ImplementationSpecific" if regex => regex_path(raw),
             "Exact" => PathMatch::exact(raw).map_err(|e| format!("path skipped: {e}")),
             "Prefix" | "ImplementationSpecific" => PathMatch::prefix(raw).map_err(|e| format!("path skipped: {e}")),
             other => {
