@@ -129,6 +129,21 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     let seen = http_get_after(proxy, unknown, r.http, "a.test", "/secure", &forwarded).await.unwrap();
     assert_eq!(seen.status, 200, "{}", seen.body);
     assert_eq!(seen.headers["strict-transport-security"], "max-age=60; includeSubDomains");
+    // The host it names is the backend's Host, and the HTTPS redirect's (without its
+    // port); routing still goes by the request's own host.
+    let named = [("x-forwarded-host", "www.shop.example:8080, inner.example")];
+    let seen = http_get_after(proxy, unknown, r.http, "a.test", "/open", &named).await.unwrap();
+    let headers = &seen.json()["headers"];
+    assert_eq!((seen.status, &seen.json()["host"]), (200, &"www.shop.example:8080".into()), "{headers}");
+    assert_eq!(headers["x-forwarded-host"], "www.shop.example:8080");
+    assert_eq!(headers["x-original-forwarded-host"], "www.shop.example:8080, inner.example");
+    let seen = http_get_after(proxy, unknown, r.http, "a.test", "/secure", &named).await.unwrap();
+    assert_eq!(
+        (seen.status, seen.headers["location"].to_str().unwrap()),
+        (308, "https://www.shop.example:8443/secure")
+    );
+    let seen = http_get_after(proxy, unknown, r.http, "b.test", "/open", &named).await.unwrap();
+    assert_eq!(seen.status, 404, "not routed by the forwarded host");
 
     // Another peer's headers, and its PROXY protocol header's address, are not believed.
     for preamble in [&unknown[..], V1] {
@@ -141,8 +156,13 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
         assert_eq!(headers["x-original-forwarded-for"], "198.51.100.1, 203.0.113.7");
         assert!(headers.get("x-original-url").is_none() && headers.get("ssl_client_verify").is_none(), "{headers}");
         assert_eq!(headers["x-forwarded-proto"], "http");
-        let seen = http_get_after(other, preamble, r.http, "a.test", "/secure", &forwarded).await.unwrap();
-        assert_eq!(seen.status, 308);
+        let named = [("x-forwarded-host", "evil.example")];
+        let seen = http_get_after(other, preamble, r.http, "a.test", "/open", &named).await.unwrap();
+        let headers = &seen.json()["headers"];
+        assert_eq!((&seen.json()["host"], &headers["x-forwarded-host"]), (&"a.test".into(), &"a.test".into()));
+        assert_eq!(headers["x-original-forwarded-host"], "evil.example");
+        let seen = http_get_after(other, preamble, r.http, "a.test", "/secure", &named).await.unwrap();
+        assert_eq!((seen.status, seen.headers["location"].to_str().unwrap()), (308, "https://a.test:8443/secure"));
         assert!(seen.headers.get("strict-transport-security").is_none());
     }
 }

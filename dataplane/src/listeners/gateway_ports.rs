@@ -116,6 +116,7 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
                     gateway_port: key,
                     forwarded_by: None,
                     proxy_port: None,
+                    proxy_host: None,
                     client_cert: None,
                 };
                 serve_http(s.clone(), Prefixed::new(Vec::new(), stream), info, w)
@@ -132,6 +133,7 @@ async fn accept_port(shared: Arc<Shared>, listener: TcpListener, protocol: PortP
                     gateway_port: key,
                     forwarded_by: None,
                     proxy_port: None,
+                    proxy_host: None,
                     client_cert: None,
                 };
                 serve_https(s.clone(), Prefixed::new(Vec::new(), stream), info, w)

@@ -155,6 +155,7 @@ impl Bound {
                         gateway_port: None,
                         forwarded_by: None,
                         proxy_port: None,
+                        proxy_host: None,
                         client_cert: None,
                     };
                     serve_http(s, stream, info, w).await
@@ -175,6 +176,7 @@ impl Bound {
                         gateway_port: None,
                         forwarded_by: None,
                         proxy_port: None,
+                        proxy_host: None,
                         client_cert: None,
                     };
                     serve_https(s, stream, info, w).await

@@ -295,7 +295,7 @@ fn client_port(conn: &ConnInfo, host: Option<&HeaderValue>) -> u16 {
 /// the forwarded fields, the routed (or rewritten) host and path, and the route's and the
 /// backend's header edits. Returns the host the backend sees.
 fn prepare<'a>(
-    conn: &ConnInfo,
+    conn: &'a ConnInfo,
     route: &'a CompiledForward,
     own: &BackendEdits,
     matched: &PathMatch,
@@ -304,6 +304,9 @@ fn prepare<'a>(
     req: &mut Request<RequestBody>,
 ) -> Option<&'a HeaderValue> {
     headers::strip_hop_by_hop(req.headers_mut(), upgrade);
+    let port = client_port(conn, host);
+    // A trusted proxy's word for the host the client asked for, else the routed one.
+    let host = conn.proxy_host.as_ref().or(host);
     let fwd = headers::Forwarded {
         client_ip: conn.client.ip(),
         hop: conn.forwarded_by.unwrap_or(conn.client.ip()),
@@ -312,7 +315,7 @@ fn prepare<'a>(
             Scheme::Https => "https",
         },
         host,
-        port: client_port(conn, host),
+        port,
     };
     headers::set_forwarded(req.headers_mut(), &fwd);
     // The backend sees the host that was routed (an absolute-form target wins over a

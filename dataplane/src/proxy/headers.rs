@@ -81,6 +81,7 @@ const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port")
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 const X_ORIGINAL_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-original-forwarded-for");
+const X_ORIGINAL_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-original-forwarded-host");
 const X_FORWARDED_SCHEME: HeaderName = HeaderName::from_static("x-forwarded-scheme");
 const X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");
 
@@ -105,6 +106,9 @@ static PROXY_ONLY: [HeaderName; 6] = [
 /// - unless it is a `trusted` proxy, [`PROXY_ONLY`]'s headers, and its `X-Forwarded-For`,
 ///   kept as `X-Original-Forwarded-For` (as ingress-nginx does): the backend's
 ///   `X-Forwarded-For` then names the client alone.
+///
+/// Whoever sent it, its `X-Forwarded-Host` is kept as `X-Original-Forwarded-Host` (as
+/// ingress-nginx does): the backend's `X-Forwarded-Host` is Wharf's own.
 pub fn from_client(headers: &mut HeaderMap, trusted: bool, underscores: bool) {
     let own = |k: &HeaderName| {
         CLIENT_CERT.contains(k)
@@ -127,6 +131,22 @@ pub fn from_client(headers: &mut HeaderMap, trusted: bool, underscores: bool) {
             }
         }
     }
+    match joined(headers, &X_FORWARDED_HOST).and_then(|v| HeaderValue::from_bytes(&v).ok()) {
+        Some(v) => headers.insert(X_ORIGINAL_FORWARDED_HOST, v),
+        None => headers.remove(X_ORIGINAL_FORWARDED_HOST),
+    };
+}
+
+/// The first entry of an `X-Forwarded-Host`, when it is an authority (`host[:port]`, no
+/// user info, no path).
+fn forwarded_host(headers: &HeaderMap) -> Option<HeaderValue> {
+    let v = headers.get(&X_FORWARDED_HOST)?.as_bytes();
+    let first = v.split(|b| *b == b',').next().unwrap_or(v).trim_ascii();
+    let authority = http::uri::Authority::try_from(first).ok()?;
+    if first.is_empty() || first.contains(&b'@') || authority.host().is_empty() {
+        return None;
+    }
+    HeaderValue::from_bytes(first).ok()
 }
 
 /// The values of `name` that are not blank, joined by `, ` (one header), or `None` when
@@ -141,8 +161,9 @@ fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
     Some(v)
 }
 
-/// `conn` from a trusted proxy, its client, scheme and port as that proxy's headers say
-/// (`X-Forwarded-For`, `-Proto`, `-Port`, as nginx's realip module reads them): the client
+/// `conn` from a trusted proxy, its client, scheme, port and host as that proxy's headers
+/// say (`X-Forwarded-For`, `-Proto`, `-Port`, as nginx's realip module reads them, and
+/// `-Host`, as ingress-nginx's `use-forwarded-headers` does): the client
 /// is the last address of `X-Forwarded-For` that `trusts` does not (the first when it
 /// trusts them all; the trusted one after an entry that is not an address). What no header
 /// says stays the connection's; a scheme without a port takes the scheme's own.
@@ -183,6 +204,7 @@ pub fn forwarded_client(
         _ => None,
     };
     conn.scheme = scheme.unwrap_or(conn.scheme);
+    conn.proxy_host = forwarded_host(headers);
     conn.forwarded_by = Some(hop);
     conn
 }
@@ -564,6 +586,7 @@ mod tests {
             gateway_port: None,
             forwarded_by: None,
             proxy_port: None,
+            proxy_host: None,
             client_cert: None,
         };
         let trusted = ["10.0.0.0/8", "2001:db8:f::/48"].map(|n| wharf_model::IpNet::parse(n).ok());
@@ -630,6 +653,43 @@ mod tests {
         conn.port = 8443;
         let c = forwarded_client(conn, &h, |_| true);
         assert_eq!((c.scheme, c.arrival_port()), (Https, 8443));
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_host_by_the_first_authority_of_its_forwarded_host() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: &[Case] = &[
+            (&[], None),
+            (&[("x-forwarded-host", "myhost")], Some("myhost")),
+            (&[("x-forwarded-host", " myhost.com , another.host,example.net")], Some("myhost.com")),
+            (&[("x-forwarded-host", "example.com:80")], Some("example.com:80")),
+            (&[("x-forwarded-host", "[2001:db8::1]:8443")], Some("[2001:db8::1]:8443")),
+            (&[("x-forwarded-host", "")], None),
+            (&[("x-forwarded-host", ",b.example")], None),
+            (&[("x-forwarded-host", "user@evil.example")], None),
+            (&[("x-forwarded-host", "evil.example/path")], None),
+            (&[("x-forwarded-host", ":80")], None),
+        ];
+        for (headers, want) in cases {
+            let c = from_proxy(headers);
+            assert_eq!(c.proxy_host.as_ref().and_then(|v| v.to_str().ok()), *want, "{headers:?}");
+        }
+    }
+
+    #[test]
+    fn a_clients_forwarded_host_reaches_the_backend_as_the_original_forwarded_host() {
+        for trusted in [false, true] {
+            let mut h = HeaderMap::new();
+            h.append("x-forwarded-host", HeaderValue::from_static("a.example"));
+            h.append("x-forwarded-host", HeaderValue::from_static(" b.example "));
+            h.insert("x-original-forwarded-host", HeaderValue::from_static("forged"));
+            from_client(&mut h, trusted, false);
+            assert_eq!(h["x-original-forwarded-host"], "a.example, b.example", "trusted: {trusted}");
+            let mut none = HeaderMap::new();
+            none.insert("x-original-forwarded-host", HeaderValue::from_static("forged"));
+            from_client(&mut none, trusted, false);
+            assert!(none.get("x-original-forwarded-host").is_none(), "trusted: {trusted}");
+        }
     }
 
     #[test]

@@ -63,6 +63,11 @@ pub struct ConnInfo {
     /// The port the client used, as that trusted proxy's `X-Forwarded-Port` (or the
     /// scheme it named) says.
     pub proxy_port: Option<u16>,
+    /// The host the client asked that trusted proxy for, as the first entry of its
+    /// `X-Forwarded-Host` (an authority, `host[:port]`): the backend's `Host` and
+    /// `X-Forwarded-Host`, and the host of the HTTPS redirect, as ingress-nginx's
+    /// `use-forwarded-headers` makes them. Routing still goes by the request's own host.
+    pub proxy_host: Option<HeaderValue>,
     /// The certificate the client presented (HTTPS; checked against its host's CA in the
     /// handshake).
     pub client_cert: Option<Arc<wharf_model::PeerCertificate>>,
@@ -173,7 +178,7 @@ pub async fn handle(
         // A CORS preflight is answered here, before any other check of the route (as
         // ingress-nginx does).
         (Ok(()), Some(_)) if preflight => (preflight_answer(), Some(Answered::CorsPreflight), None),
-        (Ok(()), Some(_)) if https_redirect => (redirect(&shared, &host, &req), None, None),
+        (Ok(()), Some(_)) if https_redirect => (redirect(&shared, redirect_host(&conn, &host), &req), None, None),
         // The client certificate is checked first, as nginx checks it before the request is
         // processed.
         (Ok(()), Some(r)) if cert_refusal.is_some() => {
@@ -340,6 +345,16 @@ async fn authenticate<B>(
     }
 }
 
+/// The host an HTTPS redirect names: a trusted proxy's `X-Forwarded-Host` without its
+/// port (as ingress-nginx's `$redirect_host`), else the request's.
+fn redirect_host<'h>(conn: &'h ConnInfo, host: &'h str) -> &'h str {
+    let forwarded = conn.proxy_host.as_ref().and_then(|v| v.to_str().ok());
+    match forwarded.and_then(|v| http::uri::Authority::try_from(v).ok().map(|a| a.host().len()).map(|n| &v[..n])) {
+        Some(h) if !h.is_empty() => h,
+        _ => host,
+    }
+}
+
 /// The route's CORS policy and the `Access-Control-Allow-Origin` value, when the request
 /// comes from an origin it allows (any request, with or without `Origin`, when it allows
 /// `*`).
@@ -477,6 +492,7 @@ mod tests {
             gateway_port: None,
             forwarded_by: None,
             proxy_port: None,
+            proxy_host: None,
             client_cert: None,
         };
         let rd = |scheme: Option<&str>, host: Option<&str>, port: Option<u16>, status: u16| Redirect {
