@@ -115,6 +115,9 @@ fn difference(name: &str) -> Option<&'static str> {
         "auth-url" => {
             "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503); answers are not cached"
         }
+        "proxy-next-upstream" | "proxy-next-upstream-tries" | "proxy-next-upstream-timeout" => {
+            "a request with a body is never sent twice (ingress-nginx buffers bodies and sends them again); without these annotations only a connection that cannot be made is tried elsewhere"
+        }
         _ => return None,
     })
 }
@@ -349,7 +352,7 @@ mod tests {
                            "nginx.ingress.kubernetes.io/limit-rps": "lots",
                            "nginx.ingress.kubernetes.io/use-regex": "true",
                            "example.com/team": "a"}),
-                    "/api(/|$)(.*)",
+                    "/api(/|$)(.*",
                     "Prefix",
                 ),
                 ingress(
@@ -377,7 +380,7 @@ mod tests {
         assert!(matches!(verdict("limit-rps"), Some(Verdict::Invalid(m)) if m.contains("not a whole number")));
         assert_eq!(web.annotations.len(), 6, "other prefixes are not reported");
         let problems: Vec<&str> = web.problems.iter().map(|d| d.reason.as_str()).collect();
-        assert_eq!(problems, ["InvalidPath"], "a regex path with pathType Prefix");
+        assert_eq!(problems, ["InvalidPath"], "a regex path that does not compile");
         assert!(!web.skipped);
         let legacy = &reports[1];
         assert!(legacy.skipped);

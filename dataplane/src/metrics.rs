@@ -91,6 +91,7 @@ pub struct Metrics {
     /// Passthrough connections closed because no route matched their SNI.
     pub passthrough_unknown_sni: IntCounter,
     rate_limited: IntCounter,
+    upstream_retries: IntCounter,
     bytes: IntCounterVec,
     hbone_tunnels: IntCounterVec,
     /// Open HBONE tunnels (both directions).
@@ -249,6 +250,10 @@ impl Metrics {
                 "wharf_rate_limited_requests_total",
                 "Requests answered 503 because their client was over a route's limit (limit-rps, limit-rpm, limit-connections)",
             )?,
+            upstream_retries: r.counter(
+                "wharf_upstream_retries_total",
+                "Requests sent again to another endpoint after the first failed as the route's proxy-next-upstream asks",
+            )?,
             config_rejects: r.counter("wharf_config_rejects_total", "Config snapshots rejected (the previous one kept serving)")?,
             passthrough_unknown_sni: r.counter(
                 "wharf_passthrough_unknown_sni_total",
@@ -374,6 +379,11 @@ impl Metrics {
     /// Open connections of a listener.
     pub fn open_connections(&self, listener: Listener) -> i64 {
         self.active.with_label_values(&[listener.label()]).get()
+    }
+
+    /// Counts a request sent again to another endpoint (`proxy-next-upstream`).
+    pub fn upstream_retry(&self) {
+        self.upstream_retries.inc();
     }
 
     /// Counts a request refused for its client's rate or concurrency.

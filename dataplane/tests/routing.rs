@@ -358,6 +358,7 @@ async fn routes_match_on_method_headers_and_query_and_act_by_weight_redirect_or_
                 mirrors: Vec::new(),
                 affinity: None,
                 fallback: None,
+                retry: None,
             }),
         ),
         with(

@@ -32,7 +32,7 @@ pub use path::{PathMatch, PathMatchError};
 pub use pattern::{Pattern, PatternError};
 pub use route::{
     Action, CookieAffinity, Fallback, Forward, HeaderEdits, HeaderMatch, LazyEdits, Mirror, PathRewrite, QueryMatch,
-    Redirect, Respond, RouteMatch, UrlRewrite, WeightedBackend,
+    Redirect, Respond, Retry, RouteMatch, UrlRewrite, WeightedBackend,
 };
 pub use snapshot::{
     parse_size, AcmeChallenges, AppProtocol, Certificate, Cluster, Endpoint, GatewayPort, Hbone, ObjectRef,

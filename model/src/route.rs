@@ -152,6 +152,7 @@ impl Forward {
             mirrors: Vec::new(),
             affinity: None,
             fallback: None,
+            retry: None,
         }
     }
 }
@@ -194,6 +195,39 @@ pub struct Forward {
     /// ingress-nginx `default-backend` and `custom-http-errors`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Box<Fallback>>,
+    /// When a request is tried on another endpoint; `None`: only when a connection to the
+    /// endpoint cannot be made, on every endpoint in turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Box<Retry>>,
+}
+
+/// When a request that failed on one endpoint is tried on another of the same backend
+/// (ingress-nginx `proxy-next-upstream`, `-tries`, `-timeout`). A connection that cannot
+/// be made is always tried elsewhere, within `tries`. A request is tried again after it
+/// was sent only when it has no body, and, unless `non_idempotent`, when its method may
+/// be repeated (not `POST`, `PATCH` or `LOCK`, as in nginx); the last attempt's answer is
+/// the client's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retry {
+    /// After the request was sent, the connection failed or the response was malformed
+    /// (`error`, `invalid_header`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub on_error: bool,
+    /// The response headers did not come in time (`timeout`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub on_timeout: bool,
+    /// Response statuses tried elsewhere (`http_502`, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<u16>,
+    /// `POST`, `PATCH` and `LOCK` too (`non_idempotent`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub non_idempotent: bool,
+    /// Attempts in all, the first included; 0: one per endpoint.
+    pub tries: u32,
+    /// How long after the first attempt another may start, in milliseconds; `None`: any
+    /// time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// ingress-nginx `default-backend`: a Service that takes the requests while no backend

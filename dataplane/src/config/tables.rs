@@ -322,6 +322,7 @@ fn forward(upstreams: &Upstreams<'_>, f: &wharf_model::Forward) -> CompiledForwa
         .connecting_within(f.connect_timeout_ms)
         .sending_within(f.send_timeout_ms)
         .sticky(f.affinity.as_deref())
+        .retrying(f.retry.as_deref())
         .falling_back(f.fallback.as_deref().map(|fb| CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)))
 }
 

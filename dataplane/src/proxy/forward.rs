@@ -222,10 +222,18 @@ pub(super) async fn forward(
     // A body is timed as it is sent; the wait for the response starts when it ends.
     let send_limit = route.send_timeout.unwrap_or(limit);
     let progress = (!hyper::body::Body::is_end_stream(req.body())).then(|| req.body_mut().watch());
+    let policy = route.retry.as_deref();
+    // A request is sent again only when it has no body to replay, and the policy asks.
+    let replay = policy.filter(|p| progress.is_none() && p.replays(req.method())).map(|_| copy_head(&req));
+    let tries = policy.map_or(usize::MAX, |p| p.tries);
+    let until = policy.and_then(|p| p.budget).map(|b| std::time::Instant::now() + b);
     let mut tried = Vec::new();
     let mut req = Some(req);
     let mut last = UpstreamError::NoEndpoints;
     while let Some(i) = sticky.take().or_else(|| upstream.pick(&tried)) {
+        if !tried.is_empty() && (tried.len() >= tries || until.is_some_and(|u| std::time::Instant::now() >= u)) {
+            break;
+        }
         let ep = &upstream.endpoints[i];
         let in_flight = ep.start();
         let c = match ep.conn(&dialer, conn.client, timeouts.upstream_idle).await {
@@ -238,13 +246,31 @@ pub(super) async fn forward(
                 continue;
             }
         };
-        let Some(r) = req.take() else { break };
+        let Some(r) = req.take().or_else(|| replay.as_ref().map(copy_head)) else { break };
+        // Whether a failure of this attempt may still go to another endpoint.
+        let another = |tried: &[usize]| {
+            replay.is_some()
+                && tried.len() + 1 < tries
+                && until.is_none_or(|u| std::time::Instant::now() < u)
+                && (0..upstream.endpoints.len()).any(|k| k != i && !tried.contains(&k))
+        };
         let (sent, sender) = match c {
             Conn::H1(mut s) => (timed(s.try_send_request(r), limit, send_limit, progress.as_deref()).await, Some(s)),
             Conn::H2(mut s) => (timed(s.try_send_request(r), limit, send_limit, progress.as_deref()).await, None),
         };
         match sent {
+            Err(e) if e == UpstreamError::RequestTimeout && policy.is_some_and(|p| p.on_timeout) && another(&tried) => {
+                shared.metrics.upstream_retry();
+                tried.push(i);
+                last = e;
+            }
             Err(e) => return Err(e),
+            Ok(Ok(resp)) if policy.is_some_and(|p| p.statuses.contains(&resp.status().as_u16())) && another(&tried) => {
+                // Its answer is dropped unread (the connection with it).
+                shared.metrics.upstream_retry();
+                tried.push(i);
+                last = UpstreamError::Protocol;
+            }
             Ok(Ok(resp)) => {
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
@@ -272,6 +298,12 @@ pub(super) async fn forward(
                         tried.push(i);
                         last = UpstreamError::ConnectFailed;
                     }
+                    None if policy.is_some_and(|p| p.on_error) && another(&tried) => {
+                        tracing::debug!(upstream = %ep.addr, error = %e.error(), "upstream request failed; tried again");
+                        shared.metrics.upstream_retry();
+                        tried.push(i);
+                        last = UpstreamError::Protocol;
+                    }
                     None => {
                         tracing::debug!(upstream = %ep.addr, error = %e.error(), "upstream request failed");
                         return Err(UpstreamError::Protocol);
@@ -281,6 +313,22 @@ pub(super) async fn forward(
         }
     }
     Err(last)
+}
+
+/// A request with the method, target, version and headers of `req`, and no body: sent
+/// again, or as a copy.
+pub(super) fn copy_head<B>(req: &Request<B>) -> Request<RequestBody> {
+    copy_head_with(req, RequestBody::empty())
+}
+
+/// [`copy_head`], with `body`.
+pub(super) fn copy_head_with<B>(req: &Request<B>, body: RequestBody) -> Request<RequestBody> {
+    let mut copy = Request::new(body);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
 }
 
 /// The port the client used (see [`headers::Forwarded::port`]).

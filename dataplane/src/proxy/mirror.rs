@@ -27,11 +27,8 @@ pub(super) fn start(
         if *per_million < 1_000_000 && fastrand::u32(..1_000_000) >= *per_million {
             continue;
         }
-        let mut copy = Request::new(req.body_mut().copy());
-        *copy.method_mut() = req.method().clone();
-        *copy.uri_mut() = req.uri().clone();
-        *copy.version_mut() = req.version();
-        *copy.headers_mut() = req.headers().clone();
+        let body = req.body_mut().copy();
+        let copy = super::forward::copy_head_with(req, body);
         let (upstream, dialer, metrics) = (Arc::clone(upstream), dialer.clone(), metrics.clone());
         tokio::spawn(async move {
             let result = send(&upstream, copy, &dialer, client, timeouts).await;

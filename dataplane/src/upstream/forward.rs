@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use wharf_model::{CookieAffinity, HeaderEdits, PathRewrite, UrlRewrite};
+use wharf_model::{CookieAffinity, HeaderEdits, PathRewrite, Retry, UrlRewrite};
 
 use super::Upstream;
 use crate::reasons::UpstreamError;
@@ -63,6 +63,51 @@ pub struct CompiledForward {
     pub send_timeout: Option<Option<std::time::Duration>>,
     /// ingress-nginx `default-backend` and `custom-http-errors`.
     pub fallback: Option<Box<CompiledFallback>>,
+    /// When a request is tried on another endpoint; `None`: after a failed connection only.
+    pub retry: Option<Box<RetryPolicy>>,
+}
+
+/// A route's [`Retry`], for the request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// After the request was sent, a failed connection or a malformed response.
+    pub on_error: bool,
+    /// The response headers' timeout.
+    pub on_timeout: bool,
+    /// Statuses tried elsewhere.
+    pub statuses: Vec<u16>,
+    /// `POST`, `PATCH` and `LOCK` too.
+    pub non_idempotent: bool,
+    /// Attempts in all, the first included (`usize::MAX`: one per endpoint).
+    pub tries: usize,
+    /// How long after the first attempt another may start.
+    pub budget: Option<std::time::Duration>,
+}
+
+impl RetryPolicy {
+    /// The policy `retry` describes.
+    pub fn new(retry: &Retry) -> RetryPolicy {
+        RetryPolicy {
+            on_error: retry.on_error,
+            on_timeout: retry.on_timeout,
+            statuses: retry.statuses.clone(),
+            non_idempotent: retry.non_idempotent,
+            tries: match retry.tries {
+                0 => usize::MAX,
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            },
+            budget: retry.timeout_ms.map(std::time::Duration::from_millis),
+        }
+    }
+
+    /// True when a request with `method` and no body may be sent again after it was sent
+    /// once: some condition asks for it, and the method may be repeated (nginx's list of
+    /// the others: `POST`, `PATCH`, `LOCK`) or `non_idempotent` says so.
+    pub fn replays(&self, method: &http::Method) -> bool {
+        let asked = self.on_error || self.on_timeout || !self.statuses.is_empty();
+        let repeatable = !matches!(method.as_str(), "POST" | "PATCH" | "LOCK");
+        asked && (repeatable || self.non_idempotent)
+    }
 }
 
 /// A route's URL rewrite.
@@ -133,6 +178,7 @@ impl CompiledForward {
             affinity: None,
             send_timeout: None,
             fallback: None,
+            retry: None,
         }
     }
 
@@ -180,6 +226,12 @@ impl CompiledForward {
     /// With sticky sessions by cookie, if the route has them.
     pub fn sticky(mut self, affinity: Option<&CookieAffinity>) -> CompiledForward {
         self.affinity = affinity.map(|a| Box::new(StickyCookie::new(a)));
+        self
+    }
+
+    /// With the route's retry policy, if it has one.
+    pub fn retrying(mut self, retry: Option<&Retry>) -> CompiledForward {
+        self.retry = retry.map(|r| Box::new(RetryPolicy::new(r)));
         self
     }
 

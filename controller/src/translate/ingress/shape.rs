@@ -73,6 +73,7 @@ impl Shape<'_> {
         f.timeout_ms = settings.read_timeout_ms;
         f.connect_timeout_ms = settings.connect_timeout_ms;
         f.send_timeout_ms = settings.send_timeout_ms;
+        f.retry.clone_from(&settings.retry);
         if let Some(host) = &settings.upstream_vhost {
             f.rewrite = Some(Box::new(UrlRewrite { host: Some(host.clone()), path: None }));
         }

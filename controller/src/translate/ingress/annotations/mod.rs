@@ -31,7 +31,7 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 75] = [
+pub const IMPLEMENTED: [&str; 78] = [
     "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -107,6 +107,9 @@ pub const IMPLEMENTED: [&str; 75] = [
     "auth-response-headers",
     "auth-request-redirect",
     "auth-always-set-cookie",
+    "proxy-next-upstream",
+    "proxy-next-upstream-tries",
+    "proxy-next-upstream-timeout",
 ];
 
 /// Annotations that ask for protection Wharf does not give (a web application firewall):
@@ -178,6 +181,8 @@ pub struct Settings {
     /// `proxy-send-timeout`: how long the backend may take no part of the request body,
     /// in milliseconds.
     pub send_timeout_ms: Option<u64>,
+    /// `proxy-next-upstream`, `-tries`, `-timeout`.
+    pub retry: Option<Box<wharf_model::Retry>>,
     /// `backend-protocol`.
     pub backend_protocol: BackendProtocol,
     /// `canary: "true"`: the Ingress shadows another's paths; its other annotations do
@@ -237,6 +242,7 @@ impl Default for Settings {
             connect_timeout_ms: None,
             read_timeout_ms: None,
             send_timeout_ms: None,
+            retry: None,
             backend_protocol: BackendProtocol::Http,
             canary: None,
             upstream_vhost: None,
@@ -337,6 +343,7 @@ pub fn inspect(
         connect_timeout_ms: r.seconds("proxy-connect-timeout"),
         read_timeout_ms: r.seconds("proxy-read-timeout"),
         send_timeout_ms: r.seconds("proxy-send-timeout"),
+        retry: r.retry().map(Box::new),
         backend_protocol: r.backend_protocol(),
         canary: r.canary().map(Box::new),
         upstream_vhost: r.upstream_vhost(),

@@ -237,6 +237,72 @@ impl Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    /// `proxy-next-upstream`, `-tries` and `-timeout`: `None` when none is set (Wharf's
+    /// own: a connection that cannot be made is tried on every other endpoint). With one
+    /// set, the others take ingress-nginx's defaults (`error timeout`, 3 tries, no time
+    /// limit); `off` is one try.
+    pub(super) fn retry(&mut self) -> Option<wharf_model::Retry> {
+        let conditions = self.get("proxy-next-upstream");
+        let tries = self.get("proxy-next-upstream-tries");
+        let timeout = self.get("proxy-next-upstream-timeout");
+        if conditions.is_none() && tries.is_none() && timeout.is_none() {
+            return None;
+        }
+        let mut retry = wharf_model::Retry {
+            on_error: true,
+            on_timeout: true,
+            statuses: Vec::new(),
+            non_idempotent: false,
+            tries: 3,
+            timeout_ms: None,
+        };
+        let mut off = false;
+        if let Some((key, value)) = conditions {
+            (retry.on_error, retry.on_timeout) = (false, false);
+            for word in value.split_whitespace() {
+                match word {
+                    "error" | "invalid_header" => retry.on_error = true,
+                    "timeout" => retry.on_timeout = true,
+                    "non_idempotent" => retry.non_idempotent = true,
+                    "off" => off = true,
+                    _ => match word.strip_prefix("http_").and_then(|c| c.parse::<u16>().ok()) {
+                        Some(c @ (500 | 502 | 503 | 504 | 403 | 404 | 429)) => {
+                            if !retry.statuses.contains(&c) {
+                                retry.statuses.push(c);
+                            }
+                        }
+                        _ => self.invalid(
+                            key,
+                            format!(
+                                "{word:?} is not one of error, timeout, invalid_header, http_500, http_502, http_503, \
+                                 http_504, http_403, http_404, http_429, non_idempotent, off; it is left out"
+                            ),
+                        ),
+                    },
+                }
+            }
+        }
+        if let Some((key, value)) = tries {
+            match value.trim().parse::<u32>() {
+                Ok(n) => retry.tries = n,
+                Err(_) => self.invalid(key, format!("{value:?} is not a whole number; 3 is used")),
+            }
+        }
+        if let Some((key, value)) = timeout {
+            match value.trim().parse::<u64>() {
+                Ok(0) => {}
+                Ok(s) => retry.timeout_ms = Some(s.saturating_mul(1000)),
+                Err(_) => self.invalid(key, format!("{value:?} is not a whole number of seconds; none is used")),
+            }
+        }
+        if off {
+            retry = wharf_model::Retry { on_error: false, on_timeout: false, statuses: Vec::new(), tries: 1, ..retry };
+        }
+        Some(retry)
+    }
+}
+
 /// A cookie's `Domain`: DNS labels, with the leading dot browsers ignore allowed.
 pub(super) fn is_cookie_domain(v: &str) -> bool {
     let name = v.strip_prefix('.').unwrap_or(v);

@@ -198,3 +198,43 @@ fn backend_certificates_are_checked_only_when_asked_and_what_cannot_be_checked_r
         );
     }
 }
+
+#[test]
+fn next_upstream_takes_conditions_tries_and_a_time_limit_with_ingress_nginx_defaults() {
+    use wharf_model::Retry;
+    assert_eq!(parsed(&[]).0.retry, None, "no annotation: Wharf's own (connect errors only)");
+    let defaults =
+        Retry { on_error: true, on_timeout: true, statuses: vec![], non_idempotent: false, tries: 3, timeout_ms: None };
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream-tries", "5")]);
+    assert_eq!((s.retry.map(|b| *b), d.len()), (Some(Retry { tries: 5, ..defaults.clone() }), 0));
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream", "error http_502  http_503 http_502 non_idempotent"),
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-timeout", "30"),
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-tries", "0"),
+    ]);
+    let (big, _) = parsed(&[
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-timeout", "999999"),
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-tries", "888888"),
+    ]);
+    assert_eq!(big.retry.map(|r| (r.tries, r.timeout_ms)), Some((888_888, Some(999_999_000))), "as nginx takes them");
+    let want = Retry {
+        on_timeout: false,
+        statuses: vec![502, 503],
+        non_idempotent: true,
+        tries: 0,
+        timeout_ms: Some(30_000),
+        ..defaults.clone()
+    };
+    assert_eq!((s.retry.map(|b| *b), d.len()), (Some(want), 0));
+    let (s, _) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream", "timeout invalid_header")]);
+    assert_eq!(s.retry.map(|r| (r.on_error, r.on_timeout)), Some((true, true)), "invalid_header is an error");
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream", "off http_502")]);
+    let off = Retry { on_error: false, on_timeout: false, statuses: vec![], tries: 1, ..defaults.clone() };
+    assert_eq!((s.retry.map(|b| *b), d.len()), (Some(off), 0), "off: one try");
+    let (s, d) = parsed(&[
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream", "error http_418 retry"),
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-timeout", "-1"),
+        ("nginx.ingress.kubernetes.io/proxy-next-upstream-tries", "many"),
+    ]);
+    assert_eq!((s.retry.map(|b| *b), d.len()), (Some(Retry { on_timeout: false, ..defaults }), 4), "{d:?}");
+}
