@@ -43,7 +43,12 @@ async fn routes(r: &Running) {
     ];
     routes.sort_by_key(|r| r.matches.precedence_key());
     let ca = TestCa::new("client address CA");
-    let mut s = snapshot(vec![(host("a.test"), routes)], vec![("app", cluster(&[echo("app").await]))]);
+    // Another host of the same namespace, and one of another namespace.
+    let www = route(PathMatch::prefix("/").unwrap(), "app", false);
+    let other = Route { source: wharf_model::ObjectRef::new("Ingress", "other", "o"), ..www.clone() };
+    let hosts =
+        vec![(host("a.test"), routes), (host("www.shop.example"), vec![www]), (host("other.test"), vec![other])];
+    let mut s = snapshot(hosts, vec![("app", cluster(&[echo("app").await]))]);
     s.certificates = [("web/a".to_owned(), ca.leaf(&["a.test"]).certificate())].into_iter().collect();
     s.tls_hosts = vec![wharf_model::TlsHost { host: host("a.test"), certificate: "web/a".into() }].into();
     r.gw.apply(s).unwrap();
@@ -144,6 +149,20 @@ async fn a_trusted_proxy_names_the_client_and_its_scheme_and_no_one_else_does() 
     );
     let seen = http_get_after(proxy, unknown, r.http, "b.test", "/open", &named).await.unwrap();
     assert_eq!(seen.status, 404, "not routed by the forwarded host");
+    // A host of another namespace, or one nobody serves, is not believed.
+    for named in ["other.test", "nobody.example", "www.shop.example:abc"] {
+        let h = [("x-forwarded-host", named)];
+        let seen = http_get_after(proxy, unknown, r.http, "a.test", "/open", &h).await.unwrap();
+        let headers = &seen.json()["headers"];
+        assert_eq!(
+            (&seen.json()["host"], &headers["x-forwarded-host"]),
+            (&"a.test".into(), &"a.test".into()),
+            "{named}"
+        );
+        assert_eq!(headers["x-original-forwarded-host"], named);
+        let seen = http_get_after(proxy, unknown, r.http, "a.test", "/secure", &h).await.unwrap();
+        assert_eq!((seen.status, seen.headers["location"].to_str().unwrap()), (308, "https://a.test:8443/secure"));
+    }
 
     // Another peer's headers, and its PROXY protocol header's address, are not believed.
     for preamble in [&unknown[..], V1] {

@@ -715,6 +715,9 @@ async fn sticky_sessions_keep_a_client_on_the_endpoint_its_cookie_names() {
         assert_eq!(name, first, "the cookie's endpoint answers");
         assert_eq!(set, None, "a cookie that names the endpoint is not set again");
     }
+    // A cookie of the same name set for a parent domain does not hide the host's own.
+    let (name, set) = get(Some(format!("route=0000000000000000; {pair}"))).await;
+    assert_eq!((name, set), (first.clone(), None), "the value that names an endpoint is followed");
     // A cookie naming no endpoint: the balancer chooses, and the cookie is set anew.
     let (_, set) = get(Some("route=0000000000000000".into())).await;
     assert!(set.is_some_and(|s| s.starts_with("route=") && !s.starts_with("route=0000")));

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::tests::{class, ingress, path, rule, tls_secret};
 use super::*;
-use wharf_model::{Action, Host};
+use wharf_model::{Action, Host, PathMatch};
 
 /// An Ingress of namespace `ns`, created at minute `age`.
 fn ing(ns: &str, name: &str, age: u32, annotations: Value, spec: Value) -> Ingress {
@@ -112,6 +112,28 @@ fn a_canary_in_another_namespace_takes_nothing() {
     let clusters: Vec<(&str, u32)> = f.backends.iter().map(|b| (b.cluster.as_str(), b.weight)).collect();
     assert_eq!(clusters, [("a/web:80", 0), ("a/beta:80", 100)], "a's own canary only");
     assert_eq!(owned_diags(&t).iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(), ["b/evil"]);
+}
+
+#[test]
+fn another_namespace_cannot_make_a_hosts_paths_regular_expressions() {
+    let w = world(vec![
+        ing("a", "shop", 1, json!({}), spec(Some("shop.a.test"), "/api", "web")),
+        ing(
+            "b",
+            "evil",
+            2,
+            json!({"nginx.ingress.kubernetes.io/use-regex": "true"}),
+            spec(Some("shop.a.test"), "/x", "evil"),
+        ),
+        ing("b", "own", 3, json!({"nginx.ingress.kubernetes.io/use-regex": "true"}), spec(Some("b.test"), "/x", "b")),
+    ]);
+    let t = translate(&w, &opts(), None);
+    let paths = |host: &str| -> Vec<PathMatch> {
+        let v = t.snapshot.virtual_hosts.iter().find(|v| v.host.to_string() == host).unwrap();
+        v.routes.iter().map(|r| r.matches.path.clone()).collect()
+    };
+    assert_eq!(paths("shop.a.test"), [PathMatch::Prefix("/api".into())], "still a's own prefix");
+    assert!(matches!(paths("b.test")[..], [PathMatch::Regex(_)]), "b's own host takes its use-regex");
 }
 
 #[test]

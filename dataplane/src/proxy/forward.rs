@@ -139,13 +139,16 @@ pub(super) async fn error_page(
 /// What the default backend is told of a request it takes because the route's backend
 /// has no endpoints, as ingress-nginx tells it: `X-Code: 503`, `X-Format` (the client's
 /// `Accept`), the Ingress's namespace and name, the Service and port, and the request
-/// id. The path is the client's.
+/// id (the client's own, when it sent a sane one). The path is the client's.
 fn fallback_headers(fb: &CompiledFallback, h: &mut http::HeaderMap) {
     h.insert("x-code", HeaderValue::from_static("503"));
     match h.get(header::ACCEPT).cloned() {
         Some(accept) => h.insert("x-format", accept),
         None => h.remove("x-format"),
     };
+    for name in ["x-namespace", "x-ingress-name", "x-service-name", "x-service-port"] {
+        h.remove(name);
+    }
     for (name, value) in &fb.headers {
         h.insert(name.clone(), value.clone());
     }
@@ -187,8 +190,8 @@ pub(super) async fn forward(
 ) -> Result<(Response<Body>, SocketAddr), UpstreamError> {
     // Sticky sessions: the endpoint the client's cookie names, while it is there and not
     // failing, in whichever backend has it; then the balancer's choice.
-    let cookie = route.affinity.as_deref().and_then(|a| cookie(req.headers(), &a.name));
-    let picked = route.pick_sticky(cookie.as_deref())?;
+    let cookie = route.affinity.as_deref().map(|a| cookies(req.headers(), &a.name)).unwrap_or_default();
+    let picked = route.pick_sticky(&cookie)?;
     let (upstream, own, mut sticky) = (picked.upstream, picked.edits, picked.sticky);
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
@@ -276,7 +279,7 @@ pub(super) async fn forward(
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 own.response.apply(&mut parts.headers);
                 if let Some(sticky) = route.affinity.as_deref() {
-                    if cookie.as_deref() != Some(ep.affinity_key.as_str()) {
+                    if !cookie.contains(&ep.affinity_key) {
                         let https = conn.scheme == Scheme::Https;
                         let v = sticky.set_cookie(&ep.affinity_key, https, std::time::SystemTime::now());
                         if let Ok(v) = HeaderValue::from_str(&v) {
@@ -385,12 +388,18 @@ fn prepare<'a>(
     host
 }
 
-/// The value of cookie `name`, from any `Cookie` field of the request.
-pub(super) fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
-        v.split(';').find_map(|pair| {
+/// Every value of cookie `name`: a browser sends one per matching `Domain` and `Path`,
+/// and one set for a parent domain must not hide the host's own.
+fn cookies(headers: &http::HeaderMap, name: &str) -> Vec<String> {
+    cookie_values(headers, name).map(str::to_owned).collect()
+}
+
+/// The values of cookie `name`, from every `Cookie` field of the request, in order.
+fn cookie_values<'h>(headers: &'h http::HeaderMap, name: &'h str) -> impl Iterator<Item = &'h str> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(move |v| {
+        v.split(';').filter_map(move |pair| {
             let (k, val) = pair.trim().split_once('=')?;
-            (k == name).then(|| val.trim().to_owned())
+            (k == name).then(|| val.trim())
         })
     })
 }

@@ -143,7 +143,9 @@ fn forwarded_host(headers: &HeaderMap) -> Option<HeaderValue> {
     let v = headers.get(&X_FORWARDED_HOST)?.as_bytes();
     let first = v.split(|b| *b == b',').next().unwrap_or(v).trim_ascii();
     let authority = http::uri::Authority::try_from(first).ok()?;
-    if first.is_empty() || first.contains(&b'@') || authority.host().is_empty() {
+    let after_host = &authority.as_str()[authority.host().len()..];
+    let port_ok = after_host.is_empty() || after_host.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok());
+    if first.is_empty() || first.contains(&b'@') || authority.host().is_empty() || !port_ok {
         return None;
     }
     HeaderValue::from_bytes(first).ok()
@@ -669,6 +671,9 @@ mod tests {
             (&[("x-forwarded-host", "user@evil.example")], None),
             (&[("x-forwarded-host", "evil.example/path")], None),
             (&[("x-forwarded-host", ":80")], None),
+            (&[("x-forwarded-host", "evil.example:abc")], None),
+            (&[("x-forwarded-host", "evil.example:65536")], None),
+            (&[("x-forwarded-host", "a.example:")], None),
         ];
         for (headers, want) in cases {
             let c = from_proxy(headers);

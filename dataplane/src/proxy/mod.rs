@@ -66,7 +66,8 @@ pub struct ConnInfo {
     /// The host the client asked that trusted proxy for, as the first entry of its
     /// `X-Forwarded-Host` (an authority, `host[:port]`): the backend's `Host` and
     /// `X-Forwarded-Host`, and the host of the HTTPS redirect, as ingress-nginx's
-    /// `use-forwarded-headers` makes them. Routing still goes by the request's own host.
+    /// `use-forwarded-headers` makes them, when the namespace of the routed host serves it
+    /// too (`None` otherwise). Routing still goes by the request's own host.
     pub proxy_host: Option<HeaderValue>,
     /// The certificate the client presented (HTTPS; checked against its host's CA in the
     /// handshake).
@@ -154,6 +155,22 @@ pub async fn handle(
         Some(t) if checked.is_ok() => route_for(&cfg, t, conn.gateway_port, listener, &host, &req),
         _ => None,
     };
+    // A trusted proxy's host is believed only when the routed host's namespace serves it
+    // too: a proxy that passes on its client's X-Forwarded-Host cannot make one tenant's
+    // backend or redirect name another's host, or one nobody serves.
+    let mut conn = conn;
+    if conn.proxy_host.is_some() {
+        let same_owner = match (route, tables, conn.proxy_host.as_ref().and_then(|v| v.to_str().ok())) {
+            (Some(r), Some(t), Some(named)) => {
+                route_for(&cfg, t, conn.gateway_port, listener, &normalize_host(named), &req)
+                    .is_some_and(|other| other.namespace() == r.namespace())
+            }
+            _ => false,
+        };
+        if !same_owner {
+            conn.proxy_host = None;
+        }
+    }
     let method = req.method().clone();
     let cert_refusal =
         route.and_then(|r| r.client_cert.as_ref()).and_then(|c| c.admits(conn.client_cert.as_deref()).err());

@@ -264,15 +264,15 @@ impl CompiledForward {
         }
     }
 
-    /// The backend with the endpoint an affinity cookie names (`key`), when one has it
-    /// and it is not failing, with that endpoint's index; else
+    /// The backend with the endpoint an affinity cookie names (one of `keys`), when one
+    /// has it and it is not failing, with that endpoint's index; else
     /// [`CompiledForward::pick_or_fall_back`]. A cookie can so keep a client on a backend
     /// the weights give no share (a canary it was sent to by header).
-    pub fn pick_sticky(&self, key: Option<&str>) -> Result<Picked<'_>, UpstreamError> {
-        let found = key.and_then(|key| {
+    pub fn pick_sticky(&self, keys: &[String]) -> Result<Picked<'_>, UpstreamError> {
+        let found = keys.iter().find_map(|key| {
             self.backends.iter().enumerate().find_map(|(b, (up, _))| {
                 let up = up.as_ref().ok()?;
-                let e = up.endpoints.iter().position(|e| e.affinity_key == key && !e.ejected())?;
+                let e = up.endpoints.iter().position(|e| e.affinity_key == *key && !e.ejected())?;
                 let edits = self.backend_edits.get(b).unwrap_or(&NO_EDITS);
                 Some(Picked { upstream: up, edits, sticky: Some(e), fallback: None })
             })
@@ -410,7 +410,9 @@ impl StickyCookie {
     /// over HTTPS or not. Over HTTPS the cookie is always `Secure`, as in ingress-nginx.
     pub fn set_cookie(&self, key: &str, https: bool, now: std::time::SystemTime) -> String {
         let mut v = format!("{}={key}{}", self.name, self.attrs);
-        if let Some(at) = self.expires.and_then(|e| now.checked_add(e)) {
+        // Year 10000 and later have no HTTP date (and httpdate panics on them).
+        let last = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_799);
+        if let Some(at) = self.expires.and_then(|e| now.checked_add(e)).filter(|at| *at <= last) {
             v.push_str("; Expires=");
             v.push_str(&httpdate::fmt_http_date(at));
         }
@@ -608,6 +610,8 @@ mod tests {
             secure: true,
             ..affinity()
         });
+        let never = StickyCookie::new(&CookieAffinity { expires: Some(u64::MAX / 4), ..affinity() });
+        assert_eq!(never.set_cookie("k3", false, at), "route=k3; Path=/shop; HttpOnly", "no date past 9999");
         assert_eq!(
             all.set_cookie("k2", false, at),
             "route=k2; Path=/shop; HttpOnly; Max-Age=259200; Domain=shop.example; SameSite=Lax; \

@@ -101,9 +101,10 @@ impl Translator<'_> {
                             b.weight *= main_share;
                         }
                         f.backends.push(WeightedBackend::new(&cluster, canary.weight));
-                    } else if f.affinity.is_some() {
+                    } else if f.affinity.is_some() && (canary.header.is_some() || canary.cookie.is_some()) {
                         // No share by weight, but a client the canary answered (by header
-                        // or cookie) stays on it while its affinity cookie lasts.
+                        // or cookie) stays on it while its affinity cookie lasts. A canary
+                        // no request can reach stays out of reach.
                         f.backends.push(WeightedBackend::new(&cluster, 0));
                     }
                 }

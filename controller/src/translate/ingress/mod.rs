@@ -67,7 +67,7 @@ pub(super) fn part(
     let mut routes = RouteTable::default();
     let ours: Vec<&Ingress> = members.iter().map(|(ing, _)| *ing).collect();
     let settings: Vec<&annotations::Settings> = members.iter().map(|(_, s)| s).collect();
-    routes.regex_hosts = regex_hosts(&ours, &settings);
+    routes.regex_hosts = regex_hosts(&ours, &settings, &t.claims, &opts.ownership);
     // The hosts an external authentication check may be routed to, when any asks.
     let external = settings.iter().any(|s| matches!(s.auth.as_deref(), Some(annotations::AuthSetting::External(_))));
     let ours_hosts = if external { auth::rule_hosts(&ours) } else { HashSet::default() };
@@ -162,15 +162,28 @@ fn tight<V: Clone>(map: imbl::OrdMap<String, V>) -> Vec<(String, V)> {
 }
 
 /// The hosts whose paths are regular expressions: those of every served Ingress with
-/// `use-regex` or `rewrite-target`, for all Ingresses on them (as in ingress-nginx).
-fn regex_hosts(ours: &[&Ingress], settings: &[&annotations::Settings]) -> HashSet<Host> {
+/// `use-regex` or `rewrite-target`, for all Ingresses on them (as in ingress-nginx), when
+/// its namespace may serve the host: another namespace cannot turn a host's paths into
+/// regular expressions.
+fn regex_hosts(
+    ours: &[&Ingress],
+    settings: &[&annotations::Settings],
+    claims: &owners::Claims,
+    ownership: &owners::Ownership,
+) -> HashSet<Host> {
     ours.iter()
         .zip(settings)
         .filter(|(_, s)| s.regex() && !s.skip)
-        .flat_map(|(ing, _)| ing.spec.iter().flat_map(|s| s.rules.iter().flatten()))
-        .filter_map(|rule| match rule.host.as_deref() {
-            None | Some("") => Some(Host::Any),
-            Some(h) => Host::parse(h).ok(),
+        .flat_map(|(ing, _)| {
+            let namespace = ing.metadata.namespace.as_deref().unwrap_or("default");
+            let rules = ing.spec.iter().flat_map(|s| s.rules.iter().flatten());
+            rules.filter_map(move |rule| {
+                let host = match rule.host.as_deref() {
+                    None | Some("") => Host::Any,
+                    Some(h) => Host::parse(h).ok()?,
+                };
+                claims.may_serve(&host, namespace, ownership).is_ok().then_some(host)
+            })
         })
         .collect()
 }

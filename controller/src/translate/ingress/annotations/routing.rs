@@ -126,7 +126,8 @@ impl Reader<'_> {
                 match wharf_model::Pattern::full(&format!(".*(?:{value}).*")) {
                     Ok(p) => Some(p),
                     Err(e) => {
-                        let why = format!("{value:?}: {}; requests with the header go to the mainline", e.reason);
+                        let why =
+                            format!("{value:?}: {}; requests with the canary-by-header go to the mainline", e.reason);
                         self.invalid(key, why);
                         header_pattern_broken = true;
                         None

@@ -205,11 +205,16 @@ impl Reader<'_> {
             |v| v.starts_with('/') && v.bytes().all(|b| b.is_ascii_graphic() && b != b';'),
             "is not a path like /app; the route's path is used",
         );
+        // At most ten years: a date past year 9999 has no HTTP form.
+        const TEN_YEARS: u64 = 10 * 366 * 86_400;
         let age = |r: &mut Self, name: &str| {
             let (key, v) = r.get(name)?;
-            let n = v.trim().parse::<u64>().ok();
+            let n = v.trim().parse::<u64>().ok().filter(|n| *n <= TEN_YEARS);
             if n.is_none() {
-                r.invalid(key, format!("{v:?} is not a number of seconds; the cookie lasts the browser session"));
+                r.invalid(
+                    key,
+                    format!("{v:?} is not a number of seconds up to ten years; the cookie lasts the browser session"),
+                );
             }
             n
         };

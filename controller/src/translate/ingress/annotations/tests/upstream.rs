@@ -100,7 +100,7 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
         ("nginx.ingress.kubernetes.io/session-cookie-path", "/a; Domain=evil"),
         ("nginx.ingress.kubernetes.io/session-cookie-max-age", "forever"),
         ("nginx.ingress.kubernetes.io/session-cookie-samesite", "sometimes"),
-        ("nginx.ingress.kubernetes.io/session-cookie-expires", "soon"),
+        ("nginx.ingress.kubernetes.io/session-cookie-expires", "999999999999"),
         ("nginx.ingress.kubernetes.io/session-cookie-domain", "a.example; Secure"),
     ]);
     assert_eq!(
@@ -121,6 +121,13 @@ fn affinity_takes_cookie_settings_with_ingress_nginx_defaults() {
     }
     for good in ["a", "shop.example", ".shop.example", "x-1.a0.example", &"a".repeat(63)] {
         assert!(super::super::upstream::is_cookie_domain(good), "{good:?}");
+    }
+    for (value, want) in [("316224000", Some(316_224_000)), ("316224001", None)] {
+        let (s, _) = parsed(&[
+            ("nginx.ingress.kubernetes.io/affinity", "cookie"),
+            ("nginx.ingress.kubernetes.io/session-cookie-expires", value),
+        ]);
+        assert_eq!(s.affinity.and_then(|a| a.expires), want, "ten years at most: {value}");
     }
     for (value, want) in [("None", "None"), ("lax", "Lax")] {
         let (s, _) = parsed(&[
