@@ -5,7 +5,9 @@
 # istio.io/istio, with the Istio CRDs of the same version), Pebble and pebble-challtestsrv
 # (github.com/letsencrypt/pebble/v2, with its test certificates), and the Gateway API conformance
 # suite with its echo server (sigs.k8s.io/gateway-api/conformance, at the version
-# crds/GATEWAY_API_VERSION pins). Prints the directory holding the binaries.
+# crds/GATEWAY_API_VERSION pins), and oauth2-proxy (github.com/oauth2-proxy/oauth2-proxy/v7,
+# the sign-in service the external-authentication test runs). Prints the directory holding
+# the binaries.
 #
 # Cache: $WHARF_TOOLS_DIR (default ~/.cache/wharf-tools)/k8s-$K8S_VERSION. Delete it to rebuild.
 set -euo pipefail
@@ -13,6 +15,7 @@ K8S_VERSION="${K8S_VERSION:-1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 HELM_VERSION="${HELM_VERSION:-3.19.5}"
 PEBBLE_VERSION="${PEBBLE_VERSION:-2.10.1}"
+OAUTH2_PROXY_VERSION="${OAUTH2_PROXY_VERSION:-7.15.6}"
 # istio.io/istio publishes no semver tags as a Go module: a pseudo-version (master, 2026-08-27).
 ISTIO_VERSION="${ISTIO_VERSION:-v0.0.0-20260827124520-eed52ebb66ad}"
 tools="${WHARF_TOOLS_DIR:-$HOME/.cache/wharf-tools}/k8s-$K8S_VERSION"
@@ -57,8 +60,8 @@ build_kube() {
   done
 }
 
-build_module_tool() { # binary, module@version, package
-  local bin="$1" modver="$2" pkg="$3"
+build_module_tool() { # binary, module@version, package, [extra -ldflags]
+  local bin="$1" modver="$2" pkg="$3" ldflags="${4:-}"
   [ -x "$tools/$bin" ] && return
   local work="$tools/src-$bin"
   mkdir -p "$work"
@@ -70,7 +73,7 @@ build_module_tool() { # binary, module@version, package
     go mod tidy >&2
   fi
   log "building $bin"
-  go build -trimpath -ldflags "-s -w" -o "$tools/$bin" "$pkg" >&2
+  go build -trimpath -ldflags "-s -w $ldflags" -o "$tools/$bin" "$pkg" >&2
 }
 
 # istiod and the CRDs it watches (Istio's base chart ships them).
@@ -127,4 +130,7 @@ build_pebble
 build_istiod
 build_module_tool etcd "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" go.etcd.io/etcd/server/v3
 build_module_tool helm "helm.sh/helm/v3@v$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+build_module_tool oauth2-proxy "github.com/oauth2-proxy/oauth2-proxy/v7@v$OAUTH2_PROXY_VERSION" \
+  github.com/oauth2-proxy/oauth2-proxy/v7 \
+  "-X github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION=v$OAUTH2_PROXY_VERSION"
 echo "$tools"

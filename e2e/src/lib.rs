@@ -582,16 +582,27 @@ static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
 /// Runs `wharf ARGS` where backends live (in the backend network namespace).
 pub fn spawn_at_backend(env: &Env, args: &[&str]) -> Result<Proc> {
+    spawn_program_at_backend(env, std::path::Path::new(&env.wharf_bin), args)
+}
+
+/// Runs `program ARGS` where backends live (in the backend network namespace).
+pub fn spawn_program_at_backend(env: &Env, program: &std::path::Path, args: &[&str]) -> Result<Proc> {
     let mut cmd = match env.backend_exec.split_first() {
         Some((first, rest)) => {
             let mut c = Command::new(first);
-            c.args(rest).arg(&env.wharf_bin);
+            c.args(rest).arg(program);
             c
         }
-        None => Command::new(&env.wharf_bin),
+        None => Command::new(program),
     };
     cmd.args(args);
     Proc::spawn(cmd)
+}
+
+/// A free port for a backend of this test process (on the backend address).
+pub fn backend_port() -> u16 {
+    let base = 20000 + (std::process::id() % 400) as u16 * 100;
+    base + NEXT_PORT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// `wharf run` arguments for a gateway with no files, listening on `listen` with every
@@ -644,9 +655,8 @@ pub async fn ztunnel_stand_in(env: &Env, dir: &std::path::Path, cert: &str, key:
 
 /// An echo backend at the backend address, answering with `name`.
 pub async fn backend(env: &Env, name: &str) -> Result<(Proc, SocketAddr)> {
-    let base = 20000 + (std::process::id() % 400) as u16 * 100;
     for _ in 0..20 {
-        let port = base + NEXT_PORT.fetch_add(1, Ordering::Relaxed);
+        let port = backend_port();
         let addr: SocketAddr = format!("{}:{port}", env.backend_ip).parse()?;
         let mut proc = spawn_at_backend(env, &["echo", "--listen", &addr.to_string(), "--name", name])?;
         let up =
