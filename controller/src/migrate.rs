@@ -113,7 +113,10 @@ fn difference(name: &str) -> Option<&'static str> {
             "replaces the backend's answers and the gateway's own 502, 503 and 504, not the answers of the gateway's checks (401, 403, 413, ...); the error request has no body"
         }
         "auth-url" => {
-            "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503); answers are not cached"
+            "the check goes to the Service the URL names (NAME.NAMESPACE.svc) or through Wharf's own routes for its host; another host is refused (503)"
+        }
+        "auth-cache-key" | "auth-cache-duration" => {
+            "answers are kept in each replica's memory (at most 10,000), per host and route; answers that set cookies are not kept"
         }
         "proxy-next-upstream" | "proxy-next-upstream-tries" | "proxy-next-upstream-timeout" => {
             "a request with a body is never sent twice (ingress-nginx buffers bodies and sends them again); without these annotations only a connection that cannot be made is tried elsewhere"

@@ -66,6 +66,57 @@ pub struct ExternalChecker {
     pub forward: Option<CompiledForward>,
 }
 
+/// Answers of external checks kept for reuse (`auth-cache-key`), by key: each key names
+/// its host and route, so routes never share answers. At most [`Answers::MAX`] are kept;
+/// when full, the expired ones go, and a new answer is not kept while none has.
+#[derive(Debug, Default)]
+pub struct Answers {
+    kept: std::sync::Mutex<std::collections::HashMap<String, Kept>>,
+}
+
+/// A kept answer: its status and headers, until a time.
+#[derive(Debug, Clone)]
+struct Kept {
+    status: http::StatusCode,
+    headers: http::HeaderMap,
+    until: std::time::Instant,
+}
+
+impl Answers {
+    /// How many answers are kept at most.
+    pub const MAX: usize = 10_000;
+    /// A longer key is not kept (what the client sends fills it).
+    pub const MAX_KEY: usize = 8 * 1024;
+
+    /// The answer kept for `key`, unless it has expired by `now`.
+    pub fn get(&self, key: &str, now: std::time::Instant) -> Option<(http::StatusCode, http::HeaderMap)> {
+        let kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.get(key).filter(|k| k.until > now).map(|k| (k.status, k.headers.clone()))
+    }
+
+    /// Keeps an answer for `key` from `now` for `ttl`.
+    pub fn keep(
+        &self,
+        key: String,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        ttl: std::time::Duration,
+        now: std::time::Instant,
+    ) {
+        if key.len() > Answers::MAX_KEY {
+            return;
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.len() >= Answers::MAX && !kept.contains_key(&key) {
+            kept.retain(|_, k| k.until > now);
+            if kept.len() >= Answers::MAX {
+                return;
+            }
+        }
+        kept.insert(key, Kept { status, headers: headers.clone(), until: now + ttl });
+    }
+}
+
 /// `$escaped_request_uri`: every byte but the unreserved ones (RFC 3986) percent-encoded,
 /// so the URI fits in one query parameter.
 pub fn escape_query_value(s: &str) -> String {
@@ -580,5 +631,40 @@ mod tests {
             }
         });
         assert!(freed.await.is_ok(), "and gives it back when done");
+    }
+}
+
+#[cfg(test)]
+mod answers_tests {
+    use super::Answers;
+    use http::{HeaderMap, StatusCode};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn answers_are_kept_until_they_expire_and_never_beyond_the_bound() {
+        let a = Answers::default();
+        let now = Instant::now();
+        let ttl = Duration::from_secs(60);
+        let mut h = HeaderMap::new();
+        h.insert("x-user", http::HeaderValue::from_static("alice"));
+        a.keep("k".into(), StatusCode::ACCEPTED, &h, ttl, now);
+        let got = a.get("k", now + Duration::from_secs(59)).map(|(s, h)| (s, h["x-user"].clone()));
+        assert_eq!(got, Some((StatusCode::ACCEPTED, http::HeaderValue::from_static("alice"))));
+        assert!(a.get("k", now + ttl).is_none(), "expired at its time");
+        assert!(a.get("other", now).is_none());
+        a.keep("x".repeat(Answers::MAX_KEY + 1), StatusCode::OK, &h, ttl, now);
+        assert!(a.get(&"x".repeat(Answers::MAX_KEY + 1), now).is_none(), "a key too long is not kept");
+        a.keep("x".repeat(Answers::MAX_KEY), StatusCode::OK, &h, ttl, now);
+        assert!(a.get(&"x".repeat(Answers::MAX_KEY), now).is_some());
+        for i in 0..Answers::MAX + 10 {
+            a.keep(format!("n{i}"), StatusCode::OK, &h, ttl, now);
+        }
+        assert!(a.get(&format!("n{}", Answers::MAX), now).is_none(), "full: no more kept");
+        a.keep("k".into(), StatusCode::UNAUTHORIZED, &h, ttl, now);
+        assert_eq!(a.get("k", now).map(|(s, _)| s), Some(StatusCode::UNAUTHORIZED), "a kept key is replaced");
+        // Once the old ones expire, new ones are kept again.
+        let later = now + ttl + Duration::from_secs(1);
+        a.keep("new".into(), StatusCode::OK, &h, ttl, later);
+        assert!(a.get("new", later).is_some());
     }
 }

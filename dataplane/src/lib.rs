@@ -192,6 +192,8 @@ pub struct Shared {
     pub dialer: upstream::Dialer,
     /// Admission by memory.
     pub memory: memory::Guard,
+    /// Kept answers of external authentication checks (`auth-cache-key`).
+    pub auth_answers: auth::Answers,
     /// Shutdown has started: readiness fails (see [`drain`]).
     closing: std::sync::atomic::AtomicBool,
     compiler: config::Compiler,
@@ -251,6 +253,7 @@ impl Gateway {
                 metrics,
                 dialer,
                 memory: memory::Guard::new(opts.limits.memory_watermark, opts.memory_in_use),
+                auth_answers: auth::Answers::default(),
                 closing: std::sync::atomic::AtomicBool::new(false),
                 opts,
                 compiler,

@@ -66,6 +66,22 @@ pub struct ExternalAuth {
     /// 3xx response).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub always_set_cookie: bool,
+    /// `auth-cache-key`, `auth-cache-duration`: answers kept and reused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<Box<AuthCache>>,
+}
+
+/// Answers of a check kept for a while, per route and per key (ingress-nginx
+/// `auth-cache-key`, `auth-cache-duration`): a request whose key has a kept answer gets
+/// that answer's decision without a check. Answers that set cookies are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthCache {
+    /// The key, filled per request (a template of [`Template::parse_key`]'s variables).
+    pub key: Template,
+    /// The answer statuses kept.
+    pub statuses: Vec<u16>,
+    /// For how long, in seconds.
+    pub ttl_s: u64,
 }
 
 impl ExternalAuth {
@@ -82,6 +98,7 @@ impl ExternalAuth {
             response_headers: Vec::new(),
             request_redirect: None,
             always_set_cookie: false,
+            cache: None,
         }
     }
 }
@@ -101,7 +118,7 @@ enum Part {
 }
 
 /// A variable of a [`Template`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Var {
     /// `$host`: the request's host, without a port.
     Host,
@@ -115,6 +132,12 @@ pub enum Var {
     Uri,
     /// `$args`: the query.
     Args,
+    /// `$remote_user`: the user name of the request's Basic credentials (cache keys only).
+    RemoteUser,
+    /// `$http_NAME`: the request header `NAME` (`_` for `-`; cache keys only).
+    Header(Box<str>),
+    /// `$cookie_NAME`: the request's cookie `NAME` (cache keys only).
+    Cookie(Box<str>),
 }
 
 impl Var {
@@ -137,6 +160,17 @@ impl Serialize for Template {
 impl Template {
     /// Reads `source`; an unknown variable is an error naming it.
     pub fn parse(source: &str) -> Result<Template, String> {
+        Template::parse_with(source, false)
+    }
+
+    /// Reads a cache key: [`Template::parse`]'s variables, and what the client sends
+    /// (`$remote_user`, `$http_NAME`, `$cookie_NAME`). Those may not steer a URL, so no
+    /// other template takes them.
+    pub fn parse_key(source: &str) -> Result<Template, String> {
+        Template::parse_with(source, true)
+    }
+
+    fn parse_with(source: &str, client_vars: bool) -> Result<Template, String> {
         let mut parts = Vec::new();
         let mut text = String::new();
         let mut rest = source;
@@ -147,9 +181,19 @@ impl Template {
             let name_src = braced.unwrap_or(after);
             let len = name_src.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
             let name = &name_src[..len];
-            let Some((_, var)) = Var::ALL.iter().find(|(n, _)| *n == name) else {
+            let fixed = Var::ALL.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+            let from_client = || match name {
+                "remote_user" => Some(Var::RemoteUser),
+                _ => match (name.strip_prefix("http_"), name.strip_prefix("cookie_")) {
+                    (Some(h), _) if !h.is_empty() => Some(Var::Header(h.replace('_', "-").into())),
+                    (_, Some(c)) if !c.is_empty() => Some(Var::Cookie(c.into())),
+                    _ => None,
+                },
+            };
+            let Some(var) = fixed.or_else(|| client_vars.then(from_client).flatten()) else {
+                let also = if client_vars { ", remote_user, http_NAME, cookie_NAME" } else { "" };
                 return Err(format!(
-                    "${name} is not a variable Wharf fills (host, scheme, request_uri, escaped_request_uri, uri, args)"
+                    "${name} is not a variable Wharf fills here (host, scheme, request_uri, escaped_request_uri, uri, args{also})"
                 ));
             };
             let consumed = match braced {
@@ -160,7 +204,7 @@ impl Template {
             if !text.is_empty() {
                 parts.push(Part::Text(std::mem::take(&mut text)));
             }
-            parts.push(Part::Var(*var));
+            parts.push(Part::Var(var));
             rest = &after[consumed..];
         }
         text.push_str(rest);
@@ -181,12 +225,12 @@ impl Template {
     }
 
     /// The template with each variable's value from `value`.
-    pub fn fill(&self, value: impl Fn(Var) -> String) -> String {
+    pub fn fill(&self, value: impl Fn(&Var) -> String) -> String {
         let mut out = String::with_capacity(self.source.len() + 32);
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
-                Part::Var(v) => out.push_str(&value(*v)),
+                Part::Var(v) => out.push_str(&value(v)),
             }
         }
         out
@@ -554,6 +598,15 @@ mod tests {
         }
         let dump = serde_json::to_string(&fixed).unwrap_or_default();
         assert_eq!(dump, r#""http://auth.sso.svc/check""#);
+        // What the client sends fills cache keys, never a URL.
+        let key = Template::parse_key("$remote_user|$http_x_api_key|$cookie__oauth2_proxy|$host").unwrap();
+        assert_eq!(key.fill(|v| format!("{v:?}")), r#"RemoteUser|Header("x-api-key")|Cookie("_oauth2_proxy")|Host"#);
+        for client in ["http://$http_host/", "$cookie_a", "$remote_user"] {
+            assert!(Template::parse(client).is_err(), "{client}");
+        }
+        for bad in ["$http_", "$cookie_", "$remote_addr"] {
+            assert!(Template::parse_key(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -16,8 +16,8 @@ mod snapshot;
 pub mod tls;
 
 pub use auth::{
-    decode_base64, parse_auth_map, parse_htpasswd, Auth, BasicAuth, EntryError, ExternalAuth, HashError, Md5Magic,
-    PasswordHash, Template, Var, MAX_BCRYPT_COST,
+    decode_base64, parse_auth_map, parse_htpasswd, Auth, AuthCache, BasicAuth, EntryError, ExternalAuth, HashError,
+    Md5Magic, PasswordHash, Template, Var, MAX_BCRYPT_COST,
 };
 pub use client_auth::{
     parse_ca_bundle, percent_escape, CaError, CertRefusal, ClientAuthHost, ClientCa, ClientCertCheck, PeerCertificate,

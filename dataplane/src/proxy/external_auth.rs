@@ -36,10 +36,11 @@ struct Vars<'a> {
     request_uri: &'a str,
     path: &'a str,
     query: &'a str,
+    headers: &'a http::HeaderMap,
 }
 
 impl Vars<'_> {
-    fn value(&self, v: Var) -> String {
+    fn value(&self, v: &Var) -> String {
         match v {
             Var::Host => self.host.to_owned(),
             Var::Scheme => self.scheme.to_owned(),
@@ -47,8 +48,27 @@ impl Vars<'_> {
             Var::EscapedRequestUri => escape_query_value(self.request_uri),
             Var::Uri => self.path.to_owned(),
             Var::Args => self.query.to_owned(),
+            Var::RemoteUser => remote_user(self.headers).unwrap_or_default(),
+            Var::Header(name) => self
+                .headers
+                .get(name.as_ref())
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default(),
+            Var::Cookie(name) => forward::cookie_values(self.headers, name).next().unwrap_or("").to_owned(),
         }
     }
+}
+
+/// The user name of the request's Basic credentials (nginx's `$remote_user`).
+fn remote_user(headers: &http::HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = v.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = wharf_model::decode_base64(encoded.trim())?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':').map(|(user, _)| user.to_owned())
 }
 
 /// Sends the check for `req` (to host `host`, matched by `asking`) and reads its answer.
@@ -73,9 +93,15 @@ pub(super) async fn check<B>(
         request_uri: &request_uri,
         path: req.uri().path(),
         query: req.uri().query().unwrap_or(""),
+        headers: req.headers(),
     };
     let url = ext.auth.url.fill(|v| vars.value(v));
     let signin = ext.auth.signin.as_ref().map(|t| t.fill(|v| vars.value(v)));
+    // The kept answers' key: the host and the route, then what the key names.
+    let cache = ext.auth.cache.as_deref().map(|c| {
+        let key = c.key.fill(|v| vars.value(v));
+        (c, format!("{host}\n{}\n{:?}\n{key}", asking.source(), asking.matches.path))
+    });
     let failed = |why: &str| {
         tracing::debug!(url = %url, "authentication check failed: {why}");
         Checked::Answer((
@@ -84,26 +110,42 @@ pub(super) async fn check<B>(
             None,
         ))
     };
-    let Ok(target) = url.parse::<http::Uri>() else { return failed("the URL does not parse") };
-    let (Some(authority), Some(path)) = (target.authority(), target.path_and_query()) else {
-        return failed("the URL has no host");
-    };
-    let Ok(check_host) = HeaderValue::from_str(authority.as_str()) else { return failed("the URL has no host") };
     let original = format!("{scheme}://{host}{request_uri}");
-    let check = check_request(ext, conn, req, path.as_str(), &original, &request_uri);
-    let to = Target { uri: &target, host: &check_host, tables, asking };
-    let (resp, _) = match send(shared, conn, ext, to, check).await {
-        Ok(Ok(sent)) => sent,
-        Ok(Err(e)) => return failed(e.reason()),
-        Err(why) => return failed(why),
+    let kept = cache.as_ref().and_then(|(_, key)| shared.auth_answers.get(key, std::time::Instant::now()));
+    let (status, headers) = match kept {
+        Some(kept) => kept,
+        None => {
+            let Ok(target) = url.parse::<http::Uri>() else { return failed("the URL does not parse") };
+            let (Some(authority), Some(path)) = (target.authority(), target.path_and_query()) else {
+                return failed("the URL has no host");
+            };
+            let Ok(check_host) = HeaderValue::from_str(authority.as_str()) else {
+                return failed("the URL has no host");
+            };
+            let check = check_request(ext, conn, req, path.as_str(), &original, &request_uri);
+            let to = Target { uri: &target, host: &check_host, tables, asking };
+            let (resp, _) = match send(shared, conn, ext, to, check).await {
+                Ok(Ok(sent)) => sent,
+                Ok(Err(e)) => return failed(e.reason()),
+                Err(why) => return failed(why),
+            };
+            let (parts, body) = resp.into_parts();
+            // Read (a little of) the answer so that the connection can serve the next check.
+            let _ = tokio::time::timeout(Duration::from_secs(5), Limited::new(body, ANSWER_BODY_LIMIT).collect()).await;
+            // As nginx's cache: an answer that sets cookies is not kept.
+            if let Some((c, key)) = cache {
+                if c.statuses.contains(&parts.status.as_u16()) && !parts.headers.contains_key(header::SET_COOKIE) {
+                    let ttl = Duration::from_secs(c.ttl_s);
+                    shared.auth_answers.keep(key, parts.status, &parts.headers, ttl, std::time::Instant::now());
+                }
+            }
+            (parts.status, parts.headers)
+        }
     };
-    let (parts, body) = resp.into_parts();
-    // Read (a little of) the answer so that the connection can serve the next check.
-    let _ = tokio::time::timeout(Duration::from_secs(5), Limited::new(body, ANSWER_BODY_LIMIT).collect()).await;
-    match parts.status {
+    match status {
         s if s.is_success() => {
             for name in &ext.response_headers {
-                match parts.headers.get(name) {
+                match headers.get(name) {
                     Some(v) => {
                         req.headers_mut().insert(name.clone(), v.clone());
                     }
@@ -112,11 +154,11 @@ pub(super) async fn check<B>(
                     }
                 }
             }
-            let cookies = parts.headers.get_all(header::SET_COOKIE).iter().cloned().collect();
+            let cookies = headers.get_all(header::SET_COOKIE).iter().cloned().collect();
             Checked::Pass { cookies, always: ext.auth.always_set_cookie }
         }
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            Checked::Answer(refusal(ext, &parts, signin.as_deref(), &original))
+            Checked::Answer(refusal(ext, status, &headers, signin.as_deref(), &original))
         }
         other => failed(&format!("the check answered {other}")),
     }
@@ -199,10 +241,16 @@ async fn send(
 
 /// The client's answer to a check that answered `401` (a redirect to the sign-in page
 /// when there is one) or `403`, with the check's cookies where nginx adds them.
-fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<&str>, original: &str) -> Outcome {
-    let cookies: Vec<HeaderValue> = parts.headers.get_all(header::SET_COOKIE).iter().cloned().collect();
+fn refusal(
+    ext: &ExternalChecker,
+    status: StatusCode,
+    headers: &http::HeaderMap,
+    signin: Option<&str>,
+    original: &str,
+) -> Outcome {
+    let cookies: Vec<HeaderValue> = headers.get_all(header::SET_COOKIE).iter().cloned().collect();
     let always = ext.auth.always_set_cookie;
-    if parts.status == StatusCode::FORBIDDEN {
+    if status == StatusCode::FORBIDDEN {
         let mut r = local(StatusCode::FORBIDDEN, "forbidden");
         if always {
             add_cookies(r.headers_mut(), cookies);
@@ -221,7 +269,7 @@ fn refusal(ext: &ExternalChecker, parts: &http::response::Parts, signin: Option<
         }
         None => local(StatusCode::UNAUTHORIZED, "authorization required"),
     };
-    if let Some(challenge) = parts.headers.get(header::WWW_AUTHENTICATE) {
+    if let Some(challenge) = headers.get(header::WWW_AUTHENTICATE) {
         r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge.clone());
     }
     if always {

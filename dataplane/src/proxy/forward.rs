@@ -395,7 +395,7 @@ fn cookies(headers: &http::HeaderMap, name: &str) -> Vec<String> {
 }
 
 /// The values of cookie `name`, from every `Cookie` field of the request, in order.
-fn cookie_values<'h>(headers: &'h http::HeaderMap, name: &'h str) -> impl Iterator<Item = &'h str> {
+pub(super) fn cookie_values<'h>(headers: &'h http::HeaderMap, name: &'h str) -> impl Iterator<Item = &'h str> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(move |v| {
         v.split(';').filter_map(move |pair| {
             let (k, val) = pair.trim().split_once('=')?;

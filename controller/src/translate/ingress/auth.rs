@@ -104,6 +104,7 @@ impl Translator<'_> {
             response_headers: e.response_headers.clone(),
             request_redirect: e.request_redirect.clone(),
             always_set_cookie: e.always_set_cookie,
+            cache: e.cache.clone(),
         })
     }
 }

@@ -60,6 +60,8 @@ pub struct ExternalSetting {
     pub request_redirect: Option<String>,
     /// `auth-always-set-cookie`.
     pub always_set_cookie: bool,
+    /// `auth-cache-key`, `auth-cache-duration`.
+    pub cache: Option<Box<wharf_model::AuthCache>>,
 }
 
 impl Reader<'_> {
@@ -302,6 +304,7 @@ impl Reader<'_> {
             "is not a URL of visible characters; the request's URI is sent",
         );
         let always_set_cookie = self.bool("auth-always-set-cookie").unwrap_or(false);
+        let cache = self.auth_cache().map(Box::new);
         Some(AuthSetting::External(ExternalSetting {
             url,
             tls,
@@ -313,7 +316,55 @@ impl Reader<'_> {
             response_headers,
             request_redirect,
             always_set_cookie,
+            cache,
         }))
+    }
+
+    /// `auth-cache-key` with `auth-cache-duration` (statuses, then a time: ingress-nginx's
+    /// default `200 202 401 5m`; a time alone keeps 200, 301 and 302, as nginx's
+    /// `proxy_cache_valid`). What is invalid is reported and nothing is kept.
+    fn auth_cache(&mut self) -> Option<wharf_model::AuthCache> {
+        let (key_name, key) = self.get("auth-cache-key")?;
+        let key = match wharf_model::Template::parse_key(key.trim()) {
+            Ok(k) if !k.as_str().is_empty() => k,
+            Ok(_) => {
+                self.invalid(key_name, "is empty; answers are not kept".into());
+                return None;
+            }
+            Err(why) => {
+                self.invalid(key_name, format!("{why}; answers are not kept"));
+                return None;
+            }
+        };
+        let (statuses, ttl_s) = match self.get("auth-cache-duration") {
+            None => (vec![200, 202, 401], 300),
+            Some((name, value)) => {
+                let words: Vec<&str> = value.split_whitespace().collect();
+                let time = words.last().and_then(|t| crate::duration::parse(t, &crate::duration::ACME));
+                let codes: Option<Vec<u16>> = words
+                    .iter()
+                    .rev()
+                    .skip(1)
+                    .rev()
+                    .map(|c| c.parse::<u16>().ok().filter(|c| (100..600).contains(c)))
+                    .collect();
+                match (time, codes) {
+                    (Some(t), Some(c)) if t.as_secs() > 0 => {
+                        (if c.is_empty() { vec![200, 301, 302] } else { c }, t.as_secs())
+                    }
+                    _ => {
+                        self.invalid(
+                            name,
+                            format!(
+                                "{value:?} is not statuses then a time, like \"200 202 401 5m\"; answers are not kept"
+                            ),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(wharf_model::AuthCache { key, statuses, ttl_s })
     }
 
     /// The allow list (`allowlist-source-range`, before its old name

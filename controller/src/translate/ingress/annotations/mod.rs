@@ -31,7 +31,7 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 78] = [
+pub const IMPLEMENTED: [&str; 80] = [
     "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -107,6 +107,8 @@ pub const IMPLEMENTED: [&str; 78] = [
     "auth-response-headers",
     "auth-request-redirect",
     "auth-always-set-cookie",
+    "auth-cache-key",
+    "auth-cache-duration",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
     "proxy-next-upstream-timeout",

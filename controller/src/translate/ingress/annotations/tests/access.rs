@@ -292,6 +292,36 @@ fn external_auth_reads_its_url_and_settings_with_ingress_nginx_defaults() {
 }
 
 #[test]
+fn auth_cache_takes_a_key_of_the_clients_values_and_statuses_then_a_time() {
+    let url = ("nginx.ingress.kubernetes.io/auth-url", "http://oauth2-proxy.sso.svc/oauth2/auth");
+    let cache = |pairs: &[(&str, &str)]| {
+        let mut all = vec![url];
+        all.extend_from_slice(pairs);
+        let (auth, findings) = auth_of(&all);
+        let Some(AuthSetting::External(e)) = auth else { panic!("{auth:?}") };
+        (e.cache.map(|c| (c.key.as_str().to_owned(), c.statuses.clone(), c.ttl_s)), findings.len())
+    };
+    assert_eq!(cache(&[]), (None, 0));
+    let key = ("nginx.ingress.kubernetes.io/auth-cache-key", "$remote_user$http_authorization");
+    assert_eq!(cache(&[key]), (Some((key.1.to_owned(), vec![200, 202, 401], 300)), 0), "ingress-nginx's default");
+    for (duration, statuses, ttl) in [
+        ("200 201 401 30m", vec![200, 201, 401], 1_800),
+        ("200 1h", vec![200], 3_600),
+        ("45s", vec![200, 301, 302], 45),
+    ] {
+        let got = cache(&[key, ("nginx.ingress.kubernetes.io/auth-cache-duration", duration)]);
+        assert_eq!(got, (Some((key.1.to_owned(), statuses, ttl)), 0), "{duration}");
+    }
+    for bad in ["", "200", "200 5x", "abc 5m", "200 0s", "99 5m", "600 5m"] {
+        let got = cache(&[key, ("nginx.ingress.kubernetes.io/auth-cache-duration", bad)]);
+        assert_eq!(got, (None, 1), "{bad:?}");
+    }
+    for bad in ["", "$remote_addr", "$http_"] {
+        assert_eq!(cache(&[("nginx.ingress.kubernetes.io/auth-cache-key", bad)]), (None, 1), "{bad:?}");
+    }
+}
+
+#[test]
 fn an_external_auth_that_does_not_parse_refuses_every_request() {
     let url = "wharf.dev/auth-url";
     for (pairs, key, words) in [
