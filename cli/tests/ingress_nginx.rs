@@ -183,6 +183,9 @@ struct Expect {
     backend: Option<String>,
     seen: Option<SeenSpec>,
     same_backend_as: Option<usize>,
+    /// The leaf the server presented is the first certificate of this Secret's `tls.crt`
+    /// (a Secret of the case's `objects`).
+    certificate: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -423,6 +426,8 @@ struct Answer {
     status: u16,
     headers: http::HeaderMap,
     body: String,
+    /// The leaf certificate the server presented (HTTPS), DER.
+    peer: Option<Vec<u8>>,
 }
 
 impl Answer {
@@ -471,20 +476,23 @@ async fn send(w: &Wharf, pki: &Pki, r: &RequestSpec, host: &str, cookies: &str) 
         let sni = f.sni.clone().unwrap_or_else(|| host.split(':').next().unwrap_or("").to_owned());
         let name = ServerName::try_from(sni).map_err(|e| e.to_string())?;
         let tls = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
+        let peer = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
         let (mut s, c) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
         tokio::spawn(c);
-        s.send_request(req).await.map_err(|e| e.to_string())?
+        (s.send_request(req).await.map_err(|e| e.to_string())?, peer)
     } else {
         let (mut s, c) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| e.to_string())?;
         tokio::spawn(c);
-        s.send_request(req).await.map_err(|e| e.to_string())?
+        (s.send_request(req).await.map_err(|e| e.to_string())?, None)
     };
+    let (resp, peer) = resp;
     let (parts, body) = resp.into_parts();
     let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
     Ok(Answer {
         status: parts.status.as_u16(),
         headers: parts.headers,
         body: String::from_utf8_lossy(&bytes).into_owned(),
+        peer,
     })
 }
 
@@ -494,9 +502,33 @@ fn is_backend(answered: &str, name: &str) -> bool {
         || answered.strip_prefix(name).and_then(|r| r.strip_prefix('-')).is_some_and(|k| k.parse::<u8>().is_ok())
 }
 
-/// What is wrong with `a` given `e` (empty: nothing).
-fn check(e: &Expect, a: &Answer, earlier: &[String]) -> Vec<String> {
+/// The first certificate of the `tls.crt` of each Secret in `objects`, DER, by name.
+fn secret_leaves(objects: Option<&str>) -> BTreeMap<String, Vec<u8>> {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut leaves = BTreeMap::new();
+    for doc in serde_yaml::Deserializer::from_str(objects.unwrap_or("")) {
+        let Ok(v) = Value::deserialize(doc) else { continue };
+        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let pem = v["stringData"]["tls.crt"].as_str().unwrap_or_default();
+        if let Some(Ok(der)) = CertificateDer::pem_slice_iter(pem.as_bytes()).next() {
+            leaves.insert(name, der.to_vec());
+        }
+    }
+    leaves
+}
+
+/// What is wrong with `a` given `e` (empty: nothing); `leaves` are the certificates of
+/// the case's Secrets.
+fn check(e: &Expect, a: &Answer, earlier: &[String], leaves: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
     let mut bad = Vec::new();
+    if let Some(secret) = &e.certificate {
+        match (leaves.get(secret), &a.peer) {
+            (None, _) => bad.push(format!("certificate: no Secret {secret} with a tls.crt in the objects")),
+            (Some(want), Some(got)) if want == got => {}
+            (Some(_), Some(_)) => bad.push(format!("the server presented another certificate than {secret}'s")),
+            (Some(_), None) => bad.push("certificate: not an HTTPS request".to_owned()),
+        }
+    }
     if let Some(s) = &e.status {
         if !s.allows(a.status) {
             bad.push(format!(
@@ -594,6 +626,7 @@ async fn run_case(case: &Case, dir: &Path) -> Result<(), String> {
     let mut jar: BTreeMap<String, String> = BTreeMap::new();
     let mut answered: Vec<String> = Vec::new();
     let mut failures = String::new();
+    let leaves = secret_leaves(case.objects.as_deref());
     for (i, r) in case.requests.iter().enumerate() {
         let host = r.fields.host.clone().or_else(|| default_host.clone()).unwrap_or_default();
         let mut counts: BTreeMap<String, u32> = BTreeMap::new();
@@ -619,7 +652,7 @@ async fn run_case(case: &Case, dir: &Path) -> Result<(), String> {
                 }
             }
             *counts.entry(a.backend()).or_default() += 1;
-            let bad = check(&r.fields.expect, &a, &answered);
+            let bad = check(&r.fields.expect, &a, &answered, &leaves);
             if !bad.is_empty() {
                 let _ = writeln!(
                     failures,
@@ -696,6 +729,7 @@ async fn ingress_nginx_e2e_cases_behave_as_upstream_asserts() {
                     || e.backend.is_some()
                     || e.seen.is_some()
                     || e.same_backend_as.is_some()
+                    || e.certificate.is_some()
                     || !r.fields.counts.is_empty()
             };
             assert!(

@@ -170,6 +170,8 @@ fn every_implemented_name_is_read() {
         "session-cookie-samesite" => "Lax",
         "session-cookie-domain" => "shop.example",
         "proxy-next-upstream" => "error timeout http_502",
+        "auth-cache-key" => "$http_authorization",
+        "auth-cache-duration" => "200 1h",
         "proxy-next-upstream-tries" | "proxy-next-upstream-timeout" => "3",
         "session-cookie-name" => "route",
         n if n.starts_with("cors-") => "X-Custom",
@@ -232,6 +234,9 @@ fn every_implemented_name_is_read() {
         {
             if name != "auth-url" {
                 pairs.push(("wharf.dev/auth-url".to_owned(), "http://auth.sso.svc/check".to_owned()));
+            }
+            if name == "auth-cache-duration" {
+                pairs.push(("wharf.dev/auth-cache-key".to_owned(), "$http_authorization".to_owned()));
             }
         } else if name.starts_with("auth-") {
             for (other, v) in [("auth-type", "basic"), ("auth-secret", "users")] {
