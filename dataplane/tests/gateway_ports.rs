@@ -32,6 +32,7 @@ fn port(gateway: &str, bind: SocketAddr, protocol: PortProtocol) -> GatewayPort 
     GatewayPort {
         gateway: gw(gateway),
         bind,
+        listener_port: bind.port(),
         protocol,
         tls_hosts: vec![],
         virtual_hosts: vec![],
@@ -180,8 +181,24 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
     let shop = || Host::parse_gateway("shop.example.com").unwrap();
     let mut http = port("edge", r.http, PortProtocol::Http);
     http.edge = true;
+    // Clients reach the edge Gateway's listener on port 80 (the Service's), not the socket's.
+    http.listener_port = 80;
+    let moved = wharf_model::Route {
+        action: wharf_model::Action::Redirect(wharf_model::Redirect {
+            scheme: None,
+            host: None,
+            port: None,
+            path: None,
+            status: 302,
+            port_as_sent: false,
+            location: None,
+            relative: false,
+        }),
+        ..route(PathMatch::prefix("/moved").unwrap(), "gateway", false)
+    };
     http.virtual_hosts = vec![
-        VirtualHost { host: shop(), routes: vec![route(PathMatch::prefix("/api").unwrap(), "gateway", false)] }.into(),
+        VirtualHost { host: shop(), routes: vec![moved, route(PathMatch::prefix("/api").unwrap(), "gateway", false)] }
+            .into(),
         VirtualHost { host: Host::Any, routes: vec![] }.into(),
     ];
     let mut https = port("edge", r.https, PortProtocol::Https);
@@ -217,6 +234,14 @@ async fn the_edge_gateway_is_served_on_the_edge_listeners_before_the_ingress_rou
     r.gw.apply(s).unwrap();
 
     let name = |seen: Result<wharf_dataplane::testing::Seen, String>| seen.map(|s| (s.status, s.echo_name())).ok();
+    // A redirect without a port names the listener's declared port: none for 80.
+    let moved = http_get(r.http, "shop.example.com", "/moved/x?a=1").await.unwrap();
+    assert_eq!(
+        (moved.status, moved.headers["location"].to_str().unwrap()),
+        (302, "http://shop.example.com/moved/x?a=1"),
+        "the edge socket's port {} is not the listener's",
+        r.http.port()
+    );
     assert_eq!(name(http_get(r.http, "shop.example.com", "/api/x").await), Some((200, "gateway".into())));
     assert_eq!(
         name(http_get(r.http, "shop.example.com", "/other").await),

@@ -72,8 +72,12 @@ impl AcmeChallenges {
 pub struct GatewayPort {
     /// The Gateway.
     pub gateway: ObjectRef,
-    /// The address and port the socket is bound to; the port is the listener's.
+    /// The address and port the socket is bound to; the port is the listener's, but for
+    /// the edge Gateway's, served on Wharf's own sockets.
     pub bind: SocketAddr,
+    /// The listener's port, as the Gateway declares it (where clients reach it: for the
+    /// edge Gateway, a port of Wharf's Service, 80 where the socket is 8080).
+    pub listener_port: u16,
     /// Served on the edge listener of this protocol (Wharf's own HTTP, HTTPS or
     /// passthrough socket, bound at `bind`) ahead of the Ingress routes, instead of on a
     /// socket of its own: the edge Gateway's listeners.

@@ -351,6 +351,7 @@ mod tests {
         GatewayPort {
             gateway: ObjectRef::new("Gateway", "wharf", "wharf"),
             bind: ([0, 0, 0, 0], 8080).into(),
+            listener_port: 80,
             edge: true,
             protocol,
             tls_hosts: vec![],

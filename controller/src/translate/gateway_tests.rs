@@ -1056,17 +1056,20 @@ fn the_edge_gateway_is_served_on_wharfs_own_listeners_ahead_of_ingress_rules() {
     let (elsewhere, _) = listener_conds(&t, "edge", "elsewhere");
     assert!(has(&elsewhere, "Accepted", "False", "PortUnavailable"), "{elsewhere:?}");
 
-    let edge: Vec<(u16, PortProtocol, bool)> =
-        ports(&t).iter().filter(|p| p.gateway.name == "edge").map(|p| (p.bind.port(), p.protocol, p.edge)).collect();
+    let edge: Vec<(u16, u16, PortProtocol, bool)> = ports(&t)
+        .iter()
+        .filter(|p| p.gateway.name == "edge")
+        .map(|p| (p.listener_port, p.bind.port(), p.protocol, p.edge))
+        .collect();
     assert_eq!(
         edge,
         [
-            (8080, PortProtocol::Http, true),
-            (8443, PortProtocol::Https, true),
-            (15443, PortProtocol::Passthrough, true),
-            (31400, PortProtocol::Tcp, false),
+            (80, 8080, PortProtocol::Http, true),
+            (443, 8443, PortProtocol::Https, true),
+            (15443, 15443, PortProtocol::Passthrough, true),
+            (31400, 31400, PortProtocol::Tcp, false),
         ],
-        "HTTP, HTTPS and passthrough on the edge sockets; TCP on a socket of its own"
+        "HTTP, HTTPS and passthrough on the edge sockets (the listeners keep their declared ports); TCP on a socket of its own"
     );
     let http_port = ports(&t).iter().find(|p| p.gateway.name == "edge" && p.protocol == PortProtocol::Http).unwrap();
     assert_eq!(

@@ -204,6 +204,12 @@ impl CompiledConfig {
         }
     }
 
+    /// The port the edge Gateway declares for its listener of `protocol` (80, where the
+    /// edge socket behind the chart's Service is 8080), when it has one.
+    pub fn edge_listener_port(&self, protocol: PortProtocol) -> Option<u16> {
+        self.snapshot.gateway_ports.iter().find(|p| p.edge && p.protocol == protocol).map(|p| p.listener_port)
+    }
+
     /// The route of a request for `host` that arrived on `port` over `protocol`, `tables`
     /// being that port's ([`Self::tables`], looked up once per request): on the edge
     /// listeners the edge Gateway's routes and the Ingress rules weighed by host and owner

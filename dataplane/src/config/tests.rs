@@ -321,6 +321,7 @@ fn a_request_falls_through_only_to_hosts_and_a_default_backend_of_the_same_names
     let edge = |virtual_hosts: Vec<Arc<VirtualHost>>| GatewayPort {
         gateway: ObjectRef::new("Gateway", "infra", "edge"),
         bind: ([0, 0, 0, 0], 8080).into(),
+        listener_port: 80,
         edge: true,
         protocol: PortProtocol::Http,
         tls_hosts: vec![],
@@ -428,6 +429,7 @@ fn the_edge_gateways_tables_are_found_by_edge_listener_and_its_certificates_come
     let edge_port = |protocol, tls_hosts| GatewayPort {
         gateway: ObjectRef::new("Gateway", "infra", "edge"),
         bind,
+        listener_port: bind.port(),
         edge: true,
         protocol,
         tls_hosts,
@@ -657,6 +659,7 @@ fn gateway_ports_reuse_their_own_hosts() {
     let port = |bind: SocketAddr, edge: bool, protocol: PortProtocol, source: &str| GatewayPort {
         gateway: ObjectRef::new("Gateway", "web", "gw"),
         bind,
+        listener_port: bind.port(),
         edge,
         protocol,
         tls_hosts: Vec::new(),
@@ -736,6 +739,7 @@ fn gateway_ports_get_tables_of_their_own_found_by_their_address() {
         gateway_ports: vec![GatewayPort {
             gateway: ObjectRef::new("Gateway", "web", "gw"),
             bind,
+            listener_port: bind.port(),
             protocol: PortProtocol::Https,
             tls_hosts: vec![
                 TlsHost { host: host("a.example.com"), certificate: "web/exact".into() },

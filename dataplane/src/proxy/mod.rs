@@ -50,7 +50,8 @@ pub struct ConnInfo {
     pub client: SocketAddr,
     /// The listener's scheme.
     pub scheme: Scheme,
-    /// The listener's port.
+    /// The listener's port: its socket's, or for a redirect on an edge listener the edge
+    /// Gateway's listener port as declared.
     pub port: u16,
     /// The SNI the TLS connection was opened for (HTTPS only).
     pub sni: Option<Arc<str>>,
@@ -155,10 +156,24 @@ pub async fn handle(
         Some(t) if checked.is_ok() => route_for(&cfg, t, conn.gateway_port, listener, &host, &req),
         _ => None,
     };
+    let mut conn = conn;
+    // A redirect without a port names the port of the listener the request came to
+    // (Gateway API): on an edge listener, the edge Gateway's listener as it declares it,
+    // not the socket's (8080 behind the chart's Service that clients reach on 80).
+    if let (Some(r), None) = (route, conn.gateway_port) {
+        if matches!(r.action, CompiledAction::Redirect(_)) {
+            let protocol = match listener {
+                Scheme::Https => PortProtocol::Https,
+                Scheme::Http => PortProtocol::Http,
+            };
+            if let Some(declared) = cfg.edge_listener_port(protocol) {
+                conn.port = declared;
+            }
+        }
+    }
     // A trusted proxy's host is believed only when the routed host's namespace serves it
     // too: a proxy that passes on its client's X-Forwarded-Host cannot make one tenant's
     // backend or redirect name another's host, or one nobody serves.
-    let mut conn = conn;
     if conn.proxy_host.is_some() {
         let same_owner = match (route, tables, conn.proxy_host.as_ref().and_then(|v| v.to_str().ok())) {
             (Some(r), Some(t), Some(named)) => {

@@ -41,7 +41,17 @@ pub(super) fn ports(
                 }
             };
             let gateway = gw.oref.clone();
-            Some(GatewayPort { gateway, bind, edge, protocol, tls_hosts, virtual_hosts, passthrough, tcp })
+            Some(GatewayPort {
+                gateway,
+                bind,
+                listener_port: port,
+                edge,
+                protocol,
+                tls_hosts,
+                virtual_hosts,
+                passthrough,
+                tcp,
+            })
         })
         .collect()
 }
