@@ -476,6 +476,11 @@ mod tests {
             "affinity",
             "proxy-body-size",
             "auth-url",
+            "auth-cache-key",
+            "auth-cache-duration",
+            "proxy-next-upstream",
+            "proxy-next-upstream-tries",
+            "proxy-next-upstream-timeout",
         ] {
             assert!(difference(name).is_some(), "{name}");
             assert!(IMPLEMENTED.contains(&name), "{name} is a difference of something not implemented");

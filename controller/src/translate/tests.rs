@@ -1074,17 +1074,31 @@ fn a_sticky_main_route_keeps_its_canary_reachable_by_cookie_and_a_broken_pattern
     );
     assert_eq!(reasons(&t), [("canary", "InvalidAnnotation")], "{:?}", t.diagnostics);
 
-    // A canary no header, cookie or weight reaches is not reachable by a forged cookie.
-    let mut w = world(vec![
-        ingress("main", 0, json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}), spec("app")),
-        ingress("parked", 1, json!({"nginx.ingress.kubernetes.io/canary": "true"}), spec("v2")),
-    ]);
-    w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
-    let t = translate(&w, &opts(), None);
-    let routes = host_routes(&t, "a.com");
-    let Action::Forward(f) = &routes[0].action else { panic!("{routes:?}") };
-    let backends: Vec<&str> = f.backends.iter().map(|b| b.cluster.as_str()).collect();
-    assert_eq!((routes.len(), backends), (1, vec!["web/app:80"]));
+    // A canary no header, cookie or weight reaches is not reachable by a forged cookie;
+    // one a header or a cookie reaches is.
+    for (canary, reached) in [
+        (json!({"nginx.ingress.kubernetes.io/canary": "true"}), false),
+        (
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-header": "x-v2"}),
+            true,
+        ),
+        (
+            json!({"nginx.ingress.kubernetes.io/canary": "true", "nginx.ingress.kubernetes.io/canary-by-cookie": "v2"}),
+            true,
+        ),
+    ] {
+        let mut w = world(vec![
+            ingress("main", 0, json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}), spec("app")),
+            ingress("canary", 1, canary.clone(), spec("v2")),
+        ]);
+        w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
+        let t = translate(&w, &opts(), None);
+        let routes = host_routes(&t, "a.com");
+        let Action::Forward(f) = &routes.last().unwrap().action else { panic!("{routes:?}") };
+        let backends: Vec<&str> = f.backends.iter().map(|b| b.cluster.as_str()).collect();
+        let want = if reached { vec!["web/app:80", "web/v2:80"] } else { vec!["web/app:80"] };
+        assert_eq!(backends, want, "{canary}");
+    }
 }
 
 #[test]

@@ -450,16 +450,32 @@ fn the_edge_gateways_tables_are_found_by_edge_listener_and_its_certificates_come
             .to_vec()
             .into(),
         gateway_ports: vec![
-            edge_port(PortProtocol::Http, vec![]),
-            edge_port(
-                PortProtocol::Https,
-                vec![TlsHost { host: host("a.example.com"), certificate: "infra/gateway".into() }],
-            ),
+            // A Gateway on an address of its own, with another port on the same protocol.
+            GatewayPort {
+                edge: false,
+                bind: ([127, 0, 0, 9], 8081).into(),
+                listener_port: 81,
+                ..edge_port(PortProtocol::Http, vec![])
+            },
+            GatewayPort { listener_port: 80, ..edge_port(PortProtocol::Http, vec![]) },
+            GatewayPort {
+                listener_port: 443,
+                ..edge_port(
+                    PortProtocol::Https,
+                    vec![TlsHost { host: host("a.example.com"), certificate: "infra/gateway".into() }],
+                )
+            },
         ],
         clusters: [("c".to_owned(), cluster(1))].into_iter().collect(),
         ..Default::default()
     };
     let c = compiler();
+    let config = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
+    // Redirects name the edge listeners' declared ports, not their sockets'.
+    let declared =
+        [PortProtocol::Http, PortProtocol::Https, PortProtocol::Passthrough].map(|p| config.edge_listener_port(p));
+    assert_eq!(declared, [Some(80), Some(443), None]);
+    snapshot.gateway_ports.remove(0);
     let config = c.compile(Arc::new(snapshot.clone()), 1, None).unwrap();
     assert!(config.ports.is_empty() && config.tables(Some(bind)).is_none(), "no socket of its own");
     assert!(config.edge_gateway(None, PortProtocol::Http).is_some());

@@ -143,12 +143,11 @@ fn forwarded_host(headers: &HeaderMap) -> Option<HeaderValue> {
     let v = headers.get(&X_FORWARDED_HOST)?.as_bytes();
     let first = v.split(|b| *b == b',').next().unwrap_or(v).trim_ascii();
     let authority = http::uri::Authority::try_from(first).ok()?;
-    let after_host = &authority.as_str()[authority.host().len()..];
-    let port_ok = after_host.is_empty() || after_host.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok());
-    if first.is_empty() || first.contains(&b'@') || authority.host().is_empty() || !port_ok {
-        return None;
-    }
-    HeaderValue::from_bytes(first).ok()
+    // The host first (no user info), then nothing or a port.
+    let host = authority.host();
+    let rest = authority.as_str().strip_prefix(host).filter(|_| !host.is_empty())?;
+    let port_ok = rest.is_empty() || rest.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok());
+    port_ok.then(|| HeaderValue::from_bytes(first).ok()).flatten()
 }
 
 /// The values of `name` that are not blank, joined by `, ` (one header), or `None` when

@@ -494,6 +494,65 @@ mod tests {
     }
 
     #[test]
+    fn an_affinity_cookie_picks_its_endpoint_in_any_backend_unless_it_is_failing() {
+        let ep = |port: u16| {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            Arc::new(crate::upstream::EndpointState::new(addr, Default::default(), None))
+        };
+        let (main, canary) = (ep(9001), ep(9002));
+        let up = |id: &str, e: &Arc<crate::upstream::EndpointState>| {
+            Ok(Arc::new(Upstream::new(id.into(), Default::default(), vec![Arc::clone(e), ep(9100)])))
+        };
+        let f = CompiledForward::new(
+            vec![(up("main", &main), 1), (up("canary", &canary), 0)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        );
+        let picked = |keys: &[String]| f.pick_sticky(keys).map(|p| (p.upstream.id.clone(), p.sticky));
+        let key = |e: &Arc<crate::upstream::EndpointState>| e.affinity_key.clone();
+        assert_eq!(picked(&[key(&canary)]), Ok(("canary".into(), Some(0))), "a backend of weight 0 too");
+        assert_eq!(picked(&["nothing".into(), key(&main)]), Ok(("main".into(), Some(0))), "any value of the cookie");
+        assert_eq!(picked(&["nothing".into()]), Ok(("main".into(), None)), "else the weights");
+        assert_eq!(picked(&[]), Ok(("main".into(), None)));
+        canary.eject();
+        assert_eq!(picked(&[key(&canary)]), Ok(("main".into(), None)), "not a failing endpoint");
+    }
+
+    #[test]
+    fn a_retry_policy_replays_only_what_it_names_and_may_repeat() {
+        let policy = |on_error, statuses: &[u16], non_idempotent| {
+            RetryPolicy::new(&Retry {
+                on_error,
+                on_timeout: false,
+                statuses: statuses.to_vec(),
+                non_idempotent,
+                tries: 0,
+                timeout_ms: Some(1500),
+            })
+        };
+        let m = |s: &str| http::Method::from_bytes(s.as_bytes()).unwrap_or(http::Method::GET);
+        let on_error = policy(true, &[], false);
+        for method in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS"] {
+            assert!(on_error.replays(&m(method)), "{method}");
+        }
+        for method in ["POST", "PATCH", "LOCK"] {
+            assert!(!on_error.replays(&m(method)), "{method}");
+            assert!(policy(true, &[], true).replays(&m(method)), "{method} with non_idempotent");
+        }
+        assert!(policy(false, &[502], false).replays(&m("GET")), "a status alone");
+        let timeout = RetryPolicy { on_timeout: true, ..policy(false, &[], false) };
+        assert!(timeout.replays(&m("GET")), "a timeout alone");
+        assert!(!policy(false, &[], true).replays(&m("GET")), "nothing named: nothing replayed");
+        assert_eq!((on_error.tries, on_error.budget), (usize::MAX, Some(std::time::Duration::from_millis(1500))));
+        let three = RetryPolicy::new(&Retry { tries: 3, ..policy_model() });
+        assert_eq!(three.tries, 3);
+    }
+
+    fn policy_model() -> Retry {
+        Retry { on_error: true, on_timeout: true, statuses: vec![], non_idempotent: false, tries: 0, timeout_ms: None }
+    }
+
+    #[test]
     fn weights_split_the_range_in_order() {
         let u = |id: &str| Ok(Arc::new(Upstream::new(id.into(), Default::default(), Vec::new())));
         let f = CompiledForward::new(

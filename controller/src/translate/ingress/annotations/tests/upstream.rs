@@ -235,7 +235,7 @@ fn next_upstream_takes_conditions_tries_and_a_time_limit_with_ingress_nginx_defa
     assert_eq!((s.retry.map(|b| *b), d.len()), (Some(want), 0));
     let (s, _) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream", "timeout invalid_header")]);
     assert_eq!(s.retry.map(|r| (r.on_error, r.on_timeout)), Some((true, true)), "invalid_header is an error");
-    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream", "off http_502")]);
+    let (s, d) = parsed(&[("nginx.ingress.kubernetes.io/proxy-next-upstream", "error timeout off http_502")]);
     let off = Retry { on_error: false, on_timeout: false, statuses: vec![], tries: 1, ..defaults.clone() };
     assert_eq!((s.retry.map(|b| *b), d.len()), (Some(off), 0), "off: one try");
     let (s, d) = parsed(&[
