@@ -547,13 +547,32 @@ where
     }
 }
 
+/// Reads a request's head (up to its blank line, at most 16 KiB) from `s`; `None` when
+/// the peer closes first or the head is longer.
+pub async fn read_request_head(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut n = 0;
+    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        if n == buf.len() {
+            return None;
+        }
+        match s.read(&mut buf[n..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(k) => n += k,
+        }
+    }
+    buf.truncate(n);
+    Some(buf)
+}
+
 /// A backend on `listener` that answers every request with `200 held`, but holds
 /// requests for `/hold` until `release` fires, telling `arrived` once it has one: a
 /// request known to be in flight at the backend.
 pub fn holding_backend(
     listener: tokio::net::TcpListener,
 ) -> (tokio::sync::mpsc::Receiver<()>, tokio::sync::oneshot::Sender<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let (arrived_tx, arrived) = tokio::sync::mpsc::channel(1);
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
@@ -561,18 +580,8 @@ pub fn holding_backend(
         while let Ok((mut s, _)) = listener.accept().await {
             let (arrived_tx, released) = (arrived_tx.clone(), Arc::clone(&released));
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                    if n == buf.len() {
-                        return;
-                    }
-                }
-                if buf[..n].starts_with(b"GET /hold") {
+                let Some(head) = read_request_head(&mut s).await else { return };
+                if head.starts_with(b"GET /hold") {
                     let _ = arrived_tx.send(()).await;
                     let waiting = released.lock().await.take();
                     if let Some(r) = waiting {

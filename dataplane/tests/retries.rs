@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wharf_dataplane::testing::read_request_head;
 use wharf_model::{Action, PathMatch, Retry};
 
 /// What a failing endpoint does with each request, once it has read its head.
@@ -35,13 +36,8 @@ async fn failing(how: Fails) -> (SocketAddr, Arc<AtomicUsize>) {
         while let Ok((mut s, _)) = l.accept().await {
             let count = Arc::clone(&count);
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
+                if read_request_head(&mut s).await.is_none() {
+                    return;
                 }
                 count.fetch_add(1, Ordering::SeqCst);
                 match how {
@@ -52,7 +48,7 @@ async fn failing(how: Fails) -> (SocketAddr, Arc<AtomicUsize>) {
                     }
                     Fails::Reset => {}
                     Fails::Hang => {
-                        let _ = s.read(&mut buf).await;
+                        let _ = s.read(&mut [0u8; 1]).await;
                     }
                 }
             });

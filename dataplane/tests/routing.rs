@@ -969,7 +969,7 @@ async fn an_external_check_decides_and_its_headers_and_cookies_go_where_ingress_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_not_its_body() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use wharf_model::{Auth, ExternalAuth, Template};
 
     // The authentication service: passes everything, and tells the test what it got.
@@ -980,15 +980,8 @@ async fn an_external_check_carries_the_clients_headers_and_ingress_nginxs_but_no
         while let Ok((mut s, _)) = listener.accept().await {
             let got_tx = got_tx.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 16384];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                }
-                let _ = got_tx.send(String::from_utf8_lossy(&buf[..n]).into_owned()).await;
+                let Some(head) = wharf_dataplane::testing::read_request_head(&mut s).await else { return };
+                let _ = got_tx.send(String::from_utf8_lossy(&head).into_owned()).await;
                 let _ = s.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n").await;
             });
         }
