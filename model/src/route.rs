@@ -319,6 +319,10 @@ pub struct WeightedBackend {
     /// Changes to the headers of its responses, before the route's.
     #[serde(skip_serializing_if = "HeaderEdits::is_empty")]
     pub response_headers: LazyEdits,
+    /// The route's affinity cookie neither leads here nor is set by its answers
+    /// (ingress-nginx `affinity-canary-behavior: legacy` for a canary).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_affinity: bool,
 }
 
 impl WeightedBackend {
@@ -335,6 +339,7 @@ impl WeightedBackend {
             invalid: true,
             request_headers: LazyEdits::default(),
             response_headers: LazyEdits::default(),
+            no_affinity: false,
         }
     }
 }

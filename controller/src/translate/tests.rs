@@ -1099,6 +1099,36 @@ fn a_sticky_main_route_keeps_its_canary_reachable_by_cookie_and_a_broken_pattern
         let want = if reached { vec!["web/app:80", "web/v2:80"] } else { vec!["web/app:80"] };
         assert_eq!(backends, want, "{canary}");
     }
+
+    // `legacy`: the canary's backend is not the affinity cookie's, by header or by weight.
+    let legacy = json!({"nginx.ingress.kubernetes.io/canary": "true",
+                        "nginx.ingress.kubernetes.io/canary-by-header": "x-v2",
+                        "nginx.ingress.kubernetes.io/canary-weight": "50",
+                        "nginx.ingress.kubernetes.io/affinity-canary-behavior": "legacy"});
+    for (weight, header_only) in [("50", false), ("0", true)] {
+        let mut legacy = legacy.clone();
+        legacy["nginx.ingress.kubernetes.io/canary-weight"] = json!(weight);
+        let mut w = world(vec![
+            ingress("main", 0, json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}), spec("app")),
+            ingress("canary", 1, legacy, spec("v2")),
+        ]);
+        w.services.push(service("v2", json!([{"name": "http", "port": 80, "targetPort": 8080}])));
+        let t = translate(&w, &opts(), None);
+        let shown: Vec<Vec<(&str, bool)>> = host_routes(&t, "a.com")
+            .iter()
+            .map(|r| {
+                let Action::Forward(f) = &r.action else { panic!("{r:?}") };
+                f.backends.iter().map(|b| (b.cluster.as_str(), b.no_affinity)).collect()
+            })
+            .collect();
+        let main =
+            if header_only { vec![("web/app:80", false)] } else { vec![("web/app:80", false), ("web/v2:80", true)] };
+        assert_eq!(
+            shown,
+            [vec![("web/v2:80", true)], vec![("web/app:80", false)], main],
+            "weight {weight}: always, never, then the rest"
+        );
+    }
 }
 
 #[test]

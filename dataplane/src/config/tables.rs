@@ -321,7 +321,7 @@ fn forward(upstreams: &Upstreams<'_>, f: &wharf_model::Forward) -> CompiledForwa
         .timing_out(f.timeout_ms)
         .connecting_within(f.connect_timeout_ms)
         .sending_within(f.send_timeout_ms)
-        .sticky(f.affinity.as_deref())
+        .sticky(f.affinity.as_deref(), f.backends.iter().map(|b| b.no_affinity))
         .retrying(f.retry.as_deref())
         .falling_back(f.fallback.as_deref().map(|fb| CompiledFallback::new(target(upstreams, &fb.cluster, false), fb)))
 }

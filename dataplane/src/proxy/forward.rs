@@ -193,6 +193,7 @@ pub(super) async fn forward(
     let cookie = route.affinity.as_deref().map(|a| cookies(req.headers(), &a.name)).unwrap_or_default();
     let picked = route.pick_sticky(&cookie)?;
     let (upstream, own, mut sticky) = (picked.upstream, picked.edits, picked.sticky);
+    let sets_cookie = route.sets_cookie(picked.backend);
     if upstream.endpoints.is_empty() {
         return Err(UpstreamError::NoEndpoints);
     }
@@ -278,7 +279,7 @@ pub(super) async fn forward(
                 let (mut parts, body) = resp.into_parts();
                 headers::strip_hop_by_hop(&mut parts.headers, false);
                 own.response.apply(&mut parts.headers);
-                if let Some(sticky) = route.affinity.as_deref() {
+                if let Some(sticky) = route.affinity.as_deref().filter(|_| sets_cookie) {
                     if !cookie.contains(&ep.affinity_key) {
                         let https = conn.scheme == Scheme::Https;
                         let v = sticky.set_cookie(&ep.affinity_key, https, std::time::SystemTime::now());

@@ -30,6 +30,8 @@ pub struct Picked<'f> {
     pub edits: &'f BackendEdits,
     /// The endpoint the client's affinity cookie names, by index.
     pub sticky: Option<usize>,
+    /// The backend, by index (`None`: the default backend).
+    pub backend: Option<usize>,
     /// The default backend, taking the request of a backend without endpoints.
     pub fallback: Option<&'f CompiledFallback>,
 }
@@ -223,10 +225,24 @@ impl CompiledForward {
         self
     }
 
-    /// With sticky sessions by cookie, if the route has them.
-    pub fn sticky(mut self, affinity: Option<&CookieAffinity>) -> CompiledForward {
-        self.affinity = affinity.map(|a| Box::new(StickyCookie::new(a)));
+    /// With sticky sessions by cookie, if the route has them; `unsticky` says, by index,
+    /// which backends the cookie does not concern.
+    pub fn sticky(
+        mut self,
+        affinity: Option<&CookieAffinity>,
+        unsticky: impl Iterator<Item = bool>,
+    ) -> CompiledForward {
+        self.affinity = affinity.map(|a| {
+            let mut cookie = StickyCookie::new(a);
+            cookie.unsticky = unsticky.enumerate().filter(|(_, no)| *no).map(|(i, _)| i).collect();
+            Box::new(cookie)
+        });
         self
+    }
+
+    /// True when an answer of backend `picked` sets the affinity cookie.
+    pub fn sets_cookie(&self, picked: Option<usize>) -> bool {
+        self.affinity.as_deref().is_some_and(|a| picked.is_none_or(|b| !a.unsticky.contains(&b)))
     }
 
     /// With the route's retry policy, if it has one.
@@ -251,16 +267,22 @@ impl CompiledForward {
     /// without a Service) gives way to the default backend, when there is one with
     /// endpoints.
     pub fn pick_or_fall_back(&self) -> Result<Picked<'_>, UpstreamError> {
-        let picked = self.pick_backend();
+        let picked = self.pick_index();
         let empty = match &picked {
-            Ok((u, _)) => u.endpoints.is_empty(),
+            Ok((u, _, _)) => u.endpoints.is_empty(),
             Err(e) => *e == UpstreamError::NoEndpoints,
         };
         match self.fallback.as_deref() {
             Some(fb @ CompiledFallback { upstream: Ok(u), .. }) if empty && !u.endpoints.is_empty() => {
-                Ok(Picked { upstream: u, edits: &NO_EDITS, sticky: None, fallback: Some(fb) })
+                Ok(Picked { upstream: u, edits: &NO_EDITS, sticky: None, backend: None, fallback: Some(fb) })
             }
-            _ => picked.map(|(upstream, edits)| Picked { upstream, edits, sticky: None, fallback: None }),
+            _ => picked.map(|(upstream, edits, i)| Picked {
+                upstream,
+                edits,
+                sticky: None,
+                backend: Some(i),
+                fallback: None,
+            }),
         }
     }
 
@@ -269,12 +291,13 @@ impl CompiledForward {
     /// [`CompiledForward::pick_or_fall_back`]. A cookie can so keep a client on a backend
     /// the weights give no share (a canary it was sent to by header).
     pub fn pick_sticky(&self, keys: &[String]) -> Result<Picked<'_>, UpstreamError> {
+        let sticky = |b: usize| self.affinity.as_deref().is_none_or(|a| !a.unsticky.contains(&b));
         let found = keys.iter().find_map(|key| {
-            self.backends.iter().enumerate().find_map(|(b, (up, _))| {
+            self.backends.iter().enumerate().filter(|(b, _)| sticky(*b)).find_map(|(b, (up, _))| {
                 let up = up.as_ref().ok()?;
                 let e = up.endpoints.iter().position(|e| e.affinity_key == *key && !e.ejected())?;
                 let edits = self.backend_edits.get(b).unwrap_or(&NO_EDITS);
-                Some(Picked { upstream: up, edits, sticky: Some(e), fallback: None })
+                Some(Picked { upstream: up, edits, sticky: Some(e), backend: Some(b), fallback: None })
             })
         });
         match found {
@@ -285,6 +308,11 @@ impl CompiledForward {
 
     /// [`CompiledForward::pick`], with the chosen backend's own header changes.
     pub fn pick_backend(&self) -> Result<(&Arc<Upstream>, &BackendEdits), UpstreamError> {
+        self.pick_index().map(|(up, edits, _)| (up, edits))
+    }
+
+    /// [`CompiledForward::pick_backend`], with the backend's index.
+    fn pick_index(&self) -> Result<(&Arc<Upstream>, &BackendEdits, usize), UpstreamError> {
         let i = match self.backends.as_slice() {
             [(Ok(_), 0)] => return Err(UpstreamError::NoEndpoints),
             [_] => 0,
@@ -293,7 +321,7 @@ impl CompiledForward {
         };
         let (up, _) = &self.backends[i];
         let up = up.as_ref().map_err(|e| *e)?;
-        Ok((up, self.backend_edits.get(i).unwrap_or(&NO_EDITS)))
+        Ok((up, self.backend_edits.get(i).unwrap_or(&NO_EDITS), i))
     }
 
     /// The backend whose share of `0..total` holds `point`.
@@ -383,6 +411,8 @@ pub struct StickyCookie {
     expires: Option<std::time::Duration>,
     /// `Secure` on plain HTTP too.
     secure: bool,
+    /// The backends (by index) the cookie neither leads to nor is set for.
+    unsticky: Vec<usize>,
 }
 
 impl StickyCookie {
@@ -403,6 +433,7 @@ impl StickyCookie {
             attrs,
             expires: affinity.expires.map(std::time::Duration::from_secs),
             secure: affinity.secure,
+            unsticky: Vec::new(),
         }
     }
 
@@ -514,6 +545,27 @@ mod tests {
         assert_eq!(picked(&["nothing".into(), key(&main)]), Ok(("main".into(), Some(0))), "any value of the cookie");
         assert_eq!(picked(&["nothing".into()]), Ok(("main".into(), None)), "else the weights");
         assert_eq!(picked(&[]), Ok(("main".into(), None)));
+        assert!(!f.sets_cookie(Some(0)), "no affinity: no cookie");
+        let sticky = wharf_model::CookieAffinity {
+            name: "aff".into(),
+            path: "/".into(),
+            max_age: None,
+            expires: None,
+            domain: None,
+            same_site: None,
+            secure: false,
+        };
+        // `legacy`: the canary (backend 1) is not the cookie's.
+        let legacy = CompiledForward::new(
+            vec![(up("main", &main), 1), (up("canary", &canary), 0)],
+            CompiledEdits::default(),
+            CompiledEdits::default(),
+        )
+        .sticky(Some(&sticky), [false, true].into_iter());
+        let by = |keys: &[String]| legacy.pick_sticky(keys).map(|p| (p.upstream.id.clone(), p.sticky, p.backend));
+        assert_eq!(by(&[key(&canary)]), Ok(("main".into(), None, Some(0))), "not led to the canary");
+        assert_eq!(by(&[key(&main)]), Ok(("main".into(), Some(0), Some(0))));
+        assert!(legacy.sets_cookie(Some(0)) && !legacy.sets_cookie(Some(1)) && legacy.sets_cookie(None));
         canary.eject();
         assert_eq!(picked(&[key(&canary)]), Ok(("main".into(), None)), "not a failing endpoint");
     }

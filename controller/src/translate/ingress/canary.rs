@@ -56,12 +56,17 @@ impl Translator<'_> {
                 let Some(cluster) = self.backend(&src, &p.backend, protocol, verified.as_ref()) else { continue };
                 let Some(list) = routes.by_host.get_mut(&host) else { continue };
                 let base = list[index].clone();
+                // `legacy`: the canary's answers set no affinity cookie.
+                let canary_backend = |weight: u32| WeightedBackend {
+                    no_affinity: canary.legacy_affinity,
+                    ..WeightedBackend::new(&cluster, weight)
+                };
                 let with = |header: HeaderMatch, to_canary: bool| -> Route {
                     let mut r = base.clone();
                     r.matches.headers.push(header);
                     if to_canary {
                         if let Action::Forward(f) = &mut r.action {
-                            f.backends = vec![WeightedBackend::new(&cluster, 1)];
+                            f.backends = vec![canary_backend(1)];
                         }
                         r.source = src.clone();
                     }
@@ -100,8 +105,11 @@ impl Translator<'_> {
                         for b in &mut f.backends {
                             b.weight *= main_share;
                         }
-                        f.backends.push(WeightedBackend::new(&cluster, canary.weight));
-                    } else if f.affinity.is_some() && (canary.header.is_some() || canary.cookie.is_some()) {
+                        f.backends.push(canary_backend(canary.weight));
+                    } else if f.affinity.is_some()
+                        && !canary.legacy_affinity
+                        && (canary.header.is_some() || canary.cookie.is_some())
+                    {
                         // No share by weight, but a client the canary answered (by header
                         // or cookie) stays on it while its affinity cookie lasts. A canary
                         // no request can reach stays out of reach.

@@ -31,7 +31,7 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const WHARF_ONLY: [&str; 2] = ["acme", "acme-issuer"];
 
 /// The annotation names (after the prefix) Wharf acts on.
-pub const IMPLEMENTED: [&str; 80] = [
+pub const IMPLEMENTED: [&str; 81] = [
     "proxy-send-timeout",
     "proxy-ssl-secret",
     "proxy-ssl-verify",
@@ -94,6 +94,7 @@ pub const IMPLEMENTED: [&str; 80] = [
     "session-cookie-max-age",
     "session-cookie-expires",
     "session-cookie-domain",
+    "affinity-canary-behavior",
     "session-cookie-samesite",
     "session-cookie-secure",
     "auth-type",

@@ -32,6 +32,9 @@ pub struct Canary {
     pub weight: u32,
     /// `canary-weight-total` (default 100).
     pub weight_total: u32,
+    /// `affinity-canary-behavior: legacy`: the main Ingress's affinity cookie neither
+    /// keeps a client on the canary nor is set by it (`sticky`, the default, does both).
+    pub legacy_affinity: bool,
 }
 
 /// A redirect of every request to one URL (`permanent-redirect`, `temporal-redirect`).
@@ -158,7 +161,27 @@ impl Reader<'_> {
                 }
             },
         };
-        Some(Canary { header, header_value, header_pattern, header_pattern_broken, cookie, weight, weight_total })
+        let legacy_affinity = match self.get("affinity-canary-behavior") {
+            None => false,
+            Some((key, value)) => match value.trim() {
+                "sticky" => false,
+                "legacy" => true,
+                other => {
+                    self.invalid(key, format!("{other:?} is not sticky or legacy; sticky is used"));
+                    false
+                }
+            },
+        };
+        Some(Canary {
+            header,
+            header_value,
+            header_pattern,
+            header_pattern_broken,
+            cookie,
+            weight,
+            weight_total,
+            legacy_affinity,
+        })
     }
 
     /// A redirect of every request to the URL in `name`, with the status in `name-code`

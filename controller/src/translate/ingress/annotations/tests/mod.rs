@@ -172,6 +172,7 @@ fn every_implemented_name_is_read() {
         "proxy-next-upstream" => "error timeout http_502",
         "auth-cache-key" => "$http_authorization",
         "auth-cache-duration" => "200 1h",
+        "affinity-canary-behavior" => "legacy",
         "proxy-next-upstream-tries" | "proxy-next-upstream-timeout" => "3",
         "session-cookie-name" => "route",
         n if n.starts_with("cors-") => "X-Custom",
@@ -210,7 +211,7 @@ fn every_implemented_name_is_read() {
             pairs.push((format!("wharf.dev/{base}"), "https://x.example".to_owned()));
         } else if name == "relative-redirects" {
             pairs.push(("wharf.dev/permanent-redirect".to_owned(), "/new".to_owned()));
-        } else if name.starts_with("canary-") {
+        } else if name.starts_with("canary-") || name == "affinity-canary-behavior" {
             pairs.push(("wharf.dev/canary".to_owned(), "true".to_owned()));
         } else if name.starts_with("cors-") {
             pairs.push(("wharf.dev/enable-cors".to_owned(), "true".to_owned()));

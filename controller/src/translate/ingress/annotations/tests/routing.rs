@@ -110,6 +110,13 @@ fn canaries_take_header_cookie_and_weight_settings() {
         Some(Canary { weight_total: 100, header_pattern_broken: true, ..Canary::default() })
     );
     assert_eq!(d.len(), 5, "{d:?}");
+    for (behavior, legacy, findings) in [("legacy", true, 0), ("sticky", false, 0), ("loose", false, 1)] {
+        let (s, d) = parsed(&[
+            ("nginx.ingress.kubernetes.io/canary", "true"),
+            ("nginx.ingress.kubernetes.io/affinity-canary-behavior", behavior),
+        ]);
+        assert_eq!((s.canary.map(|c| c.legacy_affinity), d.len()), (Some(legacy), findings), "{behavior}");
+    }
 }
 
 #[test]
