@@ -738,15 +738,7 @@ async fn an_affinity_cookie_keeps_a_client_on_a_backend_the_weights_give_no_shar
     let sticky = |r: &mut wharf_model::Route, backends: Vec<WeightedBackend>| {
         if let Action::Forward(f) = &mut r.action {
             f.backends = backends;
-            f.affinity = Some(Box::new(CookieAffinity {
-                name: "aff".into(),
-                path: "/".into(),
-                max_age: None,
-                expires: None,
-                domain: None,
-                same_site: None,
-                secure: false,
-            }));
+            f.affinity = Some(Box::new(CookieAffinity::session("aff", "/")));
         }
     };
     // As a canary by header: the header sends to `canary`; without it, `main` takes every

@@ -280,6 +280,22 @@ pub struct CookieAffinity {
     pub secure: bool,
 }
 
+impl CookieAffinity {
+    /// A browser-session cookie `name` for `path`: no `Max-Age`, `Expires`, `Domain`,
+    /// `SameSite` or `Secure` over plain HTTP.
+    pub fn session(name: &str, path: &str) -> CookieAffinity {
+        CookieAffinity {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            max_age: None,
+            expires: None,
+            domain: None,
+            same_site: None,
+            secure: false,
+        }
+    }
+}
+
 /// A copy of each request (or of a share of them) sent to another cluster, whose answer
 /// is dropped: the client only ever gets the forward's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

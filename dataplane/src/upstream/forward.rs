@@ -546,15 +546,7 @@ mod tests {
         assert_eq!(picked(&["nothing".into()]), Ok(("main".into(), None)), "else the weights");
         assert_eq!(picked(&[]), Ok(("main".into(), None)));
         assert!(!f.sets_cookie(Some(0)), "no affinity: no cookie");
-        let sticky = wharf_model::CookieAffinity {
-            name: "aff".into(),
-            path: "/".into(),
-            max_age: None,
-            expires: None,
-            domain: None,
-            same_site: None,
-            secure: false,
-        };
+        let sticky = wharf_model::CookieAffinity::session("aff", "/");
         // `legacy`: the canary (backend 1) is not the cookie's.
         let legacy = CompiledForward::new(
             vec![(up("main", &main), 1), (up("canary", &canary), 0)],
@@ -696,15 +688,7 @@ mod tests {
     }
 
     fn affinity() -> CookieAffinity {
-        CookieAffinity {
-            name: "route".into(),
-            path: "/shop".into(),
-            max_age: None,
-            expires: None,
-            domain: None,
-            same_site: None,
-            secure: false,
-        }
+        CookieAffinity::session("route", "/shop")
     }
 
     #[test]
